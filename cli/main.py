@@ -1,0 +1,208 @@
+"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review).
+
+Exit codes: 0 a plan was found; 2 bad input; 3 no feasible fleet; 4 no plan within the
+time limit; 5 cancelled or internal error. Errors never print a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+EXIT_OK, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 2, 3, 4, 5
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _input_error(exc) -> int:
+    _err("error: invalid input")
+    for v in exc.violations:
+        _err(f"  - {v}")
+    return EXIT_INPUT
+
+
+def cmd_solve(args) -> int:
+    from solver.errors import Cancelled, InfeasibleError, InputError, PlannerError, SolverTimeout
+    from solver.render import render_infeasible, render_plan
+    from solver.schema import load_document
+
+    try:
+        data = load_document(Path(args.workload))
+    except InputError as exc:
+        return _input_error(exc)
+    if args.server:
+        return _solve_remote(args, data)
+    from solver.plan import PlanOptions, plan
+    from solver.schema import parse_workload
+
+    progress = _progress_printer() if sys.stderr.isatty() and not args.quiet else None
+    try:
+        workload = parse_workload(data)
+        result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
+                                            on_progress=progress, base_dir=str(Path(args.workload).parent)))
+    except InputError as exc:
+        return _input_error(exc)
+    except InfeasibleError as exc:
+        reasons = [asdict(r) for r in exc.reasons]
+        if args.format == "json":
+            print(json.dumps({"status": "infeasible", "infeasibility": reasons}, indent=2))
+        else:
+            print(render_infeasible(reasons))
+        return EXIT_INFEASIBLE
+    except SolverTimeout as exc:
+        _err(f"error: {exc}")
+        return EXIT_TIMEOUT
+    except (Cancelled, PlannerError) as exc:
+        _err(f"error: {exc}")
+        return EXIT_OTHER
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_OTHER
+    d = result.to_dict()
+    print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
+    return EXIT_OK
+
+
+def _progress_printer():
+    from solver.linear import Progress
+
+    def show(p: Progress) -> None:
+        best = f"${p.best_usd_per_hour:.4f}/h" if p.best_usd_per_hour is not None else "-"
+        bound = f"${p.bound_usd_per_hour:.4f}/h" if p.bound_usd_per_hour is not None else "-"
+        print(f"\r  {p.elapsed_s:6.2f} s  best {best}  bound {bound}  plans found {p.solutions_found}   ",
+              end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _solve_remote(args, data: dict) -> int:
+    try:
+        from planner_client import PlannerClient, PlannerClientError
+    except ImportError:
+        _err("error: the gRPC client (planner_client) is not installed")
+        return EXIT_OTHER
+    from solver.render import render_infeasible, render_plan
+
+    try:
+        with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
+            d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain)
+    except PlannerClientError as exc:
+        if exc.infeasibility:
+            if args.format == "json":
+                print(json.dumps({"status": "infeasible", "infeasibility": exc.infeasibility}, indent=2))
+            else:
+                print(render_infeasible(exc.infeasibility))
+            return EXIT_INFEASIBLE
+        _err(f"error: {exc}")
+        return exc.exit_code
+    print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
+    return EXIT_OK
+
+
+def cmd_schema(args) -> int:
+    from solver.schema import CatalogFile, Workload
+
+    model = CatalogFile if args.catalog else Workload
+    print(json.dumps(model.model_json_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_catalog(args) -> int:
+    from solver.catalog import default_catalog, load_catalog_file
+    from solver.errors import InputError
+    from solver.suggest import did_you_mean
+
+    try:
+        catalog = load_catalog_file(args.file) if args.file else default_catalog()
+    except InputError as exc:
+        return _input_error(exc)
+    if args.gpus:
+        rows = [asdict(g) for g in catalog.gpus.values()]
+        if args.format == "json":
+            print(json.dumps(rows, indent=2))
+        else:
+            from solver.render import _table
+            print(_table(["gpu", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS", "nvlink GB/s", "consumer"],
+                         [[g["name"], f"{g['memory_gib']:g}", str(g["memory_bandwidth_gbs"] or "-"), str(g["fp16_tflops"] or "-"),
+                           str(g["fp8_tflops"] or "-"), str(g["nvlink_gbs"] or "-"), "yes" if g["consumer"] else ""] for g in rows]))
+        return EXIT_OK
+    offers = list(catalog.offers)
+    for field, value in (("gpu", args.gpu), ("provider", args.provider), ("region", args.region)):
+        if value:
+            known = {getattr(o, field) for o in offers}
+            if value not in known:
+                _err(f"error: no offers with {field} {value!r}{did_you_mean(value, known)}")
+                return EXIT_INPUT
+            offers = [o for o in offers if getattr(o, field) == value]
+    if args.min_gpus:
+        offers = [o for o in offers if o.gpus_per_instance >= args.min_gpus]
+    if args.max_price:
+        offers = [o for o in offers if o.price_usd_per_hour <= args.max_price]
+    offers.sort(key=lambda o: (o.gpu, o.gpus_per_instance, o.price_usd_per_hour, o.id))
+    if args.format == "json":
+        print(json.dumps([{**asdict(o), "id": o.id} for o in offers], indent=2))
+        return EXIT_OK
+    from solver.render import _table
+    print(_table(["offer", "region", "gpu", "gpus", "interconnect", "fabric", "$/h", "spot $/h", "$/GPU-h", "as of"],
+                 [[o.id, o.region, o.gpu, str(o.gpus_per_instance), o.interconnect, o.inter_node_fabric or "-",
+                   f"{o.price_usd_per_hour:.4f}", f"{o.spot_price_usd_per_hour:.4f}" if o.spot_price_usd_per_hour else "-",
+                   f"{o.price_usd_per_gpu_hour:.4f}", o.as_of or "-"] for o in offers]))
+    print(f"\n{len(offers)} offers; source: {catalog.description}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="solver-cli", description="Cheapest proven-optimal GPU fleet for an inference workload.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("solve", help="plan the cheapest fleet for a workload file (JSON or YAML)")
+    s.add_argument("workload")
+    s.add_argument("--format", choices=["table", "json"], default="table")
+    s.add_argument("--explain", action="store_true", help="per service: the nearest alternatives not taken, and why")
+    s.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
+    s.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
+    s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")
+    s.add_argument("--token", default=None, help="bearer token for --server")
+    s.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
+    s.set_defaults(func=cmd_solve)
+
+    s = sub.add_parser("schema", help="print the workload file's JSON Schema")
+    s.add_argument("--catalog", action="store_true", help="the catalog file's schema instead")
+    s.set_defaults(func=cmd_schema)
+
+    s = sub.add_parser("catalog", help="list and filter the catalog's offers (or GPU types)")
+    s.add_argument("--file", help="a catalog file instead of the built-in default")
+    s.add_argument("--gpus", action="store_true", help="list GPU types instead of offers")
+    s.add_argument("--gpu")
+    s.add_argument("--provider")
+    s.add_argument("--region")
+    s.add_argument("--min-gpus", type=int)
+    s.add_argument("--max-price", type=float, metavar="USD_PER_HOUR")
+    s.add_argument("--format", choices=["table", "json"], default="table")
+    s.set_defaults(func=cmd_catalog)
+
+    for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review")):
+        try:
+            mod = __import__(module, fromlist=["add_parser"])
+        except ImportError:
+            continue
+        mod.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Build the shipped default catalog from the project's reference data.
+
+Reads ``../shared/data/gpu_specs.csv`` and ``gpu_instances.csv`` (+ notes) and writes
+``solver/catalog/data/{gpus,offers,excluded_offers}.csv``. The product never reads
+``../shared`` at run time: the CSVs this script writes are committed, with the
+source and date of every row, and `tests/test_catalog.py` checks they are current.
+
+Usage: python scripts/build_catalog.py [--shared ../shared] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT_DIR = ROOT / "solver" / "catalog" / "data"
+# The date the reference CSVs were gathered (shared/data README: SkyPilot catalog v9 snapshot).
+DATA_AS_OF = "2026-11"
+
+# Product GPU name -> (row in gpu_specs.csv, overrides with the reason for each).
+# Overrides fill gaps the spec table leaves, always with a stated derivation.
+GPU_TYPES: dict[str, tuple[str, dict[str, object], str]] = {
+    "T4": ("T4", {}, ""),
+    "L4": ("L4", {}, ""),
+    "A10": ("A10", {}, ""),
+    "A10G": ("A10G", {"fp16_tflops": 62.5, "bf16_tflops": 62.5},
+             "fp16/bf16 tensor 62.5 from the HF gpu_catalog.json figure quoted in the spec notes (low confidence)"),
+    "A40": ("A40", {}, ""),
+    "L40": ("L40", {}, ""),
+    "L40S": ("L40S", {"int8_tops": 733.0}, "int8 = fp8 dense figure (Ada runs both at the same rate)"),
+    "A100-40GB": ("A100-40GB-SXM4", {}, ""),
+    "A100-40GB-PCIe": ("A100-40GB-PCIe", {}, ""),
+    "A100-80GB": ("A100-80GB-SXM4", {}, ""),
+    "A100-80GB-PCIe": ("A100-80GB-PCIe", {}, ""),
+    "H100-SXM": ("H100-SXM5", {}, ""),
+    "H100-PCIe": ("H100-PCIe", {"bf16_tflops": 750.0, "fp8_tflops": 1500.0, "int8_tops": 1500.0},
+                  "bf16 = fp16 (Hopper runs both at one rate); fp8/int8 = 2x fp16 (Hopper ratio, as in the H100-SXM5 row)"),
+    "H200": ("H200-SXM", {}, ""),
+    "B200": ("B200", {}, ""),
+    "GH200": ("GH200 (96GB HBM3)", {"memory_bandwidth_gbs": 3350.0, "fp16_tflops": 989.4, "bf16_tflops": 989.4,
+                                    "fp8_tflops": 1978.9, "int8_tops": 1978.9, "nvlink_gbs": None},
+              "bandwidth and FLOP/s not in the spec table: the H100-SXM5 figures are used as a floor (GH200's GPU is H100-class)"),
+    "V100-16GB": ("V100-SXM2-16GB", {"nvlink_gbs": 300.0},
+                  "NVLink 2.0 300 GB/s per GPU is an assumption (spec table: 'NVLink present, bandwidth not seen')"),
+    "V100-32GB": ("V100-SXM2-32GB", {"nvlink_gbs": 300.0},
+                  "NVLink 2.0 300 GB/s per GPU is an assumption (spec table: 'NVLink present, bandwidth not seen')"),
+    "RTX-A6000": ("RTX A6000", {"fp16_tflops": 154.8, "bf16_tflops": 154.8},
+                  "fp16 tensor = 4 x fp32 (the GA102 ratio of the A10 row: 125 / 31.24)"),
+    "RTX-6000-Ada": ("RTX 6000 Ada", {"fp16_tflops": 182.2, "bf16_tflops": 182.2, "fp8_tflops": 364.4, "int8_tops": 364.4},
+                     "fp16 tensor = 2 x fp32 and fp8 = 2 x fp16 (the AD102 ratios of the L40 row)"),
+    "RTX-4090": ("RTX 4090", {"fp8_tflops": 330.0, "int8_tops": 330.0},
+                 "fp8 = 2 x bf16 (Ada ratio of the L40 row)"),
+    "RTX-3090": ("RTX 3090", {}, ""),
+    "MI300X": ("MI300X", {}, ""),
+}
+CONSUMER = {"RTX-4090", "RTX-3090"}
+NO_LLM_ESTIMATE = {"MI300X"}  # vendor kernels differ; the roofline constants are fitted on NVIDIA only
+
+# gpu_instances.csv GPU name -> product GPU name (form factor from the instance name where stated).
+def product_gpu(provider: str, instance: str, gpu: str) -> tuple[str | None, str]:
+    name = instance.lower()
+    if gpu == "A100-80GB":
+        return ("A100-80GB-PCIe", "form factor from instance name") if "pcie" in name else ("A100-80GB", "")
+    if gpu == "A100-40GB":
+        return ("A100-40GB-PCIe", "form factor from instance name") if "pcie" in name else ("A100-40GB", "")
+    if gpu == "H100":
+        # Form factor is not stated by the catalog (Azure NC/ND H100 v5, Paperspace): plan with the
+        # slowest variant so predictions err on the safe side.
+        return "H100-PCIe", "catalog does not state the H100 form factor; planned as H100-PCIe (the conservative variant)"
+    if gpu == "T4G":
+        return "T4", "AWS T4G is the T4 part on a Graviton host"
+    if gpu == "RTXA6000":
+        return "RTX-A6000", ""
+    if gpu in GPU_TYPES:
+        return gpu, ""
+    return None, f"no specification row for GPU {gpu!r} in gpu_specs.csv"
+
+
+def inter_node_fabric(provider: str, instance: str, gpu_count: float) -> tuple[str, float]:
+    """(fabric, GB/s per instance) for offers that can join replicas across instances.
+
+    Inferred from the instance family (EFA on AWS p4/p5/p6, the Azure 'r' = RDMA sizes,
+    GCP A3 Mega/Ultra and A4, Nebius 8-GPU hosts); verify with the provider.
+    """
+    if gpu_count < 8:
+        return "", 0.0
+    n = instance.lower()
+    if provider == "aws" and n.startswith(("p4d", "p4de")):
+        return "infiniband", 50.0  # 400 Gbit/s EFA
+    if provider == "aws" and n.startswith(("p5", "p6")):
+        return "infiniband", 400.0  # 3200 Gbit/s EFA
+    if provider == "azure" and n.startswith("standard_nd") and "r" in n.split("_")[1][4:]:
+        return "infiniband", 200.0 if "h100" in n else 100.0
+    if provider == "gcp" and n.startswith(("a3-megagpu", "a3-ultragpu", "a4-")):
+        return "infiniband", 200.0
+    if provider == "nebius":
+        return "infiniband", 400.0
+    return "", 0.0
+
+
+def _num(text: str) -> float | None:
+    text = (text or "").strip()
+    return float(text) if text else None
+
+
+def build_gpus(specs: dict[str, dict[str, str]]) -> list[dict[str, object]]:
+    rows = []
+    for name, (spec_name, overrides, derivation) in GPU_TYPES.items():
+        s = specs[spec_name]
+        row: dict[str, object] = {
+            "name": name,
+            "vendor": "AMD" if spec_name.startswith("MI") else "NVIDIA",
+            "architecture": s["architecture"],
+            "form_factor": "SXM" if "SXM" in s["form_factor"] or "OAM" in s["form_factor"] else "PCIe",
+            "memory_gib": _num(s["memory_gib"]),
+            "memory_bandwidth_gbs": _num(s["memory_bandwidth_gbs"]),
+            "fp16_tflops": _num(s["fp16_dense_tflops"]),
+            "bf16_tflops": _num(s["bf16_dense_tflops"]),
+            "fp8_tflops": _num(s["fp8_dense_tflops"]),
+            "int8_tops": _num(s["int8_dense_tops"]),
+            "nvlink_gbs": _num(s["nvlink_gbs"]),
+            "pcie_gen": int(s["pcie_gen"]) if s["pcie_gen"].strip() else None,
+        }
+        row.update(overrides)
+        row["supports_fp8"] = row["fp8_tflops"] is not None
+        row["consumer"] = name in CONSUMER
+        row["llm_estimates"] = name not in NO_LLM_ESTIMATE
+        row["spec_row"] = spec_name
+        row["source"] = s["source"]
+        row["derivation"] = derivation
+        row["as_of"] = DATA_AS_OF
+        rows.append(row)
+    return rows
+
+
+def build_offers(instances: list[dict[str, str]], notes: dict[tuple[str, str], str]):
+    offers, excluded = [], []
+    seen: set[tuple[str, str]] = set()
+    for r in instances:
+        provider, instance = r["provider"], r["instance_type"]
+        note = notes.get((provider, instance), "")
+        gpu_count = float(r["gpu_count"])
+        key = (provider, instance)
+        if key in seen:
+            excluded.append({"provider": provider, "instance_type": instance, "reason": "duplicate row"})
+            continue
+        seen.add(key)
+        if gpu_count < 1 or gpu_count != int(gpu_count):
+            excluded.append({"provider": provider, "instance_type": instance,
+                             "reason": f"fractional GPU ({gpu_count}); a replica needs whole GPUs"})
+            continue
+        if "AcceleratorCount=12" in note:
+            excluded.append({"provider": provider, "instance_type": instance,
+                             "reason": "source says 12 GPUs per instance (suspect) and does not state the H100 form factor"})
+            continue
+        if instance.startswith("n1-host+"):
+            excluded.append({"provider": provider, "instance_type": instance,
+                             "reason": "GPU-only price: the n1 host VM that the GPU needs is not priced in the source"})
+            continue
+        gpu, mapping_note = product_gpu(provider, instance, r["gpu"])
+        if gpu is None:
+            excluded.append({"provider": provider, "instance_type": instance, "reason": mapping_note})
+            continue
+        price = float(r["price_per_hour_usd"])
+        spot = _num(r["spot_price_per_hour_usd"])
+        caveats = [c for c in (mapping_note,) if c]
+        if spot is not None and spot >= price:
+            caveats.append(f"source spot price {spot} is not below on-demand; spot left unset")
+            spot = None
+        fabric, fabric_gbs = inter_node_fabric(provider, instance, gpu_count)
+        offers.append({
+            "provider": provider,
+            "name": instance,
+            "region": r["region"],
+            "gpu": gpu,
+            "gpus_per_instance": int(gpu_count),
+            "gpu_memory_gib": _num(r["gpu_memory_gib_per_gpu"]),
+            "vcpus": _num(r["vcpus"]),
+            "host_memory_gib": _num(r["memory_gib"]),
+            "price_usd_per_hour": price,
+            "spot_price_usd_per_hour": spot,
+            "inter_node_fabric": fabric,
+            "inter_node_gbs": fabric_gbs or None,
+            "source": "skypilot-catalog (see shared/data/README.md section A)",
+            "as_of": DATA_AS_OF,
+            "notes": "; ".join([note] + caveats if note else caveats),
+        })
+    return offers, excluded
+
+
+def _csv_text(rows: list[dict[str, object]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def build(shared: Path) -> dict[str, str]:
+    data = shared / "data"
+    with open(data / "gpu_specs.csv", newline="") as f:
+        specs = {row["gpu"]: row for row in csv.DictReader(f)}
+    with open(data / "gpu_instances.csv", newline="") as f:
+        instances = list(csv.DictReader(f))
+    with open(data / "gpu_instances_notes.csv", newline="") as f:
+        notes = {(r["provider"], r["instance_type"]): r["note"].strip() for r in csv.DictReader(f)}
+    gpus = build_gpus(specs)
+    offers, excluded = build_offers(instances, notes)
+    return {"gpus.csv": _csv_text(gpus), "offers.csv": _csv_text(offers), "excluded_offers.csv": _csv_text(excluded)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    parser.add_argument("--check", action="store_true", help="fail if the committed files differ")
+    args = parser.parse_args()
+    files = build(args.shared)
+    stale = [n for n, text in files.items() if not (OUT_DIR / n).exists() or (OUT_DIR / n).read_text() != text]
+    if args.check:
+        if stale:
+            print("catalog data is stale: " + ", ".join(stale) + " (run scripts/build_catalog.py)", file=sys.stderr)
+            return 1
+        return 0
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (OUT_DIR / name).write_text(text)
+    print(f"wrote {', '.join(files)} to {OUT_DIR.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The backend protocol and the choice between backends.
+
+Measured on this problem's covering-and-packing structure (bench/backends.py, see
+docs/benchmarks.md): SCIP proves optimality fastest, HiGHS is close, CP-SAT stalls far
+from its bound on larger instances. "auto" therefore means SCIP.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from solver.linear import LinearModel, Progress, SolveOutcome
+
+
+@dataclass
+class SolveOptions:
+    time_limit_s: float = 60.0
+    absolute_gap: float = 1e-6  # $/hour: below any real price difference
+    relative_gap: float = 0.0
+    threads: int = 1
+    hint: list[float] | None = None
+    on_progress: Callable[[Progress], None] | None = None
+    cancel: threading.Event | None = None  # set() stops the solve; the best plan so far is kept
+    objective_scale: float = 1.0  # progress reports objective / scale
+
+
+class Backend(Protocol):
+    name: str
+
+    def solve(self, model: LinearModel, options: SolveOptions) -> SolveOutcome: ...
+
+
+def get_backend(name: str) -> Backend:
+    from solver.backends.mathopt_backend import MathOptBackend
+
+    if name in ("auto", "scip"):
+        return MathOptBackend("scip")
+    if name in ("highs", "cp-sat"):
+        return MathOptBackend(name)
+    raise ValueError(f"unknown backend {name!r}")

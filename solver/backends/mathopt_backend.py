@@ -1,0 +1,110 @@
+"""OR-Tools MathOpt backend: SCIP (GSCIP), HiGHS or CP-SAT behind one translation."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+
+from ortools.math_opt.python import mathopt
+from ortools.util.python import solve_interrupter
+
+from solver.backends.base import SolveOptions
+from solver.linear import INF, LinearModel, Progress, SolveOutcome
+
+_SOLVERS = {"scip": mathopt.SolverType.GSCIP, "highs": mathopt.SolverType.HIGHS, "cp-sat": mathopt.SolverType.CP_SAT}
+# Only these report improving solutions through MathOpt callbacks.
+_CALLBACKS = {"scip", "cp-sat"}
+
+
+class MathOptBackend:
+    def __init__(self, solver: str):
+        self.name = solver
+        self._type = _SOLVERS[solver]
+
+    def _translate(self, lm: LinearModel):
+        m = mathopt.Model(name="fleet")
+        xs = [m.add_variable(lb=v.lb, ub=v.ub if v.ub != INF else mathopt_inf(), is_integer=v.integer, name=v.name)
+              for v in lm.variables]
+        for r in lm.rows:
+            expr = mathopt.fast_sum(c * xs[i] for i, c in r.terms)
+            m.add_linear_constraint(lb=r.lb, ub=r.ub, expr=expr, name=r.name)
+        m.minimize(mathopt.fast_sum(c * xs[i] for i, c in lm.objective.items()))
+        return m, xs
+
+    def solve(self, lm: LinearModel, options: SolveOptions) -> SolveOutcome:
+        start = time.monotonic()
+        model, xs = self._translate(lm)
+        params = mathopt.SolveParameters(
+            time_limit=datetime.timedelta(seconds=max(options.time_limit_s, 0.01)),
+            relative_gap_tolerance=options.relative_gap,
+            absolute_gap_tolerance=options.absolute_gap,
+            threads=options.threads if self.name != "highs" else None,
+        )
+        model_params = None
+        if options.hint is not None:
+            hint = mathopt.SolutionHint(variable_values={x: v for x, v in zip(xs, options.hint)})
+            model_params = mathopt.ModelSolveParameters(solution_hints=[hint])
+        kwargs: dict = {}
+        stop_watch = threading.Event()
+        if options.cancel is not None:
+            # Only when cancellable: SCIP's interrupter logs a harmless event-handler error line.
+            interrupter = solve_interrupter.SolveInterrupter()
+            stop_watch = _watch_cancel(options.cancel, interrupter)
+            kwargs["interrupter"] = interrupter
+        if options.on_progress is not None and self.name in _CALLBACKS:
+            found = [0]
+
+            def cb(data: mathopt.CallbackData) -> mathopt.CallbackResult:
+                stats = data.mip_stats
+                found[0] += 1
+                scale = options.objective_scale
+                best = stats.primal_bound / scale if abs(stats.primal_bound) < 1e30 else None
+                bound = stats.dual_bound / scale if abs(stats.dual_bound) < 1e30 else None
+                options.on_progress(Progress(time.monotonic() - start, best, bound, found[0]))
+                return mathopt.CallbackResult()
+
+            kwargs["callback_reg"] = mathopt.CallbackRegistration(events={mathopt.Event.MIP_SOLUTION})
+            kwargs["cb"] = cb
+        try:
+            result = mathopt.solve(model, self._type, params=params, model_params=model_params, **kwargs)
+        finally:
+            stop_watch.set()
+        elapsed = time.monotonic() - start
+        reason = result.termination.reason
+        has_solution = result.has_primal_feasible_solution()
+        values = [result.variable_values(x) for x in xs] if has_solution else None
+        objective = result.objective_value() if has_solution else None
+        bound = result.termination.objective_bounds.dual_bound
+        bound = bound if abs(bound) < 1e30 else None
+        if reason == mathopt.TerminationReason.OPTIMAL:
+            status = "optimal"
+        elif reason in (mathopt.TerminationReason.INFEASIBLE,):
+            status = "infeasible"
+        elif options.cancel is not None and options.cancel.is_set():
+            status = "cancelled" if not has_solution else "feasible"
+        elif has_solution:
+            status = "feasible"
+        else:
+            status = "no_solution"
+        return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail)
+
+
+def mathopt_inf() -> float:
+    return float("inf")
+
+
+def _watch_cancel(cancel: threading.Event | None, interrupter) -> threading.Event:
+    """Poll the caller's cancel event and interrupt the solver when it is set."""
+    done = threading.Event()
+    if cancel is None:
+        return done
+
+    def run():
+        while not done.wait(0.05):
+            if cancel.is_set():
+                interrupter.interrupt()
+                return
+
+    threading.Thread(target=run, daemon=True, name="solve-cancel").start()
+    return done

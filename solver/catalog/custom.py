@@ -1,0 +1,48 @@
+"""Build a Catalog from user-supplied GPU specs and offers (file or inline)."""
+
+from __future__ import annotations
+
+from solver.catalog.loader import default_catalog, interconnect_for
+from solver.catalog.types import Catalog, GpuType, Offer
+from solver.errors import FieldViolation, InputError
+from solver.suggest import did_you_mean
+
+
+def gpu_from_spec(s) -> GpuType:
+    fp8 = s.supports_fp8 if s.supports_fp8 is not None else s.fp8_tflops is not None
+    return GpuType(name=s.name, memory_gib=s.memory_gib, memory_bandwidth_gbs=s.memory_bandwidth_gbs,
+                   fp16_tflops=s.fp16_tflops, bf16_tflops=s.bf16_tflops, fp8_tflops=s.fp8_tflops,
+                   int8_tops=s.int8_tops, nvlink_gbs=s.nvlink_gbs, pcie_gen=s.pcie_gen, form_factor=s.form_factor,
+                   architecture=s.architecture, supports_fp8=fp8, consumer=s.consumer, source=s.source or "user")
+
+
+def catalog_from_spec(gpus_spec, offers_spec, *, include_default_gpus: bool = True,
+                      include_default_offers: bool = False, description: str = "", prefix: str = "catalog") -> Catalog:
+    base = default_catalog()
+    gpus: dict[str, GpuType] = dict(base.gpus) if include_default_gpus else {}
+    for g in gpus_spec:
+        gpus[g.name] = gpu_from_spec(g)
+    offers: list[Offer] = list(base.offers) if include_default_offers else []
+    problems: list[FieldViolation] = []
+    seen = {o.id for o in offers}
+    for i, s in enumerate(offers_spec):
+        if s.gpu not in gpus:
+            problems.append(FieldViolation(f"{prefix}.offers[{i}].gpu", f"unknown GPU type {s.gpu!r}{did_you_mean(s.gpu, gpus)}.",
+                                           "use a GPU name from `solver-cli catalog --gpus`, or describe it under gpus"))
+            continue
+        price = s.price_usd_per_hour if s.price_usd_per_hour is not None else s.price_usd_per_minute * 60.0
+        offer = Offer(provider=s.provider, name=s.name, region=s.region, gpu=s.gpu,
+                      gpus_per_instance=s.gpus_per_instance, price_usd_per_hour=price,
+                      spot_price_usd_per_hour=s.spot_price_usd_per_hour, gpu_memory_gib=s.gpu_memory_gib,
+                      interconnect=s.interconnect or interconnect_for(gpus[s.gpu], s.gpus_per_instance),
+                      inter_node_fabric=s.inter_node_fabric, inter_node_gbs=s.inter_node_gbs,
+                      available_instances=s.available_instances, source=s.source, as_of=s.as_of)
+        if offer.id in seen:
+            problems.append(FieldViolation(f"{prefix}.offers[{i}]", f"offer id {offer.id!r} appears twice.",
+                                           "give each offer a unique provider/name"))
+            continue
+        seen.add(offer.id)
+        offers.append(offer)
+    if problems:
+        raise InputError(problems)
+    return Catalog(gpus=gpus, offers=tuple(offers), description=description)

@@ -1,0 +1,99 @@
+"""Frozen catalog records. The formulation sees only these, never pydantic objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+PRECISIONS = ("fp16", "bf16", "fp8", "int8")
+INTERCONNECTS = ("none", "pcie", "nvlink")
+
+
+@dataclass(frozen=True)
+class GpuType:
+    name: str
+    memory_gib: float
+    memory_bandwidth_gbs: float | None = None
+    fp16_tflops: float | None = None
+    bf16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    int8_tops: float | None = None
+    nvlink_gbs: float | None = None  # per GPU, bidirectional total
+    pcie_gen: int | None = None
+    form_factor: str = "PCIe"  # "SXM" or "PCIe"
+    vendor: str = "NVIDIA"
+    architecture: str = ""
+    supports_fp8: bool = False
+    consumer: bool = False
+    llm_estimates: bool = True  # False: only measured profiles can place a service here
+    source: str = ""
+    derivation: str = ""
+    as_of: str = ""
+
+    def tflops(self, precision: str) -> float | None:
+        """Dense tensor throughput at a precision (FLOP/s in units of 1e12)."""
+        if precision == "fp8":
+            return self.fp8_tflops if self.supports_fp8 else None
+        if precision == "int8":
+            return self.int8_tops
+        if precision == "bf16":
+            return self.bf16_tflops or self.fp16_tflops
+        return self.fp16_tflops or self.bf16_tflops
+
+    def supports(self, precision: str) -> bool:
+        if precision == "fp8":
+            return self.supports_fp8
+        if precision == "bf16":
+            return self.bf16_tflops is not None or (self.fp16_tflops is not None and self.architecture.startswith(("Ampere", "Ada", "Hopper", "Blackwell")))
+        return True
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One purchasable instance type in one region."""
+
+    provider: str
+    name: str
+    region: str
+    gpu: str  # GpuType.name
+    gpus_per_instance: int
+    price_usd_per_hour: float
+    spot_price_usd_per_hour: float | None = None
+    gpu_memory_gib: float | None = None  # usable per GPU when the provider states it
+    interconnect: str = "pcie"  # between the instance's GPUs
+    inter_node_fabric: str = ""  # "infiniband" when replicas may span instances
+    inter_node_gbs: float | None = None
+    available_instances: int | None = None  # None = unlimited
+    source: str = ""
+    as_of: str = ""
+    notes: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.provider}/{self.name}"
+
+    @property
+    def price_usd_per_gpu_hour(self) -> float:
+        return self.price_usd_per_hour / self.gpus_per_instance
+
+    def with_price(self, price_usd_per_hour: float) -> "Offer":
+        return replace(self, price_usd_per_hour=price_usd_per_hour)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    gpus: dict[str, GpuType]
+    offers: tuple[Offer, ...]
+    description: str = ""
+    excluded: tuple[tuple[str, str], ...] = field(default=())  # (offer id, reason)
+
+    def offer(self, offer_id: str) -> Offer:
+        for o in self.offers:
+            if o.id == offer_id:
+                return o
+        raise KeyError(offer_id)
+
+    def gpu_of(self, offer: Offer) -> GpuType:
+        return self.gpus[offer.gpu]
+
+    def usable_memory_gib(self, offer: Offer) -> float:
+        return offer.gpu_memory_gib or self.gpus[offer.gpu].memory_gib

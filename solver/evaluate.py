@@ -1,0 +1,153 @@
+"""Independent evaluator: recompute cost, coverage, packing, VRAM and SLOs of a plan.
+
+It never looks at the MIP: from the workload and catalog it re-derives each assigned
+configuration's performance (measured profile or performance model), places every
+replica on a concrete instance (first-fit decreasing), and checks every constraint.
+`plan()` runs it on its own answer; tests run it on every answer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from solver.candidates import CandidateBuilder, service_demand
+from solver.catalog.types import Catalog
+from solver.resolve import filter_offers, offer_limits
+from solver.schema import Workload
+from solver.solution import Solution
+
+TOL = 1e-6
+
+
+@dataclass
+class Placement:
+    offer_id: str
+    instance: int  # 0-based index among this offer's instances
+    replicas: list[tuple[str, int]]  # (config key, GPUs it takes on this instance)
+
+    @property
+    def gpus_used(self) -> int:
+        return sum(g for _, g in self.replicas)
+
+
+@dataclass
+class EvalReport:
+    violations: list[str] = field(default_factory=list)
+    cost_usd_per_hour: float = 0.0
+    gpus: int = 0
+    capacity: dict[str, list[float]] = field(default_factory=dict)  # service -> per-class capacity
+    placements: list[Placement] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def evaluate(workload: Workload, catalog: Catalog, sol: Solution) -> EvalReport:
+    rep = EvalReport()
+    offers, _ = filter_offers(workload, catalog)
+    offers_by_id = {o.id: o for o in offers}
+    limits = offer_limits(workload, offers)
+    services = {s.name: s for s in workload.services}
+    demands = {s.name: service_demand(s, workload.constraints.headroom) for s in workload.services}
+
+    for offer_id, n in sol.fleet:
+        if offer_id not in offers_by_id:
+            rep.violations.append(f"fleet uses {offer_id}, which the catalog and constraints do not allow")
+            continue
+        if n < 0 or n != int(n):
+            rep.violations.append(f"fleet has {n} instances of {offer_id}")
+        rep.cost_usd_per_hour += offers_by_id[offer_id].price_usd_per_hour * n
+        rep.gpus += offers_by_id[offer_id].gpus_per_instance * n
+        if offer_id in limits and n > limits[offer_id]:
+            rep.violations.append(f"{n} instances of {offer_id} exceed its limit of {limits[offer_id]}")
+
+    builder = CandidateBuilder(workload, catalog, [])
+    served = {name: [0.0] * len(d.class_demand) for name, d in demands.items()}
+    replicas_per_service = {name: 0 for name in demands}
+    items: dict[str, list[tuple[str, int, int]]] = {}
+    for a in sol.assignments:
+        if a.service not in services or a.offer_id not in offers_by_id:
+            rep.violations.append(f"assignment {a.config_key} names an unknown service or offer")
+            continue
+        offer = offers_by_id[a.offer_id]
+        builder.offers = [offer]
+        builder.rejections = []
+        recomputed = [c for c in builder.for_service(services[a.service])
+                      if c.gpus_per_replica == a.gpus_per_replica and c.precision == a.precision
+                      and c.instances_per_replica == a.instances_per_replica]
+        if not recomputed:
+            why = "; ".join(r.reason for r in builder.rejections
+                            if r.gpus_per_replica == a.gpus_per_replica and r.precision == a.precision) or "not a valid configuration"
+            rep.violations.append(f"{a.config_key}: {why}")
+            continue
+        config = recomputed[0]
+        replicas_per_service[a.service] += a.replicas
+        used_time = 0.0
+        for k, (routed, perf) in enumerate(zip(a.routed, config.classes)):
+            if routed > TOL and perf.throughput <= 0:
+                rep.violations.append(f"{a.config_key} serves class {demands[a.service].class_names[k]} "
+                                      f"but {perf.reason or 'cannot'}")
+                continue
+            if perf.throughput > 0:
+                used_time += routed / perf.throughput
+            served[a.service][k] += routed
+        if used_time > a.replicas * (1 + TOL) + TOL:
+            rep.violations.append(f"{a.config_key}: routed traffic needs {used_time:.4f} replicas, has {a.replicas}")
+        cap = rep.capacity.setdefault(a.service, [0.0] * len(config.classes))
+        for k, perf in enumerate(config.classes):
+            cap[k] += perf.throughput * a.replicas
+        if config.memory_gib_per_gpu is not None and config.memory_gib_per_gpu > catalog.usable_memory_gib(offer) + TOL:
+            rep.violations.append(f"{a.config_key}: {config.memory_gib_per_gpu:.1f} GiB per GPU exceeds "
+                                  f"{catalog.usable_memory_gib(offer):.1f} GiB")
+        items.setdefault(a.offer_id, []).extend([(a.config_key, a.gpus_per_replica, a.instances_per_replica)] * a.replicas)
+
+    for name, d in demands.items():
+        for k, need in enumerate(d.class_demand):
+            if served[name][k] < need * (1 - TOL) - TOL:
+                rep.violations.append(f"{name}/{d.class_names[k]}: serves {served[name][k]:.4g} of "
+                                      f"{need:.4g} {d.unit} needed")
+        if replicas_per_service[name] < d.min_replicas:
+            rep.violations.append(f"{name}: {replicas_per_service[name]} replicas < min_replicas {d.min_replicas}")
+        if d.max_replicas is not None and replicas_per_service[name] > d.max_replicas:
+            rep.violations.append(f"{name}: {replicas_per_service[name]} replicas > max_replicas {d.max_replicas}")
+
+    fleet = dict(sol.fleet)
+    for offer_id, reps in sorted(items.items()):
+        placed, ok = _place(offer_id, offers_by_id[offer_id].gpus_per_instance, fleet.get(offer_id, 0), reps)
+        rep.placements.extend(placed)
+        if not ok:
+            rep.violations.append(f"{offer_id}: replicas do not fit on {fleet.get(offer_id, 0)} instance(s)")
+
+    c = workload.constraints
+    for gpu, quota in c.gpu_quotas.items():
+        used = sum(offers_by_id[o].gpus_per_instance * n for o, n in sol.fleet if o in offers_by_id and offers_by_id[o].gpu == gpu)
+        if used > quota:
+            rep.violations.append(f"{used} {gpu} GPUs exceed the quota of {quota}")
+    if c.budget_usd_per_hour is not None and rep.cost_usd_per_hour > c.budget_usd_per_hour + TOL:
+        rep.violations.append(f"cost ${rep.cost_usd_per_hour:.4f}/h exceeds the budget ${c.budget_usd_per_hour:g}/h")
+    return rep
+
+
+def _place(offer_id: str, size: int, count: int, reps: list[tuple[str, int, int]]) -> tuple[list[Placement], bool]:
+    """First-fit decreasing; replicas spanning instances take whole instances first."""
+    instances = [Placement(offer_id, i, []) for i in range(count)]
+    free = [size] * count
+    nxt = 0
+    for key, g, span in sorted(reps, key=lambda r: (-r[1] * r[2], r[0])):
+        if span > 1:
+            if nxt + span > count or any(free[i] != size for i in range(nxt, nxt + span)):
+                return instances, False
+            for i in range(nxt, nxt + span):
+                instances[i].replicas.append((key, size))
+                free[i] = 0
+            nxt += span
+            continue
+        slot = next((i for i in range(count) if free[i] >= g), None)
+        if slot is None:
+            return instances, False
+        instances[slot].replicas.append((key, g))
+        free[slot] -= g
+        nxt = max(nxt, slot + 1) if free[slot] == 0 else nxt
+    return instances, True

@@ -1,0 +1,70 @@
+"""Greedy baseline: each service alone on the configuration that serves it cheapest.
+
+No instance sharing between services or configurations, and no quota or budget
+awareness. Used as the warm start and upper bound of the MIP, and by the tests as the
+baseline the optimum must never exceed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from solver.problem import Config, Problem
+from solver.solution import Assignment, Solution
+
+
+def _alone_cost(c: Config, replicas: int, p: Problem) -> tuple[float, int]:
+    offer = p.offer(c.offer_id)
+    instances = math.ceil(replicas * c.gpus_per_replica / offer.gpus_per_instance - 1e-9)
+    return instances * offer.price_usd_per_hour, instances
+
+
+def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution | None:
+    configs = list(p.configs if configs is None else configs)
+    replicas: dict[str, int] = {}
+    routed: dict[str, list[float]] = {}
+    by_key = {c.key: c for c in configs}
+    for s in p.services:
+        mine = [c for c in configs if c.service == s.name]
+        if not mine:
+            return None
+        for k, d in enumerate(s.class_demand):
+            if d <= 0:
+                continue
+            best = None
+            for c in mine:
+                t = c.classes[k].throughput
+                if t <= 0:
+                    continue
+                r = math.ceil(d / t - 1e-9)
+                cost, _ = _alone_cost(c, r, p)
+                key = (cost, r * c.gpus_per_replica, c.key)
+                if best is None or key < best[0]:
+                    best = (key, c, r)
+            if best is None:
+                return None
+            _, c, r = best
+            replicas[c.key] = replicas.get(c.key, 0) + r
+            routed.setdefault(c.key, [0.0] * len(s.class_demand))[k] += d
+        have = sum(replicas.get(c.key, 0) for c in mine)
+        if have < s.min_replicas:
+            c = min(mine, key=lambda c: (_alone_cost(c, 1, p)[0], c.key))
+            replicas[c.key] = replicas.get(c.key, 0) + s.min_replicas - have
+            routed.setdefault(c.key, [0.0] * len(s.class_demand))
+    gpus_per_offer: dict[str, int] = {}
+    fleet: dict[str, int] = {}
+    for key, r in replicas.items():
+        c = by_key[key]
+        # Alone: each configuration gets its own instances.
+        _, instances = _alone_cost(c, r, p)
+        fleet[c.offer_id] = fleet.get(c.offer_id, 0) + instances
+        gpus_per_offer[c.offer_id] = gpus_per_offer.get(c.offer_id, 0) + r * c.gpus_per_replica
+    assignments = tuple(sorted(
+        (Assignment(k, by_key[k].service, by_key[k].offer_id, by_key[k].gpus_per_replica, by_key[k].precision, r,
+                    tuple(routed[k]), by_key[k].instances_per_replica) for k, r in replicas.items()),
+        key=lambda a: (a.service, a.config_key)))
+    return Solution(tuple(sorted(fleet.items())), assignments)
+
+
+def solution_cost(p: Problem, sol: Solution) -> float:
+    return sum(p.offer(o).price_usd_per_hour * n for o, n in sol.fleet)

@@ -1,0 +1,71 @@
+"""A solver-neutral mixed-integer linear model: named variables and named rows.
+
+The formulation writes into this; a backend (solver/backends) translates it to one
+OR-Tools solver. Keeping the two apart lets us swap SCIP/HiGHS/CP-SAT freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+INF = float("inf")
+
+
+@dataclass
+class Variable:
+    name: str
+    lb: float
+    ub: float
+    integer: bool
+
+
+@dataclass
+class Row:
+    name: str  # deterministic label, e.g. "demand[chat]", "pack[aws/p5.48xlarge]"
+    terms: list[tuple[int, float]]
+    lb: float = -INF
+    ub: float = INF
+
+
+@dataclass
+class LinearModel:
+    variables: list[Variable] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    objective: dict[int, float] = field(default_factory=dict)  # minimised
+
+    def var(self, name: str, lb: float = 0.0, ub: float = INF, integer: bool = False) -> int:
+        self.variables.append(Variable(name, lb, ub, integer))
+        return len(self.variables) - 1
+
+    def row(self, name: str, terms: list[tuple[int, float]], lb: float = -INF, ub: float = INF) -> None:
+        self.rows.append(Row(name, [(i, c) for i, c in terms if c != 0.0], lb, ub))
+
+    @property
+    def size(self) -> dict[str, int]:
+        return {
+            "variables": len(self.variables),
+            "integer_variables": sum(v.integer for v in self.variables),
+            "constraints": len(self.rows),
+            "nonzeros": sum(len(r.terms) for r in self.rows),
+        }
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Reported during a solve: the best plan's cost so far and the proven lower bound."""
+
+    elapsed_s: float
+    best_usd_per_hour: float | None
+    bound_usd_per_hour: float | None
+    solutions_found: int
+
+
+@dataclass
+class SolveOutcome:
+    status: str  # "optimal" | "feasible" | "infeasible" | "no_solution" | "cancelled"
+    values: list[float] | None
+    objective: float | None
+    bound: float | None
+    solve_time_s: float
+    backend: str
+    detail: str = ""

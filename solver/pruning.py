@@ -1,0 +1,84 @@
+"""Exact pruning: remove offers and configurations that no unique cheapest plan needs.
+
+Each rule keeps at least one optimal plan (proofs in the comments), so the optimality
+claim stands; the enumeration tests check it on small workloads.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from solver.catalog.types import Catalog, Offer
+from solver.problem import Config, ServiceDemand
+
+_INTERCONNECT_RANK = {"none": 0, "pcie": 1, "nvlink": 2}
+
+
+def prune_offers(offers: list[Offer], limits: dict[str, int], catalog: Catalog) -> tuple[list[Offer], list[tuple[str, str]]]:
+    """Drop an offer when another of the same GPU type and instance size is no dearer.
+
+    Same GPU, same GPU count, the same (or a better) interconnect and inter-node fabric,
+    and the same usable memory give identical configurations; with no per-offer limit
+    on either, any plan using the dearer one can swap to the cheaper at no extra cost.
+    Ties keep the lexicographically first id, so the choice is deterministic.
+    """
+    groups: dict[tuple, list[Offer]] = defaultdict(list)
+    for o in offers:
+        if o.id in limits:
+            continue
+        groups[(o.gpu, o.gpus_per_instance, catalog.usable_memory_gib(o))].append(o)
+    dropped: dict[str, str] = {}
+    for group in groups.values():
+        for o in group:
+            for other in group:
+                if other is o or other.id in dropped:
+                    continue
+                better_or_equal = (
+                    other.price_usd_per_hour <= o.price_usd_per_hour
+                    and _INTERCONNECT_RANK[other.interconnect] >= _INTERCONNECT_RANK[o.interconnect]
+                    and (other.inter_node_gbs or 0) >= (o.inter_node_gbs or 0)
+                )
+                strictly = (other.price_usd_per_hour < o.price_usd_per_hour
+                            or _INTERCONNECT_RANK[other.interconnect] > _INTERCONNECT_RANK[o.interconnect]
+                            or (other.inter_node_gbs or 0) > (o.inter_node_gbs or 0)
+                            or other.id < o.id)
+                if better_or_equal and strictly:
+                    dropped[o.id] = f"dominated by {other.id} (same GPUs, ${other.price_usd_per_hour:g}/h <= ${o.price_usd_per_hour:g}/h)"
+                    break
+    kept = [o for o in offers if o.id not in dropped]
+    return kept, sorted(dropped.items())
+
+
+def _dominates(a: Config, b: Config) -> bool:
+    """a serves every class at least as fast as b does, on no more GPUs of the same offer.
+
+    With a.gpus | b.gpus, one b replica can be swapped for b.gpus / a.gpus replicas of a:
+    the same GPUs of the same instances (power-of-two sizes pack exactly), at least as much
+    throughput for every class, at least as many replicas (min_replicas still holds);
+    SLOs hold because a's per-class feasibility is checked per class (throughput > 0).
+    """
+    if a.offer_id != b.offer_id or b.gpus_per_replica % a.gpus_per_replica:
+        return False
+    if a.instances_per_replica != 1 and a.instances_per_replica != b.instances_per_replica:
+        return False
+    k = b.gpus_per_replica // a.gpus_per_replica
+    return all(ca.throughput * k >= cb.throughput - 1e-12 for ca, cb in zip(a.classes, b.classes))
+
+
+def prune_configs(configs: list[Config], demand: ServiceDemand) -> list[Config]:
+    """Keep configurations not dominated by another on the same offer (deterministic ties)."""
+    if demand.max_replicas is not None:
+        return configs  # swapping one replica for several could break max_replicas
+    by_offer: dict[str, list[Config]] = defaultdict(list)
+    for c in configs:
+        by_offer[c.offer_id].append(c)
+    kept: list[Config] = []
+    for group in by_offer.values():
+        # Prefer fewer GPUs, then more throughput, then a stable key, so ties go one way.
+        group.sort(key=lambda c: (c.gpus_per_replica, -sum(x.throughput for x in c.classes), c.key))
+        survivors: list[Config] = []
+        for c in group:
+            if not any(_dominates(s, c) for s in survivors):
+                survivors.append(c)
+        kept.extend(survivors)
+    return kept

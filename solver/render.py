@@ -1,0 +1,72 @@
+"""Human-readable rendering of a plan (from its JSON dict, so remote plans render alike)."""
+
+from __future__ import annotations
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+def _ms(x) -> str:
+    return "-" if x is None else (f"{x:.1f}" if x < 100 else f"{x:.0f}")
+
+
+def render_plan(d: dict, explain: bool = False) -> str:
+    out = []
+    gap = d.get("optimality_gap")
+    status = d["status"].upper()
+    proof = "proven optimal" if d["status"] == "optimal" else (f"gap {gap:.2%}" if gap is not None else "")
+    out.append(f"{d['workload']}: {status} ({proof}) — ${d['total_price_usd_per_hour']:.4f}/hour "
+               f"(${d['total_price_usd_per_minute']:.5f}/min, ${d['monthly_usd']:,.0f}/month), {d['gpus']} GPUs, "
+               f"{d['pricing'].replace('_', '-')} prices")
+    out.append("")
+    rows = [[f["offer_id"], f["region"], f["gpu"], str(f["gpus_per_instance"]), str(f["instances"]),
+             f"{f['price_usd_per_hour']:.4f}", f"{f['subtotal_usd_per_hour']:.4f}"] for f in d["fleet"]]
+    out.append(_table(["offer", "region", "gpu", "gpus/inst", "instances", "$/h each", "$/h"], rows))
+    out.append("")
+    rows = []
+    for s in d["services"]:
+        for a in s["assignments"]:
+            slo = ", ".join(f"{c['name'][:-3].upper()} {_ms(c['predicted_ms'])}/{_ms(c['slo_ms'])}" for c in a["slo_checks"]) or "-"
+            tput = "/".join(f"{t:.3g}" for t in a["throughput_per_replica"])
+            rows.append([s["name"], a["gpu"], f"{a['gpus_per_replica']}", a["precision"] or a["source"], str(a["replicas"]),
+                         f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, a["binding_limit"] or "-"])
+        if not s["assignments"]:
+            rows.append([s["name"], "-", "-", "-", "0", f"0 {s['unit']}", "-", "-", "no demand"])
+    out.append(_table(["service", "gpu", "gpus/replica", "precision", "replicas", "per replica", "util",
+                       "SLO ms (pred/limit)", "binding"], rows))
+    out.append("")
+    for s in d["services"]:
+        out.append(f"  {s['name']}: capacity {s['capacity']:.4g} for demand {s['demand_with_headroom']:.4g} {s['unit']}"
+                   f" (utilization {s['utilization']:.0%})")
+    solver = d.get("solver") or {}
+    if solver:
+        size = solver["model_size"]
+        out.append("")
+        out.append(f"solver: {solver['backend']}, {solver['solve_time_s']:.3f} s solve / {solver['total_time_s']:.3f} s total, "
+                   f"{size['integer_variables']} integer vars, {size['constraints']} constraints, "
+                   f"{solver['candidates']} candidate configurations ({solver['rejected']} ruled out); "
+                   f"ties: {solver['tie_break']}; evaluator: {'ok' if d['evaluation'].get('ok') else 'FAILED'}")
+    if explain:
+        out.append("")
+        out.append("Alternatives not taken:")
+        for s in d["services"]:
+            out.append(f"  {s['name']}:")
+            for alt in s.get("alternatives", []):
+                out.append(f"    - {alt['gpu']} x{alt['gpus_per_replica']} {alt['precision'] or ''}: {alt['reason']}")
+            if not s.get("alternatives"):
+                out.append("    (none: this was the only configuration)")
+    return "\n".join(out)
+
+
+def render_infeasible(reasons: list[dict]) -> str:
+    lines = ["No feasible fleet:"]
+    for r in reasons:
+        lines.append(f"  - [{r['constraint']}] {r['message']}")
+        if r.get("fix"):
+            lines.append(f"    To fix: {r['fix']}")
+    return "\n".join(lines)

@@ -1,0 +1,134 @@
+"""The planner's answer as plain data, and its JSON form (the CLI's and the API's)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from solver.errors import InfeasibilityReason
+
+HOURS_PER_MONTH = 730.0  # 365 x 24 / 12, the cloud billing convention
+
+
+@dataclass
+class FleetLine:
+    offer_id: str
+    provider: str
+    name: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    instances: int
+    price_usd_per_hour: float  # per instance
+    subtotal_usd_per_hour: float
+
+
+@dataclass
+class SloCheck:
+    name: str  # "ttft_ms" | "tpot_ms" | "latency_ms"
+    predicted_ms: float | None
+    slo_ms: float
+
+
+@dataclass
+class AssignmentView:
+    config: str
+    offer_id: str
+    gpu: str
+    gpus_per_replica: int
+    instances_per_replica: int
+    precision: str | None
+    source: str  # "measured" | "estimate"
+    replicas: int
+    throughput_per_replica: list[float]  # per class
+    routed: list[float]  # per class
+    utilization: float
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    latency_ms: float | None = None
+    batch: int | None = None
+    memory_gib_per_gpu: float | None = None
+    binding_limit: str = ""
+    error_band: float = 0.0
+    slo_checks: list[SloCheck] = field(default_factory=list)
+
+
+@dataclass
+class Alternative:
+    config: str
+    gpu: str
+    gpus_per_replica: int
+    precision: str | None
+    verdict: str  # "dearer" | "vram" | "ttft" | "tpot" | "latency" | "quota" | "precision" | ...
+    reason: str
+    delta_usd_per_hour: float | None = None
+    exact: bool = False  # True: from a re-solve with the service forced onto this configuration
+
+
+@dataclass
+class ServiceResult:
+    name: str
+    unit: str
+    demand: float
+    demand_with_headroom: float
+    capacity: float
+    utilization: float
+    classes: list[str]
+    assignments: list[AssignmentView]
+    alternatives: list[Alternative] = field(default_factory=list)
+
+
+@dataclass
+class SolverInfo:
+    backend: str
+    solve_time_s: float
+    total_time_s: float
+    gap: float | None
+    bound_usd_per_hour: float | None
+    model_size: dict[str, int]
+    candidates: int
+    rejected: int
+    pruned_offers: int
+    tie_break: str
+    detail: str = ""
+
+
+@dataclass
+class PlanResult:
+    status: str  # "optimal" | "feasible" | "infeasible"
+    workload: str
+    total_price_usd_per_hour: float | None
+    gpus: int
+    fleet: list[FleetLine]
+    services: list[ServiceResult]
+    placements: list[dict]
+    solver: SolverInfo | None
+    infeasibility: list[InfeasibilityReason] = field(default_factory=list)
+    evaluation: dict = field(default_factory=dict)
+    catalog: str = ""
+    pricing: str = "on_demand"
+
+    @property
+    def monthly_usd(self) -> float | None:
+        return None if self.total_price_usd_per_hour is None else self.total_price_usd_per_hour * HOURS_PER_MONTH
+
+    @property
+    def price_usd_per_minute(self) -> float | None:
+        return None if self.total_price_usd_per_hour is None else self.total_price_usd_per_hour / 60.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["monthly_usd"] = _round(self.monthly_usd)
+        d["total_price_usd_per_minute"] = _round(self.price_usd_per_minute, 8)
+        d["total_price_usd_per_hour"] = _round(self.total_price_usd_per_hour)
+        d["infeasibility"] = [asdict(r) for r in self.infeasibility]
+        if self.solver is not None:
+            d["optimality_gap"] = self.solver.gap
+            d["solve_time_s"] = round(self.solver.solve_time_s, 4)
+        order = ["status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd",
+                 "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements",
+                 "infeasibility", "evaluation", "solver"]
+        return {k: d[k] for k in order if k in d}
+
+
+def _round(x: float | None, digits: int = 6) -> float | None:
+    return None if x is None else round(x, digits)

@@ -1,0 +1,398 @@
+"""Workload and catalog files: pydantic schemas, parsing, and errors with field paths.
+
+Everything user-facing is validated here; the rest of the pipeline receives only
+validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from solver.errors import FieldViolation, InputError
+
+Precision = Literal["fp16", "bf16", "fp8", "int8"]
+Engine = Literal["vllm", "tensorrt-llm", "sglang"]
+# Upper bounds that catch unit slips (ms typed as s, $/month typed as $/hour) without limiting real use.
+MAX_RATE = 1e9
+MAX_TOKENS = 2_000_000
+MAX_MS = 3.6e6
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    @classmethod
+    def model_validate_with_paths(cls, data: Any, prefix: str = ""):
+        """Validate, turning pydantic errors into InputError with dotted field paths."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise InputError([_violation(e, prefix) for e in exc.errors()]) from None
+
+
+def _path(loc: tuple, prefix: str = "") -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union", "union[", "literal[")) or part in ("str", "int", "float", "InlineModel"):
+            continue  # pydantic's internal union branch names mean nothing to users
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+_FIXES = {
+    "extra_forbidden": "remove it, or check its spelling against `solver-cli schema`",
+    "missing": "add it",
+    "finite_number": "use a finite number",
+    "greater_than": "use a larger value",
+    "greater_than_equal": "use a larger value",
+    "less_than_equal": "use a smaller value (check the units)",
+    "less_than": "use a smaller value (check the units)",
+    "literal_error": "use one of the allowed values",
+    "int_type": "use a whole number",
+    "int_from_float": "use a whole number",
+    "float_parsing": "use a number",
+    "too_short": "add at least one entry",
+}
+
+
+def _violation(err: dict, prefix: str) -> FieldViolation:
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    fix = _FIXES.get(err["type"], "")
+    if "To fix:" in msg:
+        msg, fix = (s.strip() for s in msg.split("To fix:", 1))
+    if not msg.endswith("."):
+        msg += "."
+    return FieldViolation(_path(tuple(err["loc"]), prefix), msg, fix)
+
+
+# ---------------------------------------------------------------- models and demand
+class InlineModel(_Strict):
+    """A decoder-only transformer described by its config."""
+
+    name: str = Field(min_length=1, max_length=100)
+    params_b: float = Field(gt=0, le=10_000, description="total parameters, billions (all experts)")
+    layers: int = Field(gt=0, le=1000)
+    hidden_size: int = Field(gt=0, le=1_000_000)
+    attention_heads: int = Field(gt=0, le=10_000)
+    kv_heads: int = Field(gt=0, le=10_000)
+    head_dim: int = Field(gt=0, le=10_000)
+    vocab_size: int = Field(default=32000, gt=0, le=10_000_000)
+    intermediate_size: int = Field(default=0, ge=0)
+    experts: int = Field(default=1, ge=1, le=4096)
+    active_experts: int = Field(default=1, ge=1, le=4096)
+    active_params_b: float | None = Field(default=None, gt=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.kv_heads > self.attention_heads:
+            raise ValueError("kv_heads cannot exceed attention_heads. To fix: check the model config")
+        if self.active_experts > self.experts:
+            raise ValueError("active_experts cannot exceed experts. To fix: check the model config")
+        if self.active_params_b is not None and self.active_params_b > self.params_b:
+            raise ValueError("active_params_b cannot exceed params_b. To fix: check the model config")
+        return self
+
+
+class RequestClass(_Strict):
+    """One request-size class of an LLM service's traffic."""
+
+    name: str = Field(min_length=1, max_length=64)
+    share: float = Field(gt=0, le=1, description="fraction of the service's requests")
+    prompt_tokens: int = Field(gt=0, le=MAX_TOKENS)
+    output_tokens: int = Field(gt=0, le=MAX_TOKENS)
+
+
+class Demand(_Strict):
+    requests_per_s: float | None = Field(default=None, ge=0, le=MAX_RATE)
+    items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE)
+    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=16)
+
+    @model_validator(mode="after")
+    def _one_unit(self):
+        if (self.requests_per_s is None) == (self.items_per_min is None):
+            raise ValueError("give exactly one of requests_per_s or items_per_min. To fix: "
+                             "use requests_per_s for LLM services, items_per_min for images/embeddings")
+        if self.classes:
+            if self.prompt_tokens is not None or self.output_tokens is not None:
+                raise ValueError("give either classes or prompt_tokens/output_tokens, not both. To fix: "
+                                 "move the token counts into the classes")
+            total = sum(c.share for c in self.classes)
+            if abs(total - 1.0) > 1e-6:
+                raise ValueError(f"class shares sum to {total:g}, not 1. To fix: make the shares add up to 1")
+            names = [c.name for c in self.classes]
+            if len(set(names)) != len(names):
+                raise ValueError("class names must be unique. To fix: rename the duplicate class")
+        return self
+
+    @property
+    def rate(self) -> float:
+        return self.requests_per_s if self.requests_per_s is not None else self.items_per_min
+
+    @property
+    def unit(self) -> str:
+        return "requests/s" if self.requests_per_s is not None else "items/min"
+
+
+class SLO(_Strict):
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="per request or item, end to end")
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time to first token")
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token")
+
+
+class MeasuredProfile(_Strict):
+    """A measured throughput/latency of one service on one GPU configuration; used as given."""
+
+    gpu: str = Field(min_length=1, description="GPU type name from the catalog")
+    gpus_per_replica: int = Field(default=1, ge=1, le=64)
+    precision: Precision | None = None
+    offer: str | None = Field(default=None, description="restrict to one offer id (provider/name)")
+    request_class: str | None = Field(default=None, description="the demand class this measurement is for")
+    requests_per_s: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    items_per_min: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    memory_gib_per_gpu: float | None = Field(default=None, gt=0, le=4096)
+
+    @model_validator(mode="after")
+    def _one_rate(self):
+        if (self.requests_per_s is None) == (self.items_per_min is None):
+            raise ValueError("give exactly one of requests_per_s or items_per_min, per replica. To fix: "
+                             "use the same unit as the service's demand")
+        return self
+
+
+class Service(_Strict):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    model: str | InlineModel | None = Field(default=None, description="a library model name, or an inline description; "
+                                            "omit for non-LLM services described by measured profiles")
+    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], min_length=1)
+    engine: Engine = "vllm"
+    demand: Demand
+    slo: SLO = Field(default_factory=SLO)
+    min_replicas: int = Field(default=0, ge=0, le=100_000)
+    max_replicas: int | None = Field(default=None, ge=1, le=100_000)
+    profiles: list[MeasuredProfile] = Field(default_factory=list)
+    size_with_error_band: bool = Field(default=False, description="size with the estimate's error margin: "
+                                       "derate predicted throughput and inflate latency by the error band")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.max_replicas is not None and self.max_replicas < self.min_replicas:
+            raise ValueError(f"max_replicas ({self.max_replicas}) is below min_replicas ({self.min_replicas}). "
+                             "To fix: raise max_replicas or lower min_replicas")
+        if self.model is None and not self.profiles:
+            raise ValueError("a service needs a model (to estimate) or measured profiles. To fix: "
+                             "add `model` for an LLM, or `profiles` with measured throughput per GPU")
+        llm_like = self.model is not None
+        if llm_like and self.demand.requests_per_s is None:
+            raise ValueError("an LLM service's demand is in requests_per_s. To fix: replace items_per_min "
+                             "with requests_per_s and give prompt_tokens/output_tokens")
+        if llm_like and not self.demand.classes and (self.demand.prompt_tokens is None or self.demand.output_tokens is None):
+            raise ValueError("an LLM service needs demand.prompt_tokens and demand.output_tokens "
+                             "(or demand.classes). To fix: add typical token counts, e.g. 512 and 256")
+        if len(set(self.precisions)) != len(self.precisions):
+            raise ValueError("precisions are repeated. To fix: list each precision once")
+        class_names = {c.name for c in self.demand.classes or []}
+        for i, p in enumerate(self.profiles):
+            if (p.requests_per_s is None) != (self.demand.requests_per_s is None):
+                raise ValueError(f"profiles[{i}] is in other units than the demand ({self.demand.unit}). "
+                                 f"To fix: give the profile's throughput in {self.demand.unit}")
+            if p.request_class is not None and p.request_class not in class_names:
+                raise ValueError(f"profiles[{i}].request_class {p.request_class!r} is not a demand class. "
+                                 f"To fix: use one of {sorted(class_names) or 'the demand classes (none given)'}")
+        return self
+
+
+# ---------------------------------------------------------------- constraints and catalog
+class Constraints(_Strict):
+    budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e7)
+    headroom: float = Field(default=0.0, ge=0, le=10, description="serve demand x (1 + headroom)")
+    gpu_quotas: dict[str, int] = Field(default_factory=dict, description="GPU type -> max GPUs")
+    offer_quotas: dict[str, int] = Field(default_factory=dict, description="offer id (provider/name) -> max instances")
+    providers: list[str] | None = Field(default=None, min_length=1)
+    regions: list[str] | None = Field(default=None, min_length=1)
+    gpu_types: list[str] | None = Field(default=None, min_length=1, description="allow only these GPU types")
+    exclude_gpu_types: list[str] = Field(default_factory=list)
+    allow_consumer_gpus: bool = False
+    pricing: Literal["on_demand", "spot"] = "on_demand"
+
+    @field_validator("gpu_quotas", "offer_quotas")
+    @classmethod
+    def _non_negative(cls, v: dict[str, int]):
+        for k, n in v.items():
+            if n < 0:
+                raise ValueError(f"quota for {k!r} is negative ({n}). To fix: use 0 or more")
+        return v
+
+
+class GpuSpec(_Strict):
+    name: str = Field(min_length=1)
+    memory_gib: float = Field(gt=0, le=4096)
+    memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=1e6)
+    fp16_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    bf16_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    int8_tops: float | None = Field(default=None, gt=0, le=1e6)
+    nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6)
+    pcie_gen: int | None = Field(default=None, ge=1, le=8)
+    form_factor: Literal["SXM", "PCIe"] = "PCIe"
+    architecture: str = ""
+    supports_fp8: bool | None = None
+    consumer: bool = False
+    source: str = ""
+
+
+class OfferSpec(_Strict):
+    provider: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    region: str = "any"
+    gpu: str = Field(min_length=1)
+    gpus_per_instance: int = Field(ge=1, le=64)
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
+    price_usd_per_minute: float | None = Field(default=None, gt=0, le=1e4)
+    spot_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
+    interconnect: Literal["none", "pcie", "nvlink"] | None = None
+    inter_node_fabric: Literal["", "infiniband"] = ""
+    inter_node_gbs: float | None = Field(default=None, gt=0, le=1e5)
+    available_instances: int | None = Field(default=None, ge=0)
+    source: str = "user"
+    as_of: str = ""
+
+    @model_validator(mode="after")
+    def _one_price(self):
+        if (self.price_usd_per_hour is None) == (self.price_usd_per_minute is None):
+            raise ValueError("give exactly one of price_usd_per_hour or price_usd_per_minute. To fix: "
+                             "state the instance's on-demand price once")
+        return self
+
+
+class CatalogFile(_Strict):
+    gpus: list[GpuSpec] = Field(default_factory=list)
+    offers: list[OfferSpec] = Field(min_length=1)
+    include_default_gpus: bool = True
+
+
+class CatalogRef(_Strict):
+    source: Literal["default", "file", "inline"] = "default"
+    file: str | None = None
+    gpus: list[GpuSpec] = Field(default_factory=list)
+    offers: list[OfferSpec] = Field(default_factory=list)
+    include_default_offers: bool = Field(default=False, description="with inline offers: add the default catalog's")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_source(cls, data):
+        if isinstance(data, dict) and "source" not in data:
+            data = dict(data)
+            data["source"] = "file" if data.get("file") else ("inline" if data.get("offers") else "default")
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.source == "file" and not self.file:
+            raise ValueError("catalog.source is 'file' but no file is given. To fix: set catalog.file to a path")
+        if self.source == "inline" and not self.offers:
+            raise ValueError("catalog.source is 'inline' but offers is empty. To fix: add offers or use source 'default'")
+        return self
+
+
+class SolverOptions(_Strict):
+    time_limit_s: float = Field(default=60.0, gt=0, le=86_400)
+    backend: Literal["auto", "scip", "highs", "cp-sat"] = "auto"
+    tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
+    calibration: dict[str, float] = Field(default_factory=dict, description="override performance-model constants")
+
+
+class Workload(_Strict):
+    name: str = "workload"
+    services: list[Service] = Field(min_length=1, max_length=5000)
+    constraints: Constraints = Field(default_factory=Constraints)
+    catalog: CatalogRef = Field(default_factory=CatalogRef)
+    solver: SolverOptions = Field(default_factory=SolverOptions)
+
+    @model_validator(mode="after")
+    def _unique(self):
+        names = [s.name for s in self.services]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"service names must be unique; repeated: {', '.join(dup)}. To fix: rename them")
+        return self
+
+
+# ---------------------------------------------------------------- reading documents
+def load_document(path: Path, what: str = "workload") -> Any:
+    """Read JSON or YAML; syntax errors become InputError with line and column."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError.single(what, f"file not found: {path}.", "check the path") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise InputError.single(what, f"cannot read {path}: {exc.__class__.__name__}.", "pass a readable text file") from None
+    return parse_text(text, suffix=path.suffix.lower(), what=what)
+
+
+def parse_text(text: str, suffix: str = ".json", what: str = "workload") -> Any:
+    if not text.strip():
+        raise InputError.single(what, "the document is empty.", "give a workload with at least one service")
+    if suffix in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise InputError.single(what, f"malformed YAML{where}: {getattr(exc, 'problem', exc)}.", "fix the YAML syntax") from None
+    else:
+        try:
+            data = json.loads(text, parse_constant=_reject_constant)
+        except json.JSONDecodeError as exc:
+            raise InputError.single(what, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.",
+                                    "fix the JSON syntax (a trailing comma or missing quote is typical)") from None
+        except ValueError as exc:
+            raise InputError.single(what, str(exc), "use a finite number") from None
+    if not isinstance(data, dict):
+        raise InputError.single(what, f"the document must be an object/mapping, not {type(data).__name__}.",
+                                "start the file with `{` (JSON) or `key: value` lines (YAML)")
+    _reject_non_finite(data, what)
+    return data
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows.")
+
+
+def _reject_non_finite(node: Any, path: str) -> None:
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InputError.single(path, f"{node} is not a finite number.", "use a finite number")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _reject_non_finite(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _reject_non_finite(v, f"{path}[{i}]")
+
+
+def parse_workload(data: Any) -> Workload:
+    if not isinstance(data, dict):
+        raise InputError.single("workload", "the workload must be an object.", "see `solver-cli schema`")
+    return Workload.model_validate_with_paths(data)
+
+
+def load_workload(path: str | Path) -> Workload:
+    return parse_workload(load_document(Path(path)))

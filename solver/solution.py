@@ -1,0 +1,26 @@
+"""A fleet plan as data: instances per offer and replicas (with routing) per configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Assignment:
+    config_key: str
+    service: str
+    offer_id: str
+    gpus_per_replica: int
+    precision: str | None
+    replicas: int
+    routed: tuple[float, ...]  # demand routed to these replicas, per request class (demand unit)
+    instances_per_replica: int = 1
+
+
+@dataclass(frozen=True)
+class Solution:
+    fleet: tuple[tuple[str, int], ...]  # (offer id, instances), instances > 0, sorted by id
+    assignments: tuple[Assignment, ...]  # replicas > 0, sorted by (service, key)
+
+    def instances(self, offer_id: str) -> int:
+        return dict(self.fleet).get(offer_id, 0)
