@@ -76,11 +76,13 @@ class CandidateBuilder:
         self.offers = offers
         self.calibration = Calibration(**workload.solver.calibration) if workload.solver.calibration else Calibration()
         self.rejections: list[Rejection] = []
+        self._seen: dict[tuple, object] = {}
 
     def for_service(self, svc: Service) -> list[Config]:
         model = model_arch(svc.model) if svc.model is not None else None
         configs: list[Config] = []
         for offer in self.offers:
+            self._mark = len(self.rejections)  # this offer's rejections start here
             gpu = self.catalog.gpus[offer.gpu]
             for g in replica_sizes(offer.gpus_per_instance):
                 configs.extend(self._measured(svc, offer, gpu, g))
@@ -149,8 +151,13 @@ class CandidateBuilder:
             perfs: list[ClassPerf] = []
             mem, band, fail = None, 0.0, None
             for prompt, output in _class_tokens(svc):
-                q = self._query(svc, model, offer, gpu, g * span, span, precision, prompt, output)
-                e = _cached_estimate(q)
+                # Offers that share GPU, size, interconnect and memory give the same query.
+                key = (svc.name, gpu.name, g, span, offer.interconnect, self.catalog.usable_memory_gib(offer),
+                       offer.inter_node_gbs, precision, prompt, output)
+                e = self._seen.get(key)
+                if e is None:
+                    e = self._seen[key] = _cached_estimate(
+                        self._query(svc, model, offer, gpu, g * span, span, precision, prompt, output))
                 if not e.feasible and e.reason_kind in ("vram", "unsupported"):
                     fail = (e.reason_kind, e.reason)
                     break
@@ -178,7 +185,7 @@ class CandidateBuilder:
     def _spanning(self, svc: Service, model: ModelArch, offer: Offer, gpu: GpuType) -> list[Config]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
         whole = offer.gpus_per_instance
-        single = [r for r in self.rejections if r.service == svc.name and r.offer_id == offer.id and r.gpus_per_replica == whole]
+        single = [r for r in self.rejections[self._mark:] if r.offer_id == offer.id and r.gpus_per_replica == whole]
         if not single or any(r.kind != "vram" for r in single):
             return []
         out: list[Config] = []
@@ -216,8 +223,6 @@ def build_problem(workload: Workload, catalog: Catalog) -> Problem:
     configs: list[Config] = []
     for svc, demand in zip(workload.services, services):
         configs.extend(prune_configs(builder.for_service(svc), demand))
-    if workload.constraints.pricing == "spot":
-        pass  # prices were already switched to spot in filter_offers
     return Problem(
         services=services, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
         gpu_quotas=dict(workload.constraints.gpu_quotas), offer_limits=limits,

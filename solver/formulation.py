@@ -20,9 +20,8 @@ s.t.
   quota[t]       sum_{o of GPU t} G_o n_o <= Q_t
   budget         sum_o price_o n_o <= B
 
-Tie-break (second solve, cost fixed at the optimum + 1e-6 $/h): minimise GPUs, then
-maximise spare capacity, as  sum_o G_o n_o - eps * sum_s cap_s / D_s  with eps small
-enough that the capacity term never outweighs one GPU.
+Tie-break: a second solve with the cost fixed at the optimum (+1e-6 $/h) minimises
+GPUs; then idle GPUs of the chosen fleet carry extra replicas (solver/headroom.py).
 
 The formulation is written per period so that several periods, pricing tiers and a
 current fleet can be added as more index sets without changing the rows' meaning.
@@ -48,6 +47,7 @@ class Formulation:
     cost_terms: list[tuple[int, float]] = field(default_factory=list)
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     headroom_terms: list[tuple[int, float]] = field(default_factory=list)
+    by_service: dict[str, list[Config]] = field(default_factory=dict)
 
 
 def replica_upper_bound(c: Config, p: Problem) -> int:
@@ -75,6 +75,8 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     ub = {c.key: replica_upper_bound(c, problem) for c in configs}
     configs = [c for c in configs if ub[c.key] > 0]
     f.configs = configs
+    for c in configs:
+        f.by_service.setdefault(c.service, []).append(c)
     by_offer: dict[str, list[Config]] = {}
     for c in configs:
         by_offer.setdefault(c.offer_id, []).append(c)
@@ -104,7 +106,7 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
 def _demand_rows(f: Formulation) -> None:
     p, lm = f.problem, f.model
     for s in p.services:
-        mine = [c for c in f.configs if c.service == s.name]
+        mine = f.by_service.get(s.name, [])
         if len(s.class_demand) == 1:
             if s.class_demand[0] > 0:
                 terms = [(f.r[c.key], c.classes[0].throughput) for c in mine]
@@ -129,7 +131,7 @@ def _demand_rows(f: Formulation) -> None:
 
 def _replica_rows(f: Formulation) -> None:
     for s in f.problem.services:
-        terms = [(f.r[c.key], 1.0) for c in f.configs if c.service == s.name]
+        terms = [(f.r[c.key], 1.0) for c in f.by_service.get(s.name, [])]
         if s.min_replicas:
             f.model.row(f"min_replicas[{s.name}]", terms, lb=s.min_replicas)
         if s.max_replicas is not None:
@@ -152,13 +154,6 @@ def _quota_rows(f: Formulation) -> None:
             f.model.row(f"quota[{gpu}]", terms, ub=quota)
 
 
-def tie_break_objective(f: Formulation) -> dict[int, float]:
-    """GPUs, minus eps x spare capacity, with eps x (max capacity term) < 1 GPU."""
-    cap_max = sum(coef * f.model.variables[i].ub for i, coef in f.headroom_terms) or 1.0
-    eps = 0.5 / cap_max
-    obj: dict[int, float] = {}
-    for i, c in f.gpu_terms:
-        obj[i] = obj.get(i, 0.0) + c
-    for i, c in f.headroom_terms:
-        obj[i] = obj.get(i, 0.0) - eps * c
-    return obj
+def gpu_objective(f: Formulation) -> dict[int, float]:
+    """Tie-break 1: total GPUs (integer coefficients, so bounds are proven quickly)."""
+    return dict(f.gpu_terms)

@@ -24,8 +24,11 @@ def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution
     replicas: dict[str, int] = {}
     routed: dict[str, list[float]] = {}
     by_key = {c.key: c for c in configs}
+    by_service: dict[str, list[Config]] = {}
+    for c in configs:
+        by_service.setdefault(c.service, []).append(c)
     for s in p.services:
-        mine = [c for c in configs if c.service == s.name]
+        mine = by_service.get(s.name, [])
         if not mine:
             return None
         for k, d in enumerate(s.class_demand):

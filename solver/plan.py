@@ -18,7 +18,8 @@ from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.evaluate import evaluate
 from solver.explain import alternatives_for, diagnose_infeasible, diagnose_unservable
-from solver.formulation import Formulation, build, tie_break_objective
+from solver.formulation import Formulation, build, gpu_objective
+from solver.headroom import fill_idle_gpus
 from solver.greedy import greedy_solution, solution_cost
 from solver.linear import Progress, SolveOutcome
 from solver.problem import Problem
@@ -26,6 +27,11 @@ from solver.resolve import check_references, resolve_catalog
 from solver.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.schema import Workload
 from solver.solution import Assignment, Solution
+
+
+# Tie-breaking never changes the cost, so it gets a bounded effort; a node limit (not
+# a time limit) keeps the outcome deterministic on a busy machine.
+TIE_BREAK_NODES = 200
 
 
 @dataclass
@@ -45,7 +51,9 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     t0 = time.monotonic()
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     check_references(workload, catalog)
+    timings: dict[str, float] = {}
     problem = build_problem(workload, catalog)
+    timings["candidates_s"] = time.monotonic() - t0
     unservable = diagnose_unservable(workload, catalog, problem)
     if unservable:
         raise InfeasibleError(unservable)
@@ -64,9 +72,11 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs)
     hint = _hint(form, greedy) if greedy is not None else None
+    timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
                         on_progress=options.on_progress, cancel=options.cancel)
     outcome = backend.solve(form.model, opts)
+    timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
         reasons = diagnose_infeasible(workload, problem, backend, deadline)
         raise InfeasibleError(reasons)
@@ -77,9 +87,11 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
     tie_break = "not needed"
     if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
+        t1 = time.monotonic()
         outcome, tie_break = _tie_break(form, backend, outcome, deadline, options.cancel)
+        timings["tie_break_s"] = time.monotonic() - t1
     solution = extract(form, outcome.values)
-    return _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options)
+    return _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings)
 
 
 def evaluate_quick(problem: Problem, sol: Solution) -> bool:
@@ -117,22 +129,31 @@ def _hint(form: Formulation, sol: Solution) -> list[float] | None:
 
 
 def _tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, cancel) -> tuple[SolveOutcome, str]:
-    """Among fleets of the optimal cost: fewest GPUs, then most spare capacity."""
+    """Among fleets of the optimal cost: fewest GPUs; then, on that fleet, most spare capacity."""
     lm = form.model
     saved_objective, saved_rows = lm.objective, len(lm.rows)
-    lm.row("tie_break_cost", form.cost_terms, ub=first.objective + 1e-6)
-    lm.objective = tie_break_objective(form)
+    notes = []
+    values = first.values
     try:
-        second = backend.solve(lm, SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=first.values,
-                                                absolute_gap=1e-4, cancel=cancel))
+        lm.row("tie_break_cost", form.cost_terms, ub=first.objective + 1e-6)
+        lm.objective = gpu_objective(form)
+        budget_s = min(deadline - time.monotonic(), max(first.solve_time_s, 0.5))
+        second = backend.solve(lm, SolveOptions(time_limit_s=max(budget_s, 0.05), hint=values,
+                                                absolute_gap=0.5, node_limit=TIE_BREAK_NODES, cancel=cancel))
+        if second.values is not None:
+            values = second.values
+            notes.append("fewest GPUs" + ("" if second.status == "optimal" else " (best within the effort limit)"))
+        values, added = fill_idle_gpus(form, values)
+        if added:
+            notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
     finally:
         lm.objective = saved_objective
         del lm.rows[saved_rows:]
-    if second.values is None:
+    if not notes:
         return first, "skipped (time limit)"
-    merged = SolveOutcome(first.status, second.values, sum(c * second.values[i] for i, c in form.cost_terms),
-                          first.bound, first.solve_time_s + second.solve_time_s, first.backend, first.detail)
-    return merged, "fewest GPUs, then most spare capacity" + ("" if second.status == "optimal" else " (best found in time)")
+    merged = SolveOutcome(first.status, values, sum(c * values[i] for i, c in form.cost_terms),
+                          first.bound, first.solve_time_s, first.backend, first.detail)
+    return merged, ", ".join(notes)
 
 
 def extract(form: Formulation, values: list[float]) -> Solution:
@@ -167,8 +188,10 @@ def extract(form: Formulation, values: list[float]) -> Solution:
     return Solution(fleet, tuple(out))
 
 
-def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options) -> PlanResult:
+def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings) -> PlanResult:
+    t1 = time.monotonic()
     report = evaluate(workload, catalog, solution) if options.check else None
+    timings["evaluate_s"] = time.monotonic() - t1
     by_key = {c.key: c for c in problem.configs}
     slo = {s.name: s.slo for s in workload.services}
     fleet = []
@@ -199,10 +222,16 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
                 if bound is not None:
                     view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
             views.append(view)
-        total_cap = sum(capacity)
+        # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
+        replicas = sum(v.replicas for v in views)
+        busy = sum(v.utilization * v.replicas for v in views)
+        utilization = busy / replicas if replicas else 0.0
+        if len(s.class_demand) == 1:
+            total_cap = capacity[0]
+        else:
+            total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(s.total_demand / total_cap, 4) if total_cap > 0 else 0.0,
-                                      list(s.class_names), views))
+                                      round(utilization, 4), list(s.class_names), views))
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:
@@ -210,7 +239,7 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
         gap = 0.0 if outcome.status == "optimal" else round(gap, 6)
     info = SolverInfo(outcome.backend, outcome.solve_time_s, time.monotonic() - t0, gap, outcome.bound,
                       form.model.size, len(problem.configs), len(problem.rejections), len(problem.filtered_out),
-                      tie_break, outcome.detail)
+                      tie_break, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
     result = PlanResult(outcome.status, workload.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
                         fleet, services,
                         [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas]}

@@ -90,6 +90,7 @@ class SolverInfo:
     pruned_offers: int
     tie_break: str
     detail: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -21,6 +21,7 @@ class SolveOptions:
     absolute_gap: float = 1e-6  # $/hour: below any real price difference
     relative_gap: float = 0.0
     threads: int = 1
+    node_limit: int | None = None  # deterministic effort limit (unlike a time limit)
     hint: list[float] | None = None
     on_progress: Callable[[Progress], None] | None = None
     cancel: threading.Event | None = None  # set() stops the solve; the best plan so far is kept

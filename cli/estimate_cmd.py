@@ -1,0 +1,254 @@
+"""`solver-cli estimate MODEL`: the performance model's estimates for one model across the catalog.
+
+What an engineer reads before trusting a plan: per GPU type, GPUs per replica and
+precision - memory per GPU, largest batch, TTFT, TPOT, throughput, the binding limit,
+the error band, and dollars per million output tokens on the cheapest offer that can
+host the replica. Options pin a measurement's conditions to compare with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+
+EXIT_OK, EXIT_INPUT = 0, 2
+DEFAULT_SIZES = (1, 2, 4, 8)
+DEFAULT_PRECISIONS = ("fp16", "fp8")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("estimate", help="estimate one LLM's memory, latency and throughput across the catalog",
+                              description=__doc__.split("\n\n")[1])
+    p.add_argument("model", nargs="?", help="library model name, e.g. llama-3.1-8b (see --list-models)")
+    p.add_argument("--list-models", action="store_true", help="list the built-in model architectures and exit")
+    p.add_argument("--gpu", action="append", metavar="GPU", help="only this GPU type (repeat or comma-separate)")
+    p.add_argument("--gpus-per-replica", action="append", metavar="N", help="only these sizes (default 1,2,4,8)")
+    p.add_argument("--precision", action="append", metavar="P", help="weights: fp16, bf16, fp8, int8 (default fp16,fp8)")
+    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, tensorrt-llm, llama.cpp")
+    p.add_argument("--prompt-tokens", type=int, default=512)
+    p.add_argument("--output-tokens", type=int, default=256)
+    p.add_argument("--batch", type=int, default=None, help="pin the batch (concurrent sequences per replica)")
+    p.add_argument("--ttft-ms", type=float, default=None, help="time-to-first-token SLO")
+    p.add_argument("--tpot-ms", type=float, default=None, help="time-per-output-token SLO")
+    p.add_argument("--latency-ms", type=float, default=None, help="end-to-end latency SLO")
+    p.add_argument("--feasible-only", action="store_true", help="hide configurations that do not fit or miss an SLO")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=run)
+    return p
+
+
+@dataclass(frozen=True)
+class _Host:
+    """How one replica of `gpus` GPUs is bought: an offer, or none in the catalog."""
+
+    offer_id: str | None
+    interconnect: str
+    usable_memory_gib: float
+    instances_per_replica: int
+    inter_node_gbs: float | None
+    usd_per_replica_hour: float | None
+
+
+def run(args) -> int:
+    from solver.catalog import default_catalog
+    from solver.models.library import get_model, model_names
+
+    if args.list_models:
+        return _list_models()
+    if not args.model:
+        return _fail("give a model name, e.g. `solver-cli estimate llama-3.1-8b`. To fix: see "
+                     "`solver-cli estimate --list-models`")
+    model = get_model(args.model)
+    if model is None:
+        return _fail(f"unknown model {args.model!r}{_did_you_mean(args.model, model_names())}. "
+                     "To fix: use a name from `solver-cli estimate --list-models`")
+    catalog = default_catalog()
+    try:
+        gpus = _chosen_gpus(args, catalog)
+        sizes = _ints(args.gpus_per_replica, "--gpus-per-replica") if args.gpus_per_replica else list(DEFAULT_SIZES)
+        precisions = _names(args.precision) if args.precision else list(DEFAULT_PRECISIONS)
+        _check_choices(args, precisions)
+    except ValueError as exc:
+        return _fail(str(exc))
+    rows = _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision=bool(args.precision),
+                 pinned_size=bool(args.gpus_per_replica))
+    if args.feasible_only:
+        rows = [r for r in rows if r["feasible"]]
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print(_table(rows, model.name, args))
+    return EXIT_OK
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_INPUT
+
+
+def _did_you_mean(name: str, choices) -> str:
+    from solver.suggest import did_you_mean
+
+    return did_you_mean(name, choices)
+
+
+def _names(values: list[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _ints(values: list[str], option: str) -> list[int]:
+    out = []
+    for v in _names(values):
+        if not v.isdigit() or int(v) < 1:
+            raise ValueError(f"{option} takes positive whole numbers, got {v!r}. To fix: e.g. {option} 1,2,4,8")
+        out.append(int(v))
+    return out
+
+
+def _chosen_gpus(args, catalog) -> list:
+    if not args.gpu:
+        return [g for g in catalog.gpus.values() if g.llm_estimates]
+    chosen = []
+    lowered = {name.lower(): name for name in catalog.gpus}
+    for name in _names(args.gpu):
+        key = lowered.get(name.lower())
+        if key is None:
+            raise ValueError(f"unknown GPU type {name!r}{_did_you_mean(name, catalog.gpus)}. "
+                             "To fix: use a name from `solver-cli catalog --gpus`")
+        chosen.append(catalog.gpus[key])
+    return chosen
+
+
+def _check_choices(args, precisions: list[str]) -> None:
+    from solver.perf.api import ENGINES, PRECISIONS
+
+    for p in precisions:
+        if p not in PRECISIONS:
+            raise ValueError(f"unknown precision {p!r}{_did_you_mean(p, PRECISIONS)}. To fix: use one of {', '.join(PRECISIONS)}")
+    if args.engine not in ENGINES:
+        raise ValueError(f"unknown engine {args.engine!r}{_did_you_mean(args.engine, ENGINES)}. "
+                         f"To fix: use one of {', '.join(ENGINES)}")
+    for option in ("prompt_tokens", "output_tokens", "batch"):
+        value = getattr(args, option)
+        if value is not None and (value < (0 if option == "prompt_tokens" else 1) or value > 10_000_000):
+            raise ValueError(f"--{option.replace('_', '-')} is out of range: {value}")
+
+
+def _host(catalog, gpu, gpus: int) -> _Host | None:
+    """The cheapest offer per replica: instances that hold whole replicas, else spanning replicas."""
+    best = None
+    for o in catalog.offers:
+        if o.gpu != gpu.name:
+            continue
+        n = o.gpus_per_instance
+        if gpus <= n and n % gpus == 0:
+            cost, span = o.price_usd_per_hour / (n // gpus), 1
+        elif o.inter_node_fabric and gpus % n == 0:
+            cost, span = o.price_usd_per_hour * (gpus // n), gpus // n
+        else:
+            continue
+        if best is None or cost < best.usd_per_replica_hour:
+            best = _Host(o.id, o.interconnect, catalog.usable_memory_gib(o), span,
+                         o.inter_node_gbs, cost)
+    return best
+
+
+def _unbought_host(catalog, gpu, gpus: int) -> _Host:
+    from solver.catalog.loader import interconnect_for
+
+    return _Host(None, interconnect_for(gpu, gpus), gpu.memory_gib, 1, None, None)
+
+
+def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool, pinned_size: bool) -> list[dict]:
+    from solver.perf import PerfQuery, estimate
+
+    rows = []
+    for gpu in gpus:
+        has_offers = any(o.gpu == gpu.name for o in catalog.offers)
+        for g in sizes:
+            host = _host(catalog, gpu, g)
+            if host is None:
+                if has_offers and not pinned_size:
+                    continue  # no offer hosts this replica size; `--gpus-per-replica` shows it anyway
+                host = _unbought_host(catalog, gpu, g)
+            for precision in precisions:
+                if not pinned_precision and not gpu.supports(precision):
+                    continue
+                q = PerfQuery(model=model, gpu=gpu, gpus_per_replica=g, interconnect=host.interconnect,
+                              usable_memory_gib=host.usable_memory_gib, precision=precision, engine=args.engine,
+                              prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                              ttft_slo_ms=args.ttft_ms, tpot_slo_ms=args.tpot_ms, latency_slo_ms=args.latency_ms,
+                              instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs,
+                              batch=args.batch)
+                rows.append(_row(model, gpu, g, precision, args.engine, host, estimate(q)))
+    return rows
+
+
+def _row(model, gpu, g: int, precision: str, engine: str, host: _Host, e) -> dict:
+    usd_per_m = None
+    if e.feasible and host.usd_per_replica_hour is not None and e.output_tokens_per_s > 0:
+        usd_per_m = host.usd_per_replica_hour / (e.output_tokens_per_s * 3600) * 1e6
+    return {
+        "model": model.name, "gpu": gpu.name, "gpus_per_replica": g, "instances_per_replica": host.instances_per_replica,
+        "precision": precision, "engine": engine, "interconnect": host.interconnect, "offer": host.offer_id,
+        "feasible": e.feasible, "reason": e.reason, "reason_kind": e.reason_kind,
+        "batch": e.batch, "max_batch_vram": e.max_batch_vram,
+        "memory_gib_per_gpu": _round(e.memory_gib_per_gpu), "weights_gib_per_gpu": _round(e.weights_gib_per_gpu),
+        "ttft_ms": _round(e.ttft_ms), "tpot_ms": _round(e.tpot_ms), "latency_ms": _round(e.latency_ms),
+        "output_tokens_per_s": _round(e.output_tokens_per_s), "requests_per_s": _round(e.requests_per_s, 4),
+        "binding_limit": e.binding_limit, "step_bound": e.step_bound,
+        "error_band": e.error_band, "ttft_error_band": e.ttft_error_band, "tpot_error_band": e.tpot_error_band,
+        "price_usd_per_replica_hour": _round(host.usd_per_replica_hour, 4),
+        "usd_per_million_output_tokens": _round(usd_per_m, 4),
+    }
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, digits)
+
+
+def _table(rows: list[dict], model_name: str, args) -> str:
+    from solver.render import _table as render
+
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    body = []
+    for r in rows:
+        size = f"{r['gpus_per_replica']}" + (f" ({r['instances_per_replica']} inst)" if r["instances_per_replica"] > 1 else "")
+        if r["feasible"]:
+            body.append([r["gpu"], size, r["precision"], num(r["memory_gib_per_gpu"], ".1f"), str(r["batch"]),
+                         num(r["ttft_ms"], ".0f"), num(r["tpot_ms"], ".1f"), num(r["output_tokens_per_s"], ".0f"),
+                         num(r["requests_per_s"], ".2f"), r["binding_limit"], num(r["usd_per_million_output_tokens"], ".3f")])
+        else:
+            body.append([r["gpu"], size, r["precision"], num(r["memory_gib_per_gpu"], ".1f") if r["memory_gib_per_gpu"] else "-",
+                         "-", "-", "-", "-", "-", r["reason_kind"], "-  " + r["reason"]])
+    headers = ["gpu", "gpus/replica", "precision", "mem GiB/GPU", "batch", "TTFT ms", "TPOT ms", "out tok/s",
+               "req/s", "binding", "$/M out tok"]
+    band = rows[0]["error_band"] if rows else 0.0
+    slos = ", ".join(f"{k} {v:g} ms" for k, v in (("TTFT", args.ttft_ms), ("TPOT", args.tpot_ms),
+                                                   ("latency", args.latency_ms)) if v is not None) or "none"
+    head = (f"{model_name} on {args.engine}: {args.prompt_tokens} prompt / {args.output_tokens} output tokens; "
+            f"SLOs: {slos}; batch: {args.batch or 'best within VRAM and SLOs'}")
+    foot = (f"throughput is per replica; $ per million output tokens on the cheapest offer hosting the replica; "
+            f"estimates are within +-{100 * band:.0f} % (throughput) of calibration measurements for ~4 in 5 rows")
+    return head + "\n" + render(headers, body) + "\n" + foot
+
+
+def _list_models() -> int:
+    from solver.models.library import ALIASES, MODEL_LIBRARY
+
+    from solver.render import _table as render
+
+    aliases: dict[str, list[str]] = {}
+    for alias, name in ALIASES.items():
+        aliases.setdefault(name, []).append(alias)
+    rows = [[m.name, f"{m.params_b:g}", f"{m.compute_params_b:g}", str(m.layers), str(m.hidden_size),
+             f"{m.attention_heads}/{m.kv_heads}", ", ".join(sorted(aliases.get(m.name, [])))] for m in MODEL_LIBRARY.values()]
+    print(render(["model", "params B", "active B", "layers", "hidden", "heads/kv", "aliases"], rows))
+    return EXIT_OK

@@ -1,0 +1,128 @@
+"""`solver-cli review REVIEW --out DIR`: run a capacity review and write its report.
+
+Exit codes: 0 the review ran and its report is written (scenarios without a plan are
+part of the answer, not a failure); 2 bad review file or options; 5 interrupted, or
+some scenario failed unexpectedly (status "error"; a rerun retries those).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from typing import TextIO
+
+EXIT_OK, EXIT_INPUT, EXIT_OTHER = 0, 2, 5
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("review", help="run a capacity review (scenarios and sweeps of a base workload) "
+                              "and write a report", description=__doc__.split("\n\n")[0])
+    p.add_argument("review", help="review file (YAML or JSON), see examples/review-*.yaml")
+    p.add_argument("--out", required=True, metavar="DIR", help="where results and the report go; rerunning with the "
+                   "same DIR skips scenarios already solved")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N", help="parallel solves (default: all cores)")
+    p.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="local: a process pool (default); ray: Ray tasks (RAY_ADDRESS joins a cluster)")
+    p.add_argument("--time-limit-per-scenario", type=_positive_float, default=None, metavar="SECONDS",
+                   help="overrides the review file's time_limit_per_scenario_s")
+    p.add_argument("--fresh", action="store_true", help="ignore stored results and solve every scenario again")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is too few; use 1 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text} s is out of range; use more than 0 and at most 86400")
+    return value
+
+
+def run(args) -> int:
+    from solver.errors import InputError
+    from solver.review import load_review, run_review, write_report
+
+    try:
+        review = load_review(args.review)
+    except InputError as exc:
+        return _input_error(exc)
+    total = len(review.scenarios)
+    bar = ProgressBar(total, sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    results = []
+    t0 = time.monotonic()
+    try:
+        for result in run_review(review, args.out, workers=args.workers, backend=args.backend,
+                                 time_limit_per_scenario_s=args.time_limit_per_scenario, fresh=args.fresh):
+            results.append(result)
+            if bar:
+                bar.update(result)
+    except InputError as exc:
+        return _input_error(exc)
+    except KeyboardInterrupt:
+        if bar:
+            bar.finish()
+        print(f"interrupted: {len(results)} of {total} scenarios are stored in {args.out}/scenarios; "
+              "run the same command again to resume", file=sys.stderr)
+        return EXIT_OTHER
+    if bar:
+        bar.finish()
+    files = write_report(review, results, args.out)
+    counts = Counter(r.status for r in results)
+    resumed = sum(r.resumed for r in results)
+    print(f"review {review.name!r}: {total} scenarios ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}) "
+          f"in {time.monotonic() - t0:.1f} s" + (f"; {resumed} reused from an earlier run" if resumed else ""))
+    print(f"report: {files['html']}  (also {files['markdown'].name}, {files['csv'].name}, {files['json'].name})")
+    if counts.get("error"):
+        print(f"warning: {counts['error']} scenarios failed unexpectedly (status error, see results.csv); "
+              "a rerun retries them", file=sys.stderr)
+        return EXIT_OTHER
+    return EXIT_OK
+
+
+def _input_error(exc) -> int:
+    print("error: invalid input", file=sys.stderr)
+    for v in exc.violations:
+        print(f"  - {v}", file=sys.stderr)
+    return EXIT_INPUT
+
+
+class ProgressBar:
+    """One self-rewriting line on a terminal: done/total, failures so far, and time left."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream: TextIO):
+        self.total, self.stream = max(total, 1), stream
+        self.done = self.no_plan = self.resumed = 0
+        self.t0 = time.monotonic()
+
+    def update(self, result) -> None:
+        self.done += 1
+        self.no_plan += not result.planned
+        self.resumed += result.resumed
+        filled = int(self.WIDTH * self.done / self.total)
+        elapsed = time.monotonic() - self.t0
+        solved = self.done - self.resumed
+        eta = elapsed / solved * (self.total - self.done) if solved else 0.0
+        line = (f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} scenarios"
+                f"  {self.no_plan} without a plan  {elapsed:5.1f} s elapsed  ~{eta:4.0f} s left ")
+        self.stream.write(line)
+        self.stream.flush()
+
+    def finish(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()

@@ -1,0 +1,1 @@
+"""The planner as a gRPC service (see docs/grpc.md)."""

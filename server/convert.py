@@ -1,0 +1,180 @@
+"""Pure conversions between the planner's JSON-shaped dicts and the API's proto messages.
+
+The proto messages mirror the JSON (PlanResult.to_dict(), catalog and estimate rows):
+same names, same key order (proto field order), so one descriptor-driven converter
+serves them all. The few places where the JSON is not a plain object tree are listed
+in tables below. Conversions are strict: a dict key with no proto field raises
+ValueError, so a field added to the plan JSON but not to the proto fails the tests
+instead of silently vanishing on the wire.
+
+Only protobuf is imported here (no grpc, no solver): the client uses this module too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from server.generated.fleetplanner.v1 import planner_pb2 as pb
+
+# Message fields whose JSON form, when absent, is an empty object rather than null.
+_ABSENT_AS_EMPTY = {("fleetplanner.v1.Plan", "evaluation")}
+# Repeated message fields whose JSON form is a list of lists (field values in order).
+_AS_TUPLES = {("fleetplanner.v1.Placement", "replicas")}
+# Plan keys present exactly when `solver` is (PlanResult.to_dict() derives them from it).
+_WITH_SOLVER = ("optimality_gap", "solve_time_s")
+
+
+# ------------------------------------------------------------------ generic
+def to_message(cls: type[Message], data: dict, where: str = "") -> Message:
+    """A JSON-shaped dict -> a proto message of type `cls`."""
+    msg = cls()
+    _fill(msg, data, where or cls.DESCRIPTOR.name)
+    return msg
+
+
+def _fill(msg: Message, data: dict, where: str) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
+    desc: Descriptor = msg.DESCRIPTOR
+    for key, value in data.items():
+        field = desc.fields_by_name.get(key)
+        if field is None:
+            raise ValueError(f"{where}.{key}: no such field in {desc.full_name}")
+        path = f"{where}.{key}"
+        if field.label == FieldDescriptor.LABEL_REPEATED:
+            _fill_repeated(msg, field, value, path)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            if value is None or (value == {} and (desc.full_name, key) in _ABSENT_AS_EMPTY):
+                continue
+            _fill(getattr(msg, key), value, path)
+        elif value is None:
+            if not field.has_presence:
+                raise ValueError(f"{path}: null for a field that is never null")
+        else:
+            setattr(msg, key, _scalar_in(field, value, path))
+
+
+def _fill_repeated(msg: Message, field: FieldDescriptor, values: Any, path: str) -> None:
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"{path}: expected a list, got {type(values).__name__}")
+    target = getattr(msg, field.name)
+    if field.type != FieldDescriptor.TYPE_MESSAGE:
+        target.extend(_scalar_in(field, v, f"{path}[{i}]") for i, v in enumerate(values))
+        return
+    as_tuples = (msg.DESCRIPTOR.full_name, field.name) in _AS_TUPLES
+    for i, v in enumerate(values):
+        item = target.add()
+        if as_tuples:
+            names = [f.name for f in item.DESCRIPTOR.fields]
+            if not isinstance(v, (list, tuple)) or len(v) != len(names):
+                raise ValueError(f"{path}[{i}]: expected [{', '.join(names)}]")
+            v = dict(zip(names, v))
+        _fill(item, v, f"{path}[{i}]")
+
+
+def _scalar_in(field: FieldDescriptor, value: Any, path: str) -> Any:
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        name = _enum_prefix(field) + str(value).upper()
+        number = field.enum_type.values_by_name.get(name)
+        if number is None or number.number == 0:
+            raise ValueError(f"{path}: {value!r} is not a known {field.enum_type.name}")
+        return number.number
+    if field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    return value
+
+
+def _enum_prefix(field: FieldDescriptor) -> str:
+    """PlanStatus -> "PLAN_STATUS_": the proto style guide's value prefix."""
+    name = field.enum_type.name
+    return "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name)).upper() + "_"
+
+
+def to_dict(msg: Message) -> dict:
+    """A proto message -> its JSON-shaped dict, keys in proto field order."""
+    desc = msg.DESCRIPTOR
+    out: dict[str, Any] = {}
+    for field in desc.fields:
+        value = getattr(msg, field.name)
+        if field.label == FieldDescriptor.LABEL_REPEATED:
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                items = [to_dict(v) for v in value]
+                if (desc.full_name, field.name) in _AS_TUPLES:
+                    items = [list(item.values()) for item in items]
+                out[field.name] = items
+            else:
+                out[field.name] = [_scalar_out(field, v) for v in value]
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            if msg.HasField(field.name):
+                out[field.name] = to_dict(value)
+            else:
+                out[field.name] = {} if (desc.full_name, field.name) in _ABSENT_AS_EMPTY else None
+        elif field.has_presence and not msg.HasField(field.name):
+            out[field.name] = None
+        else:
+            out[field.name] = _scalar_out(field, value)
+    return out
+
+
+def _scalar_out(field: FieldDescriptor, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        name = field.enum_type.values_by_number[value].name
+        return name[len(_enum_prefix(field)):].lower() if value else None
+    return value
+
+
+# ------------------------------------------------------------------ plans
+def plan_to_proto(plan: dict) -> pb.Plan:
+    """PlanResult.to_dict() -> Plan."""
+    return to_message(pb.Plan, plan, "plan")
+
+
+def plan_from_proto(msg: pb.Plan) -> dict:
+    """Plan -> exactly the dict PlanResult.to_dict() gave (same keys, same order)."""
+    d = to_dict(msg)
+    if d["solver"] is None:
+        for key in _WITH_SOLVER:
+            del d[key]
+    return d
+
+
+def progress_to_proto(progress: dict) -> pb.Progress:
+    return to_message(pb.Progress, progress, "progress")
+
+
+def reasons_to_proto(reasons: list[dict]) -> pb.Infeasibility:
+    return pb.Infeasibility(reasons=[to_message(pb.InfeasibilityReason, r, "reason") for r in reasons])
+
+
+def reasons_from_proto(msg: pb.Infeasibility) -> list[dict]:
+    return [to_dict(r) for r in msg.reasons]
+
+
+# ------------------------------------------------------------------ workload documents
+def struct_to_dict(struct: struct_pb2.Struct) -> dict:
+    """A google.protobuf.Struct -> plain dict. Struct numbers are doubles; whole ones
+    become ints, so integer fields (replicas, token counts) validate as typed."""
+    return _integral(json_format.MessageToDict(struct))
+
+
+def dict_to_struct(data: dict) -> struct_pb2.Struct:
+    s = struct_pb2.Struct()
+    s.update(data)
+    return s
+
+
+def _integral(node: Any) -> Any:
+    if isinstance(node, float) and math.isfinite(node) and node.is_integer() and abs(node) < 2**53:
+        return int(node)
+    if isinstance(node, dict):
+        return {k: _integral(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_integral(v) for v in node]
+    return node

@@ -1,0 +1,542 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BACKEND_UNSPECIFIED: _ClassVar[Backend]
+    BACKEND_AUTO: _ClassVar[Backend]
+    BACKEND_SCIP: _ClassVar[Backend]
+    BACKEND_HIGHS: _ClassVar[Backend]
+    BACKEND_CP_SAT: _ClassVar[Backend]
+
+class PlanStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PLAN_STATUS_UNSPECIFIED: _ClassVar[PlanStatus]
+    PLAN_STATUS_OPTIMAL: _ClassVar[PlanStatus]
+    PLAN_STATUS_FEASIBLE: _ClassVar[PlanStatus]
+    PLAN_STATUS_INFEASIBLE: _ClassVar[PlanStatus]
+
+class Pricing(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRICING_UNSPECIFIED: _ClassVar[Pricing]
+    PRICING_ON_DEMAND: _ClassVar[Pricing]
+    PRICING_SPOT: _ClassVar[Pricing]
+BACKEND_UNSPECIFIED: Backend
+BACKEND_AUTO: Backend
+BACKEND_SCIP: Backend
+BACKEND_HIGHS: Backend
+BACKEND_CP_SAT: Backend
+PLAN_STATUS_UNSPECIFIED: PlanStatus
+PLAN_STATUS_OPTIMAL: PlanStatus
+PLAN_STATUS_FEASIBLE: PlanStatus
+PLAN_STATUS_INFEASIBLE: PlanStatus
+PRICING_UNSPECIFIED: Pricing
+PRICING_ON_DEMAND: Pricing
+PRICING_SPOT: Pricing
+
+class Workload(_message.Message):
+    __slots__ = ("object", "json", "yaml", "catalog_file")
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    YAML_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_FILE_FIELD_NUMBER: _ClassVar[int]
+    object: _struct_pb2.Struct
+    json: str
+    yaml: str
+    catalog_file: CatalogDocument
+    def __init__(self, object: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., json: _Optional[str] = ..., yaml: _Optional[str] = ..., catalog_file: _Optional[_Union[CatalogDocument, _Mapping]] = ...) -> None: ...
+
+class CatalogDocument(_message.Message):
+    __slots__ = ("path", "text")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    text: str
+    def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class SolveRequest(_message.Message):
+    __slots__ = ("workload", "time_limit_s", "explain", "backend")
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    EXPLAIN_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    workload: Workload
+    time_limit_s: float
+    explain: bool
+    backend: Backend
+    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., time_limit_s: _Optional[float] = ..., explain: bool = ..., backend: _Optional[_Union[Backend, str]] = ...) -> None: ...
+
+class SolveResponse(_message.Message):
+    __slots__ = ("plan",)
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    plan: Plan
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+
+class SolveEvent(_message.Message):
+    __slots__ = ("progress", "plan")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    progress: Progress
+    plan: Plan
+    def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("elapsed_s", "best_usd_per_hour", "bound_usd_per_hour", "solutions_found")
+    ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
+    BEST_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    BOUND_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    SOLUTIONS_FOUND_FIELD_NUMBER: _ClassVar[int]
+    elapsed_s: float
+    best_usd_per_hour: float
+    bound_usd_per_hour: float
+    solutions_found: int
+    def __init__(self, elapsed_s: _Optional[float] = ..., best_usd_per_hour: _Optional[float] = ..., bound_usd_per_hour: _Optional[float] = ..., solutions_found: _Optional[int] = ...) -> None: ...
+
+class ValidateRequest(_message.Message):
+    __slots__ = ("workload",)
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    workload: Workload
+    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ...) -> None: ...
+
+class ValidateResponse(_message.Message):
+    __slots__ = ("valid", "violations", "workload", "services")
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    SERVICES_FIELD_NUMBER: _ClassVar[int]
+    valid: bool
+    violations: _containers.RepeatedCompositeFieldContainer[FieldViolation]
+    workload: str
+    services: int
+    def __init__(self, valid: bool = ..., violations: _Optional[_Iterable[_Union[FieldViolation, _Mapping]]] = ..., workload: _Optional[str] = ..., services: _Optional[int] = ...) -> None: ...
+
+class FieldViolation(_message.Message):
+    __slots__ = ("field", "message", "fix")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIX_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    message: str
+    fix: str
+    def __init__(self, field: _Optional[str] = ..., message: _Optional[str] = ..., fix: _Optional[str] = ...) -> None: ...
+
+class EstimateRequest(_message.Message):
+    __slots__ = ("model", "gpu", "gpus_per_replica", "precision", "engine", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms", "latency_ms")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    gpu: str
+    gpus_per_replica: int
+    precision: str
+    engine: str
+    prompt_tokens: int
+    output_tokens: int
+    ttft_ms: float
+    tpot_ms: float
+    latency_ms: float
+    def __init__(self, model: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., engine: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ...) -> None: ...
+
+class EstimateResponse(_message.Message):
+    __slots__ = ("estimates",)
+    ESTIMATES_FIELD_NUMBER: _ClassVar[int]
+    estimates: _containers.RepeatedCompositeFieldContainer[PerfEstimate]
+    def __init__(self, estimates: _Optional[_Iterable[_Union[PerfEstimate, _Mapping]]] = ...) -> None: ...
+
+class PerfEstimate(_message.Message):
+    __slots__ = ("gpu", "gpus_per_replica", "interconnect", "precision", "feasible", "reason", "reason_kind", "batch", "memory_gib_per_gpu", "weights_gib_per_gpu", "ttft_ms", "tpot_ms", "latency_ms", "requests_per_s", "output_tokens_per_s", "binding_limit", "error_band", "ttft_error_band", "tpot_error_band", "max_batch_vram", "kv_cache_gib_per_gpu", "step_bound", "tensor_parallel", "pipeline_stages")
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    INTERCONNECT_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REASON_KIND_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_GIB_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    BINDING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
+    TTFT_ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
+    TPOT_ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_VRAM_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_GIB_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    STEP_BOUND_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_STAGES_FIELD_NUMBER: _ClassVar[int]
+    gpu: str
+    gpus_per_replica: int
+    interconnect: str
+    precision: str
+    feasible: bool
+    reason: str
+    reason_kind: str
+    batch: int
+    memory_gib_per_gpu: float
+    weights_gib_per_gpu: float
+    ttft_ms: float
+    tpot_ms: float
+    latency_ms: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    binding_limit: str
+    error_band: float
+    ttft_error_band: float
+    tpot_error_band: float
+    max_batch_vram: int
+    kv_cache_gib_per_gpu: float
+    step_bound: str
+    tensor_parallel: int
+    pipeline_stages: int
+    def __init__(self, gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., interconnect: _Optional[str] = ..., precision: _Optional[str] = ..., feasible: bool = ..., reason: _Optional[str] = ..., reason_kind: _Optional[str] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., weights_gib_per_gpu: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., requests_per_s: _Optional[float] = ..., output_tokens_per_s: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., ttft_error_band: _Optional[float] = ..., tpot_error_band: _Optional[float] = ..., max_batch_vram: _Optional[int] = ..., kv_cache_gib_per_gpu: _Optional[float] = ..., step_bound: _Optional[str] = ..., tensor_parallel: _Optional[int] = ..., pipeline_stages: _Optional[int] = ...) -> None: ...
+
+class GetCatalogRequest(_message.Message):
+    __slots__ = ("gpu", "provider", "region")
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    gpu: str
+    provider: str
+    region: str
+    def __init__(self, gpu: _Optional[str] = ..., provider: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+
+class GetCatalogResponse(_message.Message):
+    __slots__ = ("description", "gpus", "offers")
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    OFFERS_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuType]
+    offers: _containers.RepeatedCompositeFieldContainer[Offer]
+    def __init__(self, description: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., offers: _Optional[_Iterable[_Union[Offer, _Mapping]]] = ...) -> None: ...
+
+class GpuType(_message.Message):
+    __slots__ = ("name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops", "bf16_tflops", "fp8_tflops", "int8_tops", "nvlink_gbs", "pcie_gen", "form_factor", "vendor", "architecture", "supports_fp8", "consumer", "llm_estimates", "source", "derivation", "as_of")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BANDWIDTH_GBS_FIELD_NUMBER: _ClassVar[int]
+    FP16_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    BF16_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    FP8_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    INT8_TOPS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_GBS_FIELD_NUMBER: _ClassVar[int]
+    PCIE_GEN_FIELD_NUMBER: _ClassVar[int]
+    FORM_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    VENDOR_FIELD_NUMBER: _ClassVar[int]
+    ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_FP8_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_FIELD_NUMBER: _ClassVar[int]
+    LLM_ESTIMATES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DERIVATION_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    memory_gib: float
+    memory_bandwidth_gbs: float
+    fp16_tflops: float
+    bf16_tflops: float
+    fp8_tflops: float
+    int8_tops: float
+    nvlink_gbs: float
+    pcie_gen: int
+    form_factor: str
+    vendor: str
+    architecture: str
+    supports_fp8: bool
+    consumer: bool
+    llm_estimates: bool
+    source: str
+    derivation: str
+    as_of: str
+    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ...) -> None: ...
+
+class Offer(_message.Message):
+    __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    SPOT_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    INTERCONNECT_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_FABRIC_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_GBS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    provider: str
+    name: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    price_usd_per_hour: float
+    spot_price_usd_per_hour: float
+    gpu_memory_gib: float
+    interconnect: str
+    inter_node_fabric: str
+    inter_node_gbs: float
+    available_instances: int
+    source: str
+    as_of: str
+    notes: str
+    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ...) -> None: ...
+
+class Plan(_message.Message):
+    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_PRICE_USD_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    MONTHLY_USD_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    OPTIMALITY_GAP_FIELD_NUMBER: _ClassVar[int]
+    SOLVE_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    PRICING_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_FIELD_NUMBER: _ClassVar[int]
+    FLEET_FIELD_NUMBER: _ClassVar[int]
+    SERVICES_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    INFEASIBILITY_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    status: PlanStatus
+    workload: str
+    total_price_usd_per_hour: float
+    total_price_usd_per_minute: float
+    monthly_usd: float
+    gpus: int
+    optimality_gap: float
+    solve_time_s: float
+    pricing: Pricing
+    catalog: str
+    fleet: _containers.RepeatedCompositeFieldContainer[FleetLine]
+    services: _containers.RepeatedCompositeFieldContainer[ServiceResult]
+    placements: _containers.RepeatedCompositeFieldContainer[Placement]
+    infeasibility: _containers.RepeatedCompositeFieldContainer[InfeasibilityReason]
+    evaluation: Evaluation
+    solver: SolverInfo
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ...) -> None: ...
+
+class FleetLine(_message.Message):
+    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    SUBTOTAL_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    provider: str
+    name: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    instances: int
+    price_usd_per_hour: float
+    subtotal_usd_per_hour: float
+    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ...) -> None: ...
+
+class ServiceResult(_message.Message):
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    DEMAND_FIELD_NUMBER: _ClassVar[int]
+    DEMAND_WITH_HEADROOM_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    unit: str
+    demand: float
+    demand_with_headroom: float
+    capacity: float
+    utilization: float
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
+    alternatives: _containers.RepeatedCompositeFieldContainer[Alternative]
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    THROUGHPUT_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    ROUTED_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    BINDING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
+    SLO_CHECKS_FIELD_NUMBER: _ClassVar[int]
+    config: str
+    offer_id: str
+    gpu: str
+    gpus_per_replica: int
+    instances_per_replica: int
+    precision: str
+    source: str
+    replicas: int
+    throughput_per_replica: _containers.RepeatedScalarFieldContainer[float]
+    routed: _containers.RepeatedScalarFieldContainer[float]
+    utilization: float
+    ttft_ms: float
+    tpot_ms: float
+    latency_ms: float
+    batch: int
+    memory_gib_per_gpu: float
+    binding_limit: str
+    error_band: float
+    slo_checks: _containers.RepeatedCompositeFieldContainer[SloCheck]
+    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ...) -> None: ...
+
+class SloCheck(_message.Message):
+    __slots__ = ("name", "predicted_ms", "slo_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_MS_FIELD_NUMBER: _ClassVar[int]
+    SLO_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    predicted_ms: float
+    slo_ms: float
+    def __init__(self, name: _Optional[str] = ..., predicted_ms: _Optional[float] = ..., slo_ms: _Optional[float] = ...) -> None: ...
+
+class Alternative(_message.Message):
+    __slots__ = ("config", "gpu", "gpus_per_replica", "precision", "verdict", "reason", "delta_usd_per_hour", "exact")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    EXACT_FIELD_NUMBER: _ClassVar[int]
+    config: str
+    gpu: str
+    gpus_per_replica: int
+    precision: str
+    verdict: str
+    reason: str
+    delta_usd_per_hour: float
+    exact: bool
+    def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ...) -> None: ...
+
+class Placement(_message.Message):
+    __slots__ = ("offer_id", "instance", "replicas")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    instance: int
+    replicas: _containers.RepeatedCompositeFieldContainer[PlacedReplicas]
+    def __init__(self, offer_id: _Optional[str] = ..., instance: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[PlacedReplicas, _Mapping]]] = ...) -> None: ...
+
+class PlacedReplicas(_message.Message):
+    __slots__ = ("config", "count")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    config: str
+    count: int
+    def __init__(self, config: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class InfeasibilityReason(_message.Message):
+    __slots__ = ("constraint", "message", "fix", "service")
+    CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIX_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    constraint: str
+    message: str
+    fix: str
+    service: str
+    def __init__(self, constraint: _Optional[str] = ..., message: _Optional[str] = ..., fix: _Optional[str] = ..., service: _Optional[str] = ...) -> None: ...
+
+class Evaluation(_message.Message):
+    __slots__ = ("ok", "violations", "cost_usd_per_hour")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    violations: _containers.RepeatedScalarFieldContainer[str]
+    cost_usd_per_hour: float
+    def __init__(self, ok: bool = ..., violations: _Optional[_Iterable[str]] = ..., cost_usd_per_hour: _Optional[float] = ...) -> None: ...
+
+class SolverInfo(_message.Message):
+    __slots__ = ("backend", "solve_time_s", "total_time_s", "gap", "bound_usd_per_hour", "model_size", "candidates", "rejected", "pruned_offers", "tie_break", "detail")
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    SOLVE_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    BOUND_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    PRUNED_OFFERS_FIELD_NUMBER: _ClassVar[int]
+    TIE_BREAK_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    backend: str
+    solve_time_s: float
+    total_time_s: float
+    gap: float
+    bound_usd_per_hour: float
+    model_size: ModelSize
+    candidates: int
+    rejected: int
+    pruned_offers: int
+    tie_break: str
+    detail: str
+    def __init__(self, backend: _Optional[str] = ..., solve_time_s: _Optional[float] = ..., total_time_s: _Optional[float] = ..., gap: _Optional[float] = ..., bound_usd_per_hour: _Optional[float] = ..., model_size: _Optional[_Union[ModelSize, _Mapping]] = ..., candidates: _Optional[int] = ..., rejected: _Optional[int] = ..., pruned_offers: _Optional[int] = ..., tie_break: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ModelSize(_message.Message):
+    __slots__ = ("variables", "integer_variables", "constraints", "nonzeros")
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    INTEGER_VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    NONZEROS_FIELD_NUMBER: _ClassVar[int]
+    variables: int
+    integer_variables: int
+    constraints: int
+    nonzeros: int
+    def __init__(self, variables: _Optional[int] = ..., integer_variables: _Optional[int] = ..., constraints: _Optional[int] = ..., nonzeros: _Optional[int] = ...) -> None: ...
+
+class Infeasibility(_message.Message):
+    __slots__ = ("reasons",)
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    reasons: _containers.RepeatedCompositeFieldContainer[InfeasibilityReason]
+    def __init__(self, reasons: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ...) -> None: ...

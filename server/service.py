@@ -1,0 +1,141 @@
+"""The PlannerService servicer: requests in, plans out, errors raised (not handled).
+
+Errors are raised as domain errors and turned into statuses by server/errors.py.
+Every solve goes through the SolveGate (bounded concurrency and queue), takes its time
+limit from the call's deadline, and stops when the call is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+import time
+from dataclasses import asdict
+
+from server import convert, logs
+from server.admission import QueueFull, SolveGate, WaitCancelled, WaitExpired
+from server.errors import DeadlineWithPlan
+from server.estimate import estimate_rows
+from server.generated.fleetplanner.v1 import planner_pb2 as pb
+from server.generated.fleetplanner.v1 import planner_pb2_grpc as pb_grpc
+from server.metrics import Metrics
+from server.requests import backend_name, read_workload, solve_budget
+from solver.catalog import default_catalog
+from solver.errors import Cancelled, InfeasibleError, InputError, SolverTimeout
+from solver.plan import PlanOptions, plan
+from solver.suggest import did_you_mean
+
+MIN_SOLVE_S = 0.05  # below this the solver cannot even load the model
+_OUTCOMES = ((InputError, "invalid"), (InfeasibleError, "infeasible"), (DeadlineWithPlan, "deadline"),
+             (SolverTimeout, "timeout"), (WaitExpired, "timeout"), (QueueFull, "rejected"),
+             (Cancelled, "cancelled"), (WaitCancelled, "cancelled"))
+_DONE = object()
+
+
+class PlannerServicer(pb_grpc.PlannerServiceServicer):
+    def __init__(self, gate: SolveGate, metrics: Metrics):
+        self._gate = gate
+        self._metrics = metrics
+
+    # ------------------------------------------------------------ solving
+    def Solve(self, request: pb.SolveRequest, context) -> pb.SolveResponse:
+        return pb.SolveResponse(plan=convert.plan_to_proto(self._solve(request, context)))
+
+    def SolveStream(self, request: pb.SolveRequest, context):
+        events: queue.Queue = queue.Queue()
+
+        def on_progress(p) -> None:
+            events.put(convert.progress_to_proto(asdict(p)))
+
+        def run() -> None:
+            try:
+                events.put(self._solve(request, context, on_progress))
+            except BaseException as exc:  # noqa: BLE001 - handed to the RPC thread, which raises it
+                events.put(exc)
+            events.put(_DONE)
+
+        # A copy of this context carries the request id into the solver thread's logs.
+        threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True, name="solve").start()
+        while (item := events.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, pb.Progress):
+                yield pb.SolveEvent(progress=item)
+            else:
+                yield pb.SolveEvent(plan=convert.plan_to_proto(item))
+
+    def _solve(self, request: pb.SolveRequest, context, on_progress=None) -> dict:
+        """One solve from request to PlanResult.to_dict(); records its outcome."""
+        cancel = threading.Event()
+        context.add_callback(cancel.set)  # fires when the call ends: cancelled, expired or answered
+        outcome = "error"
+        try:
+            workload, catalog = read_workload(request.workload)
+            backend = backend_name(request.backend)
+            requested_s = request.time_limit_s if request.HasField("time_limit_s") else workload.solver.time_limit_s
+            if requested_s <= 0:
+                raise InputError.single("time_limit_s", f"must be positive, got {requested_s:g}.", "give seconds > 0")
+            with self._gate.slot(context.time_remaining(), cancel):
+                limit_s, by_deadline = solve_budget(requested_s, context.time_remaining())
+                if limit_s < MIN_SOLVE_S:
+                    raise SolverTimeout(f"the call's deadline leaves {limit_s:.2f} s to solve. "
+                                        "To fix: give the call a longer deadline")
+                logs.event("solve.start", services=len(workload.services), time_limit_s=round(limit_s, 3),
+                           limit_from="deadline" if by_deadline else "request", explain=request.explain)
+                t0 = time.monotonic()
+                try:
+                    result = plan(workload, PlanOptions(time_limit_s=limit_s, backend=backend, explain=request.explain,
+                                                        on_progress=on_progress, cancel=cancel, catalog=catalog))
+                finally:
+                    self._metrics.solve_latency.observe(time.monotonic() - t0)
+            if cancel.is_set():
+                raise Cancelled("the call was cancelled; the solve stopped")
+            d = result.to_dict()
+            if by_deadline and d["status"] != "optimal":
+                raise DeadlineWithPlan(d, f"the call's deadline ended the solve after {limit_s:.2f} s before the plan "
+                                          f"was proven optimal (gap {d.get('optimality_gap')}); the best plan found is "
+                                          "in the status details. To fix: give the call a longer deadline")
+            outcome = d["status"]
+            logs.event("solve.end", status=outcome, total_price_usd_per_hour=d["total_price_usd_per_hour"],
+                       solve_time_s=d.get("solve_time_s"))
+            return d
+        except Exception as exc:
+            outcome = next((name for kind, name in _OUTCOMES if isinstance(exc, kind)), "error")
+            if cancel.is_set() and outcome not in ("invalid", "rejected"):
+                outcome = "cancelled"
+            logs.event("solve.end", status=outcome, error=str(exc))
+            raise
+        finally:
+            self._metrics.solves.labels(outcome).inc()
+
+    # ------------------------------------------------------------ quick questions
+    def Validate(self, request: pb.ValidateRequest, context) -> pb.ValidateResponse:
+        try:
+            workload, _catalog = read_workload(request.workload)
+        except InputError as exc:
+            return pb.ValidateResponse(valid=False, violations=[pb.FieldViolation(**asdict(v)) for v in exc.violations])
+        return pb.ValidateResponse(valid=True, workload=workload.name, services=len(workload.services))
+
+    def Estimate(self, request: pb.EstimateRequest, context) -> pb.EstimateResponse:
+        rows = estimate_rows(request)
+        return pb.EstimateResponse(estimates=[convert.to_message(pb.PerfEstimate, r, "estimate") for r in rows])
+
+    def GetCatalog(self, request: pb.GetCatalogRequest, context) -> pb.GetCatalogResponse:
+        catalog = default_catalog()
+        offers = list(catalog.offers)
+        for field in ("gpu", "provider", "region"):
+            value = getattr(request, field)
+            if not value:
+                continue
+            known = {getattr(o, field) for o in offers}
+            if value not in known:
+                raise InputError.single(field, f"no offers with {field} {value!r}{did_you_mean(value, known) or '.'}",
+                                        f"use one of the catalog's values (GetCatalog without a {field} filter lists them)")
+            offers = [o for o in offers if getattr(o, field) == value]
+        filtered = any((request.gpu, request.provider, request.region))
+        gpus = [g for g in catalog.gpus.values() if not filtered or any(o.gpu == g.name for o in offers)]
+        return pb.GetCatalogResponse(
+            description=catalog.description,
+            gpus=[convert.to_message(pb.GpuType, asdict(g), "gpu") for g in gpus],
+            offers=[convert.to_message(pb.Offer, {"id": o.id, **asdict(o)}, "offer") for o in offers])

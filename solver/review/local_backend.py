@@ -1,0 +1,74 @@
+"""Local backend: a pool of worker processes on this machine (the default).
+
+Workers are started with `spawn` (a clean interpreter: safe even when the caller runs
+threads, as the gRPC server does), import the solver once, and receive the base case
+once through the pool initializer; each task then carries only its scenario.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+from solver.review.execute import BaseCase, solve_scenario
+from solver.review.result import ScenarioResult
+from solver.review.task import Task, failed_result
+
+POLL_S = 0.25  # how often a waiting runner looks at its cancel event
+
+_BASE: BaseCase | None = None  # set in each worker by _init_worker
+
+
+def _init_worker(base: BaseCase) -> None:
+    global _BASE
+    _BASE = base
+
+
+def _solve_in_worker(task: Task) -> ScenarioResult:
+    assert _BASE is not None, "the pool initializer sets the base case"
+    return solve_scenario(_BASE, task.scenario, task.time_limit_s, task.fingerprint)
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+
+    def run(self, base: BaseCase, tasks: list[Task], cancel: threading.Event | None = None) -> Iterator[ScenarioResult]:
+        if not tasks:
+            return
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)),
+                                   mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_init_worker, initargs=(base,))
+        pending: dict[Future, Task] = {pool.submit(_solve_in_worker, t): t for t in tasks}
+        try:
+            while pending:
+                if cancel is not None and cancel.is_set():
+                    return
+                done, _ = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    task = pending.pop(future)
+                    try:
+                        yield future.result()
+                    except BrokenProcessPool as exc:
+                        yield failed_result(task, f"the worker process died ({exc}); a rerun retries this scenario")
+                    except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be unpickled
+                        yield failed_result(task, f"{exc.__class__.__name__}: {exc}")
+        finally:
+            if pending:  # cancelled or abandoned by the caller: drop queued work, stop running work
+                _terminate(pool)
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Kill the workers now rather than letting running solves finish unseen."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14+
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()

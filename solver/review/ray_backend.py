@@ -1,0 +1,73 @@
+"""Ray backend: the same scenarios as Ray tasks, for reviews that outgrow one machine.
+
+Optional: needs `pip install ray` (the `ray` extra). With RAY_ADDRESS set it joins that
+cluster (whose nodes must have this package installed); otherwise it starts a local Ray
+with `workers` CPUs and shuts it down afterwards. The base case is put in Ray's object
+store once; Ray reuses worker processes, so each imports the solver once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+
+from solver.errors import InputError
+from solver.review.execute import BaseCase, solve_scenario
+from solver.review.result import ScenarioResult
+from solver.review.task import Task, failed_result
+
+POLL_S = 0.25
+
+
+def _solve_task(base: BaseCase, task: Task) -> ScenarioResult:
+    return solve_scenario(base, task.scenario, task.time_limit_s, task.fingerprint)
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class RayBackend:
+    name = "ray"
+
+    def __init__(self, workers: int):
+        if not ray_available():
+            raise InputError.single("backend", "the ray backend needs the `ray` package, which is not installed.",
+                                    "pip install 'gpu-fleet-planner[ray]', or use --backend local")
+        self.workers = max(1, workers)
+
+    def run(self, base: BaseCase, tasks: list[Task], cancel: threading.Event | None = None) -> Iterator[ScenarioResult]:
+        if not tasks:
+            return
+        import ray
+
+        started_here = not ray.is_initialized()
+        if started_here:
+            if os.environ.get("RAY_ADDRESS"):
+                ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+        try:
+            remote = ray.remote(num_cpus=1, max_retries=0)(_solve_task)
+            base_ref = ray.put(base)
+            pending = {remote.remote(base_ref, t): t for t in tasks}
+            while pending:
+                if cancel is not None and cancel.is_set():
+                    for ref in pending:
+                        ray.cancel(ref, force=True)
+                    return
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+                for ref in done:
+                    task = pending.pop(ref)
+                    try:
+                        yield ray.get(ref)
+                    except Exception as exc:  # noqa: BLE001 - a lost worker or node fails one scenario
+                        yield failed_result(task, f"{exc.__class__.__name__}: {exc}")
+        finally:
+            if started_here:
+                ray.shutdown()

@@ -1,0 +1,63 @@
+"""One scenario's outcome as plain data; also the per-scenario JSON file's content."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from solver.result import HOURS_PER_MONTH
+
+# "optimal"/"feasible": a plan; "infeasible": no fleet fits (reasons say why); "timeout": no
+# plan within the scenario's time limit; "invalid": the changes make the workload invalid;
+# "error": anything unexpected (a rerun retries these).
+STATUSES = ("optimal", "feasible", "infeasible", "timeout", "invalid", "error")
+PLANNED = ("optimal", "feasible")
+
+
+@dataclass
+class ScenarioResult:
+    id: str
+    name: str
+    group: str
+    status: str
+    fingerprint: str = ""
+    sweep: str | None = None
+    parameter: str | None = None
+    value: float | None = None
+    relaxes: str | None = None
+    service: str | None = None
+    changes: list[dict] = field(default_factory=list)
+    description: str = ""
+    usd_per_hour: float | None = None
+    gpus: int | None = None
+    gpus_by_type: dict[str, int] = field(default_factory=dict)
+    optimality_gap: float | None = None
+    solve_time_s: float | None = None
+    wall_s: float = 0.0
+    fleet: list[dict] = field(default_factory=list)  # offer_id, gpu, gpus_per_instance, instances, $/h
+    latency_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)  # service -> worst predicted ttft/tpot/latency
+    slo_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)  # service -> its SLO bounds
+    reasons: list[dict] = field(default_factory=list)  # constraint, message, fix, service
+    error: str = ""
+    plan: dict | None = None  # the full plan JSON (PlanResult.to_dict()) when there is one
+    resumed: bool = False  # read back from a previous run rather than solved now
+
+    @property
+    def usd_per_month(self) -> float | None:
+        return None if self.usd_per_hour is None else round(self.usd_per_hour * HOURS_PER_MONTH, 4)
+
+    @property
+    def planned(self) -> bool:
+        return self.status in PLANNED
+
+    def to_dict(self, with_plan: bool = True) -> dict:
+        d = asdict(self)
+        d.pop("resumed")
+        d["usd_per_month"] = self.usd_per_month
+        if not with_plan:
+            d.pop("plan")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ScenarioResult":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,221 @@
+"""The review file: a base workload, named scenarios, sweeps and sensitivity options.
+
+A review file is YAML or JSON. Each scenario is a list of changes applied to the base;
+each change is a one-key mapping naming its kind, e.g. `{demand: {factor: 2}}` or
+`{price: {gpu: H100-SXM, factor: 0.7}}`. A sweep varies one field of one change kind
+over a list or a range of values; each value becomes a scenario of its own.
+`solver-cli review --schema` prints `ReviewFile.model_json_schema()`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from solver.schema import MAX_MS, GpuSpec, OfferSpec, _Strict
+
+SloField = Literal["ttft_ms", "tpot_ms", "latency_ms"]
+MAX_SWEEP_POINTS = 10_000
+
+
+# ---------------------------------------------------------------- one change each
+class DemandChange(_Strict):
+    """Scale demand: one service's, or every service's when `service` is omitted."""
+
+    service: str | None = None
+    factor: float = Field(ge=0, le=1e6)
+
+
+class PriceChange(_Strict):
+    """Scale the price of the offers matching every given selector (none given: all offers)."""
+
+    provider: str | None = None
+    gpu: str | None = None
+    offer: str | None = Field(default=None, description="offer id (provider/name)")
+    factor: float = Field(gt=0, le=1e6)
+
+
+class GpuQuotaChange(_Strict):
+    """Set a GPU type's quota in GPUs; null removes the quota."""
+
+    gpu: str = Field(min_length=1)
+    gpus: int | None = Field(ge=0, le=10_000_000)
+
+
+class OfferQuotaChange(_Strict):
+    """Set an offer's quota in instances; null removes the quota."""
+
+    offer: str = Field(min_length=1)
+    instances: int | None = Field(ge=0, le=10_000_000)
+
+
+class AvailabilityChange(_Strict):
+    """Set how many instances of an offer the market has (catalog availability); null = unlimited."""
+
+    offer: str = Field(min_length=1)
+    instances: int | None = Field(ge=0, le=10_000_000)
+
+
+class SloChange(_Strict):
+    """Set (a number) or remove (null) SLO bounds of one service."""
+
+    service: str = Field(min_length=1)
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+
+    @model_validator(mode="after")
+    def _something(self):
+        if not self.model_fields_set - {"service"}:
+            raise ValueError("an slo change sets at least one of ttft_ms, tpot_ms, latency_ms. "
+                             "To fix: add e.g. `tpot_ms: 40` (or `tpot_ms: null` to remove the bound)")
+        return self
+
+
+class BudgetChange(_Strict):
+    """Set the budget in $/hour; null removes it."""
+
+    usd_per_hour: float | None = Field(gt=0, le=1e7)
+
+
+class HeadroomChange(_Strict):
+    """Set the headroom: serve demand x (1 + fraction)."""
+
+    fraction: float = Field(ge=0, le=10)
+
+
+class ConstraintChange(_Strict):
+    """Widen or narrow the offer filters of the workload's constraints (null removes a filter)."""
+
+    providers: list[str] | None = Field(default=None, min_length=1)
+    regions: list[str] | None = Field(default=None, min_length=1)
+    gpu_types: list[str] | None = Field(default=None, min_length=1)
+    exclude_gpu_types: list[str] | None = None
+    allow_consumer_gpus: bool | None = None
+    pricing: Literal["on_demand", "spot"] | None = None
+
+
+class Change(_Strict):
+    """Exactly one kind of change."""
+
+    demand: DemandChange | None = None
+    price: PriceChange | None = None
+    gpu_quota: GpuQuotaChange | None = None
+    offer_quota: OfferQuotaChange | None = None
+    availability: AvailabilityChange | None = None
+    slo: SloChange | None = None
+    budget: BudgetChange | None = None
+    headroom: HeadroomChange | None = None
+    constraints: ConstraintChange | None = None
+    add_gpus: list[GpuSpec] | None = Field(default=None, min_length=1, description="new GPU types for the catalog")
+    add_offers: list[OfferSpec] | None = Field(default=None, min_length=1, description="new offers for the catalog")
+    remove_gpus: list[str] | None = Field(default=None, min_length=1, description="remove every offer of these GPU types")
+    remove_offers: list[str] | None = Field(default=None, min_length=1, description="offer ids to remove")
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        if len(self.model_fields_set) != 1:
+            kinds = ", ".join(CHANGE_KINDS)
+            raise ValueError(f"each change has exactly one kind, got {len(self.model_fields_set)} "
+                             f"({', '.join(sorted(self.model_fields_set)) or 'none'}). To fix: write one of "
+                             f"{kinds} per list entry")
+        if self.body is None:
+            raise ValueError(f"the {self.kind} change is empty. To fix: give its fields, e.g. "
+                             "`budget: {usd_per_hour: null}` to remove the budget")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(iter(self.model_fields_set))
+
+    @property
+    def body(self) -> Any:
+        return getattr(self, self.kind)
+
+
+CHANGE_KINDS = tuple(Change.model_fields)
+# The field a sweep varies when it does not name one.
+SWEEP_DEFAULT_PARAMETER = {"demand": "factor", "price": "factor", "gpu_quota": "gpus", "offer_quota": "instances",
+                           "availability": "instances", "budget": "usd_per_hour", "headroom": "fraction"}
+
+
+# ---------------------------------------------------------------- scenarios and sweeps
+class ScenarioSpec(_Strict):
+    name: str = Field(min_length=1, max_length=100)
+    description: str = ""
+    changes: list[Change] = Field(default_factory=list)
+
+
+class Range(_Strict):
+    """Inclusive range: from, from + step, ... up to `to` (within rounding)."""
+
+    from_: float = Field(alias="from")
+    to: float
+    step: float = Field(gt=0)
+
+    def values(self) -> list[float]:
+        if self.to < self.from_:
+            raise ValueError(f"range goes from {self.from_:g} down to {self.to:g}. To fix: make `to` at least `from`")
+        n = math.floor((self.to - self.from_) / self.step + 1e-9) + 1
+        if n > MAX_SWEEP_POINTS:
+            raise ValueError(f"range has {n} points (more than {MAX_SWEEP_POINTS}). To fix: use a larger step")
+        return [round(self.from_ + i * self.step, 10) for i in range(n)]
+
+
+class SweepSpec(_Strict):
+    """One change kind with one field varied; `fixed` holds its other fields."""
+
+    name: str = Field(min_length=1, max_length=80)
+    change: Literal["demand", "price", "gpu_quota", "offer_quota", "availability", "slo", "budget", "headroom"]
+    parameter: str | None = Field(default=None, description="the field varied; default: the kind's main number "
+                                  "(demand/price: factor, gpu_quota: gpus, slo: required, e.g. tpot_ms)")
+    fixed: dict[str, Any] = Field(default_factory=dict, description="the change's other fields, e.g. {service: chat}")
+    values: list[float] | Range
+    also: list[Change] = Field(default_factory=list, description="changes applied at every point of the sweep")
+
+    @model_validator(mode="after")
+    def _parameter(self):
+        if self.parameter is None and self.change not in SWEEP_DEFAULT_PARAMETER:
+            raise ValueError(f"a {self.change} sweep needs `parameter` (e.g. tpot_ms). To fix: add parameter")
+        if isinstance(self.values, Range):
+            self.point_values()  # raises on a bad range
+        elif not self.values:
+            raise ValueError("values is empty. To fix: list at least one value or give a range")
+        return self
+
+    @property
+    def varied(self) -> str:
+        return self.parameter or SWEEP_DEFAULT_PARAMETER[self.change]
+
+    def point_values(self) -> list[float]:
+        return self.values.values() if isinstance(self.values, Range) else list(self.values)
+
+
+class SensitivitySpec(_Strict):
+    """Relax each constraint of the base one step and re-solve."""
+
+    enabled: bool = True
+    slo_step: float = Field(default=0.25, gt=0, le=10, description="relax each SLO bound by this fraction")
+    budget_step: float = Field(default=0.25, gt=0, le=10, description="raise the budget by this fraction")
+    headroom_step: float = Field(default=0.1, gt=0, le=10, description="lower the headroom by this much")
+    quota_step_instances: int = Field(default=1, ge=1, le=1000, description="quota relaxed by this many of the "
+                                      "largest instance of the GPU type")
+    filters: bool = Field(default=True, description="also try removing each offer filter (providers, regions, "
+                          "gpu_types, exclude_gpu_types)")
+
+
+class BaseSpec(_Strict):
+    workload: str | dict[str, Any] = Field(description="path (relative to the review file) or inline workload")
+    catalog: str | None = Field(default=None, description="catalog file overriding the workload's catalog")
+
+
+class ReviewFile(_Strict):
+    name: str = Field(default="review", min_length=1, max_length=100)
+    description: str = ""
+    base: BaseSpec
+    scenarios: list[ScenarioSpec] = Field(default_factory=list, max_length=MAX_SWEEP_POINTS)
+    sweeps: list[SweepSpec] = Field(default_factory=list, max_length=1000)
+    sensitivity: SensitivitySpec = Field(default_factory=SensitivitySpec)
+    time_limit_per_scenario_s: float = Field(default=30.0, gt=0, le=86_400)
