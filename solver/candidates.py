@@ -64,6 +64,14 @@ def _slo_miss(svc: Service, ttft: float | None, tpot: float | None, latency: flo
     return ""
 
 
+def _slo_kind(reason: str) -> str:
+    """"misses the TPOT SLO: ..." -> "tpot" (the kinds explanations group by)."""
+    words = reason.split(" ")
+    if reason.startswith("misses the") and len(words) > 2 and words[2].lower() in ("ttft", "tpot", "latency"):
+        return words[2].lower()
+    return ""
+
+
 @functools.lru_cache(maxsize=200_000)
 def _cached_estimate(q: PerfQuery):
     return estimate(q)
@@ -123,8 +131,7 @@ class CandidateBuilder:
                 continue
             if all(c.throughput <= 0 for c in perfs):
                 reason = next((c.reason for c in perfs if c.reason), "no usable measurement")
-                kind = reason.split(" ")[3].lower() if reason.startswith("misses the") else "no_profile"
-                self._reject(svc, offer, g, precision, kind if kind in ("ttft", "tpot", "latency") else "no_profile", reason)
+                self._reject(svc, offer, g, precision, _slo_kind(reason) or "no_profile", reason)
                 continue
             out.append(Config(svc.name, offer.id, g, precision, "measured", tuple(perfs), mem))
         if not profiles and svc.model is None and g == replica_sizes(offer.gpus_per_instance)[0]:
@@ -174,9 +181,7 @@ class CandidateBuilder:
                 continue
             if all(c.throughput <= 0 for c in perfs):
                 first = next(c for c in perfs if c.reason)
-                kind = first.reason.split(" ")[2].lower() if first.reason.startswith("misses the") else "latency"
-                self._reject(svc, offer, g * span, precision, kind if kind in ("ttft", "tpot", "latency") else "latency",
-                             first.reason)
+                self._reject(svc, offer, g * span, precision, _slo_kind(first.reason) or "latency", first.reason)
                 continue
             out.append(Config(svc.name, offer.id, g * span, precision, "estimate", tuple(perfs), mem, band,
                               instances_per_replica=span))

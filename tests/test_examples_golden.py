@@ -1,0 +1,72 @@
+"""The brief's worked examples (acceptance cases) through the installed CLI, plus golden fleets."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import EXAMPLES
+
+
+def solve_json(cli: str, name: str, *extra: str) -> dict:
+    proc = subprocess.run([cli, "solve", str(EXAMPLES / name), "--format", "json", *extra],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def fleet(d: dict) -> list[tuple[str, int]]:
+    return [(f["offer_id"], f["instances"]) for f in d["fleet"]]
+
+
+def test_s1_throughput_picks_30_a10(solver_cli):
+    d = solve_json(solver_cli, "s1-throughput.json")
+    assert d["status"] == "optimal"
+    assert fleet(d) == [("seed/1xA10", 30)]
+    assert d["total_price_usd_per_minute"] == pytest.approx(0.6036, abs=1e-9)
+    assert d["evaluation"]["ok"]
+    # The A100 alternative: 15 instances at $1.536/min, about 2.5x.
+    d_explain = solve_json(solver_cli, "s1-throughput.json", "--explain")
+    alt = [a for a in d_explain["services"][0]["alternatives"] if a["gpu"] == "A100-80GB"]
+    assert alt and alt[0]["exact"]
+    assert alt[0]["delta_usd_per_hour"] == pytest.approx(1.536 * 60 - 0.6036 * 60, abs=1e-6)
+
+
+def test_s2_latency_picks_15_a100(solver_cli):
+    d = solve_json(solver_cli, "s2-latency.json")
+    assert d["status"] == "optimal"
+    assert fleet(d) == [("seed/1xA100-80GB", 15)]
+    assert d["total_price_usd_per_minute"] == pytest.approx(1.536, abs=1e-9)
+    check = d["services"][0]["assignments"][0]["slo_checks"][0]
+    assert check["name"] == "latency_ms" and check["predicted_ms"] <= check["slo_ms"]
+
+
+def test_s3_big_model_picks_one_2xa10(solver_cli):
+    d = solve_json(solver_cli, "s3-big-model.json", "--explain")
+    assert d["status"] == "optimal"
+    assert fleet(d) == [("seed/2xA10", 1)]
+    assert d["total_price_usd_per_minute"] == pytest.approx(0.05672, abs=1e-9)
+    a = d["services"][0]["assignments"][0]
+    assert (a["gpu"], a["gpus_per_replica"], a["precision"]) == ("A10", 2, "fp16")
+    # One A10 was ruled out for memory: the explanation says so.
+    reasons = [alt for alt in d["services"][0]["alternatives"] if alt["verdict"] == "vram"]
+    assert reasons and "VRAM" in reasons[0]["reason"]
+
+
+def test_table_output_is_readable(solver_cli):
+    proc = subprocess.run([solver_cli, "solve", str(EXAMPLES / "s1-throughput.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert "OPTIMAL" in proc.stdout and "seed/1xA10" in proc.stdout and "$0.60360/min" in proc.stdout
+
+
+def test_yaml_workload_equals_json(tmp_path, solver_cli):
+    import yaml
+
+    data = json.loads((EXAMPLES / "s1-throughput.json").read_text())
+    data["catalog"]["file"] = str(EXAMPLES / "catalogs" / "seed-a10-a100.json")
+    path = tmp_path / "s1.yaml"
+    path.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([solver_cli, "solve", str(path), "--format", "json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert fleet(json.loads(proc.stdout)) == [("seed/1xA10", 30)]
