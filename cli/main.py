@@ -63,6 +63,9 @@ def cmd_solve(args) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_OTHER
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)  # end the progress line
     d = result.to_dict()
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
     return EXIT_OK

@@ -15,7 +15,7 @@ from solver.catalog.types import Catalog, GpuType, Offer
 from solver.models.library import ModelArch, get_model
 from solver.perf import Calibration, PerfQuery, estimate
 from solver.problem import ClassPerf, Config, Problem, Rejection, ServiceDemand
-from solver.pruning import prune_configs, prune_offers
+from solver.pruning import prune_configs, prune_offers, prune_whole_instance_configs
 from solver.schema import Service, Workload
 from solver.resolve import filter_offers, model_arch, offer_limits
 
@@ -226,8 +226,11 @@ def build_problem(workload: Workload, catalog: Catalog) -> Problem:
     headroom = workload.constraints.headroom
     services = tuple(service_demand(s, headroom) for s in workload.services)
     configs: list[Config] = []
+    offers_by_id = {o.id: o for o in offers}
+    quotas = workload.constraints.gpu_quotas
     for svc, demand in zip(workload.services, services):
-        configs.extend(prune_configs(builder.for_service(svc), demand))
+        mine = prune_configs(builder.for_service(svc), demand)
+        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, quotas))
     return Problem(
         services=services, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
         gpu_quotas=dict(workload.constraints.gpu_quotas), offer_limits=limits,

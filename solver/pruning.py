@@ -82,3 +82,43 @@ def prune_configs(configs: list[Config], demand: ServiceDemand) -> list[Config]:
                 survivors.append(c)
         kept.extend(survivors)
     return kept
+
+
+def prune_whole_instance_configs(configs: list[Config], offers: dict[str, Offer], limits: dict[str, int],
+                                 gpu_quotas: dict[str, int]) -> list[Config]:
+    """Across offers: drop a configuration that fills whole instances when another one
+    that also fills whole instances is no dearer per replica, uses no more GPUs, and is
+    at least as fast for every class.
+
+    A replica that fills whole instances accounts for exactly those instances (no other
+    replica shares them), so swapping each replica of the dominated configuration for
+    one of the dominating one changes nothing else in the plan and costs no more. The
+    dominating offer must be unlimited and its GPU type free of quota (or the same type),
+    so the swap stays feasible.
+    """
+    def whole(c: Config) -> bool:
+        o = offers[c.offer_id]
+        return c.gpus_per_replica == o.gpus_per_instance * c.instances_per_replica
+
+    def price(c: Config) -> float:
+        return offers[c.offer_id].price_usd_per_hour * c.instances_per_replica
+
+    candidates = sorted((c for c in configs if whole(c)),
+                        key=lambda c: (price(c), c.gpus_per_replica, -sum(k.throughput for k in c.classes), c.key))
+    dominators: list[Config] = []
+    dropped: set[str] = set()
+    for c in candidates:
+        o = offers[c.offer_id]
+        if any(_whole_dominates(d, c, offers) for d in dominators):
+            dropped.add(c.key)
+            continue
+        if c.offer_id not in limits and (o.gpu not in gpu_quotas):
+            dominators.append(c)
+    return [c for c in configs if c.key not in dropped]
+
+
+def _whole_dominates(d: Config, c: Config, offers: dict[str, Offer]) -> bool:
+    # d comes earlier in (price, GPUs, -throughput, key) order, so price and ties are settled.
+    if d.gpus_per_replica > c.gpus_per_replica:
+        return False
+    return all(a.throughput >= b.throughput for a, b in zip(d.classes, c.classes))
