@@ -63,8 +63,9 @@ def run(args) -> int:
                      "`solver-cli estimate --list-models`")
     model = get_model(args.model)
     if model is None:
-        return _fail(f"unknown model {args.model!r}{_did_you_mean(args.model, model_names())}. "
-                     "To fix: use a name from `solver-cli estimate --list-models`")
+        return _fail(f"unknown model {args.model!r}{_did_you_mean(args.model, model_names())} "
+                     "To fix: use a name from `solver-cli estimate --list-models`, or describe the model inline "
+                     "in a workload file")
     catalog = default_catalog()
     try:
         gpus = _chosen_gpus(args, catalog)
@@ -92,7 +93,8 @@ def _fail(message: str) -> int:
 def _did_you_mean(name: str, choices) -> str:
     from solver.suggest import did_you_mean
 
-    return did_you_mean(name, choices)
+    hint = did_you_mean(name, choices)
+    return hint if hint else "."
 
 
 def _names(values: list[str]) -> list[str]:
@@ -116,7 +118,7 @@ def _chosen_gpus(args, catalog) -> list:
     for name in _names(args.gpu):
         key = lowered.get(name.lower())
         if key is None:
-            raise ValueError(f"unknown GPU type {name!r}{_did_you_mean(name, catalog.gpus)}. "
+            raise ValueError(f"unknown GPU type {name!r}{_did_you_mean(name, catalog.gpus)} "
                              "To fix: use a name from `solver-cli catalog --gpus`")
         chosen.append(catalog.gpus[key])
     return chosen
@@ -127,9 +129,9 @@ def _check_choices(args, precisions: list[str]) -> None:
 
     for p in precisions:
         if p not in PRECISIONS:
-            raise ValueError(f"unknown precision {p!r}{_did_you_mean(p, PRECISIONS)}. To fix: use one of {', '.join(PRECISIONS)}")
+            raise ValueError(f"unknown precision {p!r}{_did_you_mean(p, PRECISIONS)} To fix: use one of {', '.join(PRECISIONS)}")
     if args.engine not in ENGINES:
-        raise ValueError(f"unknown engine {args.engine!r}{_did_you_mean(args.engine, ENGINES)}. "
+        raise ValueError(f"unknown engine {args.engine!r}{_did_you_mean(args.engine, ENGINES)} "
                          f"To fix: use one of {', '.join(ENGINES)}")
     for option in ("prompt_tokens", "output_tokens", "batch"):
         value = getattr(args, option)
@@ -212,9 +214,13 @@ def _round(value: float | None, digits: int = 2) -> float | None:
     return round(value, digits)
 
 
-def _table(rows: list[dict], model_name: str, args) -> str:
-    from solver.render import _table as render
+def _render(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = [headers, ["-" * w for w in widths]] + rows
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
 
+
+def _table(rows: list[dict], model_name: str, args) -> str:
     def num(v, fmt):
         return "-" if v is None else format(v, fmt)
 
@@ -224,12 +230,13 @@ def _table(rows: list[dict], model_name: str, args) -> str:
         if r["feasible"]:
             body.append([r["gpu"], size, r["precision"], num(r["memory_gib_per_gpu"], ".1f"), str(r["batch"]),
                          num(r["ttft_ms"], ".0f"), num(r["tpot_ms"], ".1f"), num(r["output_tokens_per_s"], ".0f"),
-                         num(r["requests_per_s"], ".2f"), r["binding_limit"], num(r["usd_per_million_output_tokens"], ".3f")])
+                         num(r["requests_per_s"], ".2f"), r["binding_limit"], num(r["usd_per_million_output_tokens"], ".3f"),
+                         ""])
         else:
             body.append([r["gpu"], size, r["precision"], num(r["memory_gib_per_gpu"], ".1f") if r["memory_gib_per_gpu"] else "-",
-                         "-", "-", "-", "-", "-", r["reason_kind"], "-  " + r["reason"]])
+                         "-", "-", "-", "-", "-", r["reason_kind"], "-", r["reason"]])
     headers = ["gpu", "gpus/replica", "precision", "mem GiB/GPU", "batch", "TTFT ms", "TPOT ms", "out tok/s",
-               "req/s", "binding", "$/M out tok"]
+               "req/s", "binding", "$/M out tok", "why not"]
     band = rows[0]["error_band"] if rows else 0.0
     slos = ", ".join(f"{k} {v:g} ms" for k, v in (("TTFT", args.ttft_ms), ("TPOT", args.tpot_ms),
                                                    ("latency", args.latency_ms)) if v is not None) or "none"
@@ -237,18 +244,16 @@ def _table(rows: list[dict], model_name: str, args) -> str:
             f"SLOs: {slos}; batch: {args.batch or 'best within VRAM and SLOs'}")
     foot = (f"throughput is per replica; $ per million output tokens on the cheapest offer hosting the replica; "
             f"estimates are within +-{100 * band:.0f} % (throughput) of calibration measurements for ~4 in 5 rows")
-    return head + "\n" + render(headers, body) + "\n" + foot
+    return head + "\n" + _render(headers, body) + "\n" + foot
 
 
 def _list_models() -> int:
     from solver.models.library import ALIASES, MODEL_LIBRARY
-
-    from solver.render import _table as render
 
     aliases: dict[str, list[str]] = {}
     for alias, name in ALIASES.items():
         aliases.setdefault(name, []).append(alias)
     rows = [[m.name, f"{m.params_b:g}", f"{m.compute_params_b:g}", str(m.layers), str(m.hidden_size),
              f"{m.attention_heads}/{m.kv_heads}", ", ".join(sorted(aliases.get(m.name, [])))] for m in MODEL_LIBRARY.values()]
-    print(render(["model", "params B", "active B", "layers", "hidden", "heads/kv", "aliases"], rows))
+    print(_render(["model", "params B", "active B", "layers", "hidden", "heads/kv", "aliases"], rows))
     return EXIT_OK

@@ -12,6 +12,7 @@ import functools
 from dataclasses import replace
 
 from solver.catalog.types import Catalog, GpuType, Offer
+from solver.errors import InputError
 from solver.models.library import ModelArch, get_model
 from solver.perf import Calibration, PerfQuery, estimate
 from solver.problem import ClassPerf, Config, Problem, Rejection, ServiceDemand
@@ -82,7 +83,10 @@ class CandidateBuilder:
         self.workload = workload
         self.catalog = catalog
         self.offers = offers
-        self.calibration = Calibration(**workload.solver.calibration) if workload.solver.calibration else Calibration()
+        try:
+            self.calibration = Calibration.from_overrides(workload.solver.calibration)
+        except ValueError as exc:
+            raise InputError.single("solver.calibration", str(exc), "use a constant named in docs/performance-model.md") from None
         self.rejections: list[Rejection] = []
         self._seen: dict[tuple, object] = {}
 
@@ -169,13 +173,17 @@ class CandidateBuilder:
                     fail = (e.reason_kind, e.reason)
                     break
                 band = e.error_band
-                band_scale = 1.0 + band if svc.size_with_error_band else 1.0
                 if not e.feasible:
                     perfs.append(ClassPerf(0.0, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit, e.reason))
                     continue
                 mem = max(mem or 0.0, e.memory_gib_per_gpu)
-                perfs.append(ClassPerf(e.requests_per_s / band_scale, e.ttft_ms * band_scale, e.tpot_ms * band_scale,
-                                       e.latency_ms * band_scale, e.batch, e.binding_limit))
+                if svc.size_with_error_band:
+                    # Size for the pessimistic end of the band: slower tokens, fewer requests.
+                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), e.ttft_ms * (1 + e.ttft_error_band),
+                                           e.tpot_ms * (1 + e.tpot_error_band), e.latency_ms * (1 + e.tpot_error_band),
+                                           e.batch, e.binding_limit))
+                else:
+                    perfs.append(ClassPerf(e.requests_per_s, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit))
             if fail is not None:
                 self._reject(svc, offer, g * span, precision, fail[0], fail[1])
                 continue
@@ -203,12 +211,14 @@ class CandidateBuilder:
 
     def _query(self, svc, model, offer, gpu, gpus, span, precision, prompt, output) -> PerfQuery:
         slo = svc.slo
-        shrink = 1.0 + self.calibration.error_band if svc.size_with_error_band else 1.0
+        cal = self.calibration
+        ttft_shrink = 1.0 + cal.ttft_error_band if svc.size_with_error_band else 1.0
+        shrink = 1.0 + cal.tpot_error_band if svc.size_with_error_band else 1.0
         return PerfQuery(
             model=model, gpu=gpu, gpus_per_replica=gpus, interconnect=offer.interconnect,
             usable_memory_gib=self.catalog.usable_memory_gib(offer), precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
-            ttft_slo_ms=slo.ttft_ms / shrink if slo.ttft_ms else None,
+            ttft_slo_ms=slo.ttft_ms / ttft_shrink if slo.ttft_ms else None,
             tpot_slo_ms=slo.tpot_ms / shrink if slo.tpot_ms else None,
             latency_slo_ms=slo.latency_ms / shrink if slo.latency_ms else None,
             instances_per_replica=span, inter_node_gbs=offer.inter_node_gbs, calibration=self.calibration,

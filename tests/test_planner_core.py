@@ -147,3 +147,32 @@ def test_fp8_never_on_gpus_without_fp8():
          "constraints": {"gpu_types": ["A100-80GB", "L4"]}}
     r = solve(w)
     assert {a.gpu for a in r.services[0].assignments} == {"L4"}
+
+
+def _chat(**extra):
+    return {"services": [{"name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16"],
+                          "demand": {"requests_per_s": 20, "prompt_tokens": 512, "output_tokens": 256},
+                          "slo": {"tpot_ms": 50}, **extra}],
+            "constraints": {"gpu_types": ["L4"]}}
+
+
+def test_sizing_with_error_band_buys_more_capacity():
+    plain = solve(_chat())
+    careful = solve(_chat(size_with_error_band=True))
+    per_replica = lambda r: r.services[0].assignments[0].throughput_per_replica[0]
+    assert per_replica(careful) < per_replica(plain)
+    assert careful.total_price_usd_per_hour >= plain.total_price_usd_per_hour
+
+
+def test_calibration_override_changes_estimates_and_rejects_unknown_keys():
+    from solver.errors import InputError
+
+    base = solve(_chat())
+    w = _chat()
+    w["solver"] = {"calibration": {"bandwidth_efficiency": 0.45}}
+    slower = solve(w)
+    assert slower.total_price_usd_per_hour > base.total_price_usd_per_hour
+    w["solver"] = {"calibration": {"bandwith_efficiency": 0.5}}
+    with pytest.raises(InputError) as exc:
+        solve(w)
+    assert exc.value.violations[0].field == "solver.calibration" and "did you mean" in str(exc.value)

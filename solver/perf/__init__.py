@@ -1,10 +1,12 @@
-"""Performance model: per-replica throughput and latency of one configuration.
+"""Performance model: per-replica throughput and latency of one LLM serving configuration.
 
 `estimate(query)` is the single entry point the planner uses for LLMs; measured
-profiles in a workload bypass it.
+profiles in a workload bypass it. The physics is in `llm.py`, the fitted constants and
+the calibration rows in `calibration.py`; docs/performance-model.md explains both.
+Override constants per workload with `Calibration.from_overrides({...})`.
 """
 
-from solver.perf.api import PerfEstimate, PerfQuery, Calibration
-from solver.perf.llm import estimate
+from solver.perf.api import Calibration, PerfEstimate, PerfQuery
+from solver.perf.llm import estimate, memory_budget
 
-__all__ = ["PerfEstimate", "PerfQuery", "Calibration", "estimate"]
+__all__ = ["PerfEstimate", "PerfQuery", "Calibration", "estimate", "memory_budget"]

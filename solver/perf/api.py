@@ -137,7 +137,9 @@ class PerfEstimate:
     latency_ms: float = 0.0  # ttft + (output_tokens - 1) x tpot
     requests_per_s: float = 0.0  # per replica
     output_tokens_per_s: float = 0.0  # per replica
-    binding_limit: str = ""  # what stops more throughput: "vram" | "slo" | "memory_bandwidth" | "compute" | "interconnect" | "overhead"
+    # What stops more throughput: "vram" | "slo" | or, at the engine's batch cap, the step's
+    # largest term: "memory_bandwidth" | "compute" | "interconnect" | "overhead".
+    binding_limit: str = ""
     error_band: float = 0.0  # relative error of throughput; the true value is expected within +-error_band
     # Added with issue 3:
     ttft_error_band: float = 0.0

@@ -200,11 +200,11 @@ def _setup(q: PerfQuery) -> _Setup:
     total_bytes = weight_bytes_total(q)
     expert_bytes = m.expert_params_b * 1e9 * BYTES_PER_ELEMENT[q.precision]
     kvb = BYTES_PER_ELEMENT[kv_precision(q)]
-    compute_precision = COMPUTE_PRECISION[q.precision]
-    peak = gpu.tflops(compute_precision) or gpu.tflops("fp16")
-    flops = peak * 1e12 * cal.compute_efficiency
-    if compute_precision in ("fp8", "int8"):
-        flops *= cal.fp8_compute_efficiency
+    low_precision_peak = gpu.tflops(COMPUTE_PRECISION[q.precision]) if q.precision in ("fp8", "int8") else None
+    if low_precision_peak:  # 8-bit GEMMs on 8-bit tensor cores
+        flops = low_precision_peak * 1e12 * cal.compute_efficiency * cal.fp8_compute_efficiency
+    else:  # 16-bit GEMMs (weight-only formats dequantise to 16 bits)
+        flops = (gpu.tflops(COMPUTE_PRECISION[q.precision]) or gpu.tflops("fp16")) * 1e12 * cal.compute_efficiency
     link_bw, ar_latency = _tp_link(q, tp)
     stage_bw, stage_latency = _stage_link(q, pp)
     return _Setup(
@@ -283,7 +283,9 @@ class _Point:
 
 def _continuous(s: _Setup, q: PerfQuery, batch: int) -> _Point:
     p, o = float(q.prompt_tokens), float(max(q.output_tokens, 1))
-    step = _pipelined(s, batch, batch, p + o / 2, batch * p / o, p)
+    # The other B - 1 sequences' prompts ride along in the decode steps; a request's own
+    # prompt is prefilled in the step that makes its first token (its TTFT).
+    step = _pipelined(s, batch, batch, p + o / 2, (batch - 1) * p / o, p)
     chunks = max(math.ceil(p / s.chunk_tokens), 1)
     first = _pipelined(s, batch, batch - 1, p + o / 2, p / chunks, p)
     wait = 0.5 * step.seconds * (1 - 1 / batch)  # an idle engine (batch 1) starts at once
