@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -93,7 +94,9 @@ def _solve_remote(args, data: dict) -> int:
 
     try:
         with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
-            d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain)
+            # The client sends the contents of a referenced catalog file: servers never read caller paths.
+            d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain, backend=args.backend,
+                             base_dir=str(Path(args.workload).parent))
     except PlannerClientError as exc:
         if exc.infeasibility:
             if args.format == "json":
@@ -170,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
     s.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
     s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")
-    s.add_argument("--token", default=None, help="bearer token for --server")
+    s.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
+                   help="bearer token for --server (default: $PLANNER_TOKEN)")
     s.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
     s.set_defaults(func=cmd_solve)
 

@@ -37,7 +37,7 @@ class ServerConfig:
     max_concurrent_solves: int = field(default_factory=lambda: os.cpu_count() or 1)  # one core per solve
     max_queue: int = 16  # solves waiting for a slot; more get RESOURCE_EXHAUSTED
     workers: int | None = None  # RPC threads; default: solves + queue + 4 for quick calls
-    max_receive_bytes: int = 16 * MIB  # a 5000-service workload is ~2 MiB of JSON
+    max_receive_bytes: int = 16 * MIB  # a 5000-service workload is ~1 MiB of JSON
     max_send_bytes: int = 64 * MIB
     tls_cert: bytes | None = None  # PEM; with tls_key: serve TLS
     tls_key: bytes | None = None
@@ -65,6 +65,13 @@ class ServerConfig:
             out.append("TLS needs both --tls-cert and --tls-key.")
         if self.tls_client_ca is not None and self.tls_cert is None:
             out.append("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key too.")
+        # gRPC reports a bad PEM only as "failed to bind"; say what is wrong instead.
+        for name, pem, marker in (("--tls-cert", self.tls_cert, b"-----BEGIN CERTIFICATE-----"),
+                                  ("--tls-key", self.tls_key, b"PRIVATE KEY-----"),
+                                  ("--tls-client-ca", self.tls_client_ca, b"-----BEGIN CERTIFICATE-----")):
+            if pem is not None and marker not in pem:
+                out.append(f"{name} is not a PEM file (no {marker.decode().strip('-')} block). "
+                           "To fix: pass the PEM-encoded file")
         if self.grace_s < 0:
             out.append("--grace-s must not be negative.")
         return out
@@ -81,6 +88,7 @@ class PlannerServer:
         self.metrics = metrics
         self.gate = gate
         self._metrics_http = metrics_http
+        self.metrics_port = metrics_http.server_port if metrics_http is not None else None
 
     def stop(self, grace_s: float | None = None) -> threading.Event:
         """Stop taking calls (health turns NOT_SERVING), let calls in flight finish for up to
@@ -121,14 +129,21 @@ def create_server(config: ServerConfig) -> tuple[PlannerServer, int]:
     reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
 
     target = f"{config.address}:{config.port}"
-    if config.tls_cert is not None:
-        creds = grpc.ssl_server_credentials([(config.tls_key, config.tls_cert)], root_certificates=config.tls_client_ca,
-                                            require_client_auth=config.tls_client_ca is not None)
-        port = server.add_secure_port(target, creds)
-    else:
-        port = server.add_insecure_port(target)
+    try:
+        if config.tls_cert is not None:
+            creds = grpc.ssl_server_credentials([(config.tls_key, config.tls_cert)],
+                                                root_certificates=config.tls_client_ca,
+                                                require_client_auth=config.tls_client_ca is not None)
+            port = server.add_secure_port(target, creds)
+        else:
+            port = server.add_insecure_port(target)
+    except RuntimeError:
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {target} (in use, or not an address of this host)")
+        why = "in use, or not an address of this host"
+        if config.tls_cert is not None:
+            why += "; or the TLS key does not match the certificate"
+        raise OSError(f"cannot listen on {target} ({why})")
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -152,15 +167,16 @@ def serve(config: ServerConfig) -> int:
     logs.event("server.listening", address=config.address, port=port, tls=config.tls_cert is not None,
                mutual_tls=config.tls_client_ca is not None, token=bool(config.token),
                max_concurrent_solves=config.max_concurrent_solves, max_queue=config.max_queue,
-               workers=config.thread_count(), metrics_port=config.metrics_port)
+               workers=config.thread_count(), metrics_port=planner.metrics_port)
     if config.token and config.tls_cert is None and config.address not in ("127.0.0.1", "localhost", "::1"):
         logs.event("server.warning", message="the bearer token travels in plain text; add --tls-cert/--tls-key")
     try:
         while not stopping.wait(0.5):
             pass
+        done = planner.stop(config.grace_s)  # from here on, new calls are refused
         logs.event("server.draining", signal=received[0], grace_s=config.grace_s,
                    solves_running=planner.gate.running, solves_waiting=planner.gate.waiting)
-        planner.stop(config.grace_s).wait()
+        done.wait()
         logs.event("server.stopped")
     finally:
         for s, handler in previous.items():

@@ -25,6 +25,9 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 _ABSENT_AS_EMPTY = {("fleetplanner.v1.Plan", "evaluation")}
 # Repeated message fields whose JSON form is a list of lists (field values in order).
 _AS_TUPLES = {("fleetplanner.v1.Placement", "replicas")}
+# Repeated two-field messages whose JSON form is one object {first: second, ...}; a
+# repeated field keeps the key order, which a proto map would not.
+_AS_OBJECT = {("fleetplanner.v1.SolverInfo", "timings")}
 # Plan keys present exactly when `solver` is (PlanResult.to_dict() derives them from it).
 _WITH_SOLVER = ("optimality_gap", "solve_time_s")
 
@@ -46,7 +49,7 @@ def _fill(msg: Message, data: dict, where: str) -> None:
         if field is None:
             raise ValueError(f"{where}.{key}: no such field in {desc.full_name}")
         path = f"{where}.{key}"
-        if field.label == FieldDescriptor.LABEL_REPEATED:
+        if field.is_repeated:
             _fill_repeated(msg, field, value, path)
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
             if value is None or (value == {} and (desc.full_name, key) in _ABSENT_AS_EMPTY):
@@ -60,13 +63,19 @@ def _fill(msg: Message, data: dict, where: str) -> None:
 
 
 def _fill_repeated(msg: Message, field: FieldDescriptor, values: Any, path: str) -> None:
-    if not isinstance(values, (list, tuple)):
+    if (msg.DESCRIPTOR.full_name, field.name) in _AS_OBJECT:
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: expected an object, got {type(values).__name__}")
+        values = [list(item) for item in values.items()]
+        as_tuples = True
+    elif not isinstance(values, (list, tuple)):
         raise ValueError(f"{path}: expected a list, got {type(values).__name__}")
+    else:
+        as_tuples = (msg.DESCRIPTOR.full_name, field.name) in _AS_TUPLES
     target = getattr(msg, field.name)
     if field.type != FieldDescriptor.TYPE_MESSAGE:
         target.extend(_scalar_in(field, v, f"{path}[{i}]") for i, v in enumerate(values))
         return
-    as_tuples = (msg.DESCRIPTOR.full_name, field.name) in _AS_TUPLES
     for i, v in enumerate(values):
         item = target.add()
         if as_tuples:
@@ -103,9 +112,12 @@ def to_dict(msg: Message) -> dict:
     out: dict[str, Any] = {}
     for field in desc.fields:
         value = getattr(msg, field.name)
-        if field.label == FieldDescriptor.LABEL_REPEATED:
+        if field.is_repeated:
             if field.type == FieldDescriptor.TYPE_MESSAGE:
                 items = [to_dict(v) for v in value]
+                if (desc.full_name, field.name) in _AS_OBJECT:
+                    out[field.name] = dict(tuple(item.values()) for item in items)
+                    continue
                 if (desc.full_name, field.name) in _AS_TUPLES:
                     items = [list(item.values()) for item in items]
                 out[field.name] = items

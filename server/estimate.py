@@ -1,20 +1,59 @@
-"""The Estimate RPC's work: one performance-model query per GPU type, as JSON-shaped rows."""
+"""The Estimate RPC's work: solver.perf's estimate per GPU type, where a replica would run.
+
+Each replica is placed as `solver-cli estimate` places it (the cheapest offer that holds
+whole replicas, else one whose instances a replica can span), so the service and the
+CLI give the same numbers (tests/test_grpc_service.py compares them); the CLI rounds
+for display, the service does not.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog import default_catalog
 from solver.catalog.loader import interconnect_for
+from solver.catalog.types import Catalog, GpuType
 from solver.errors import FieldViolation, InputError
 from solver.models.library import get_model, model_names
 from solver.perf import PerfEstimate, PerfQuery, estimate
 from solver.perf.api import ENGINES, PRECISIONS
+from solver.schema import MAX_MS, MAX_TOKENS
 from solver.suggest import did_you_mean
 
+MAX_GPUS_PER_REPLICA = 64  # as for measured profiles in the workload schema
 # PerfEstimate fields the API carries (a test checks that this is all of them).
 API_FIELDS = {f.name for f in pb.PerfEstimate.DESCRIPTOR.fields}
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where one replica runs: an offer of the catalog, or the bare GPU when none hosts it."""
+
+    offer: str | None
+    interconnect: str
+    usable_memory_gib: float
+    instances_per_replica: int
+    inter_node_gbs: float | None
+    price_usd_per_replica_hour: float | None
+
+
+def cheapest_host(catalog: Catalog, gpu: GpuType, gpus: int) -> Host:
+    """The cheapest offer per replica (the same choice as cli/estimate_cmd.py)."""
+    best = None
+    for o in catalog.offers:
+        if o.gpu != gpu.name:
+            continue
+        n = o.gpus_per_instance
+        if gpus <= n and n % gpus == 0:
+            cost, span = o.price_usd_per_hour / (n // gpus), 1
+        elif o.inter_node_fabric and gpus % n == 0:
+            cost, span = o.price_usd_per_hour * (gpus // n), gpus // n
+        else:
+            continue
+        if best is None or cost < best.price_usd_per_replica_hour:
+            best = Host(o.id, o.interconnect, catalog.usable_memory_gib(o), span, o.inter_node_gbs, cost)
+    return best or Host(None, interconnect_for(gpu, gpus), gpu.memory_gib, 1, None, None)
 
 
 def estimate_rows(request: pb.EstimateRequest) -> list[dict]:
@@ -25,40 +64,25 @@ def estimate_rows(request: pb.EstimateRequest) -> list[dict]:
     prompt_tokens = request.prompt_tokens or 512
     output_tokens = request.output_tokens or 256
     model = get_model(request.model) if request.model else None
-    problems = []
-    if model is None:
-        problems.append(FieldViolation("model", f"unknown model {request.model!r}{did_you_mean(request.model, model_names()) or '.'}"
-                                       if request.model else "no model given.", f"use one of {', '.join(model_names())}"))
-    if request.gpu and request.gpu not in catalog.gpus:
-        problems.append(FieldViolation("gpu", f"unknown GPU type {request.gpu!r}{did_you_mean(request.gpu, catalog.gpus) or '.'}",
-                                       "use a GPU type of the catalog (GetCatalog lists them), or leave it empty for all"))
-    if precision not in PRECISIONS:
-        problems.append(FieldViolation("precision", f"unknown precision {precision!r}.", f"use one of {', '.join(PRECISIONS)}"))
-    if engine not in ENGINES:
-        problems.append(FieldViolation("engine", f"unknown engine {engine!r}.", f"use one of {', '.join(ENGINES)}"))
-    for name, value in (("gpus_per_replica", gpus_per_replica), ("prompt_tokens", prompt_tokens),
-                        ("output_tokens", output_tokens)):
-        if value < 0:
-            problems.append(FieldViolation(name, f"must not be negative, got {value}.", "use a positive number"))
-    for name in ("ttft_ms", "tpot_ms", "latency_ms"):
-        if request.HasField(name) and not getattr(request, name) > 0:
-            problems.append(FieldViolation(name, "must be positive.", "give milliseconds > 0, or leave it unset"))
-    if problems:
-        raise InputError(problems)
+    _check(request, catalog, model, precision, engine, gpus_per_replica, prompt_tokens, output_tokens)
 
     gpus = [catalog.gpus[request.gpu]] if request.gpu else list(catalog.gpus.values())
     rows = []
     for gpu in gpus:
         if not gpu.llm_estimates or not gpu.supports(precision):
             continue
-        link = interconnect_for(gpu, gpus_per_replica)
-        q = PerfQuery(model=model, gpu=gpu, gpus_per_replica=gpus_per_replica, interconnect=link,
-                      usable_memory_gib=gpu.memory_gib, precision=precision, engine=engine,
+        host = cheapest_host(catalog, gpu, gpus_per_replica)
+        q = PerfQuery(model=model, gpu=gpu, gpus_per_replica=gpus_per_replica, interconnect=host.interconnect,
+                      usable_memory_gib=host.usable_memory_gib, precision=precision, engine=engine,
                       prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                       ttft_slo_ms=request.ttft_ms if request.HasField("ttft_ms") else None,
                       tpot_slo_ms=request.tpot_ms if request.HasField("tpot_ms") else None,
-                      latency_slo_ms=request.latency_ms if request.HasField("latency_ms") else None)
-        row = {"gpu": gpu.name, "gpus_per_replica": gpus_per_replica, "interconnect": link, "precision": precision}
+                      latency_slo_ms=request.latency_ms if request.HasField("latency_ms") else None,
+                      instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs)
+        row = {"gpu": gpu.name, "gpus_per_replica": gpus_per_replica,
+               "instances_per_replica": host.instances_per_replica, "interconnect": host.interconnect,
+               "offer": host.offer, "price_usd_per_replica_hour": host.price_usd_per_replica_hour,
+               "precision": precision}
         row.update({k: v for k, v in asdict(estimate(q)).items() if k in API_FIELDS})
         rows.append(row)
     if not rows:
@@ -66,6 +90,33 @@ def estimate_rows(request: pb.EstimateRequest) -> list[dict]:
                                 f"no GPU type{' ' + request.gpu if request.gpu else ''} can run {precision} estimates.",
                                 "try another precision or GPU type")
     return rows
+
+
+def _check(request, catalog, model, precision, engine, gpus_per_replica, prompt_tokens, output_tokens) -> None:
+    problems = []
+    if model is None:
+        problems.append(FieldViolation(
+            "model", f"unknown model {request.model!r}{did_you_mean(request.model, model_names()) or '.'}"
+            if request.model else "no model given.", f"use one of {', '.join(model_names())}"))
+    if request.gpu and request.gpu not in catalog.gpus:
+        problems.append(FieldViolation(
+            "gpu", f"unknown GPU type {request.gpu!r}{did_you_mean(request.gpu, catalog.gpus) or '.'}",
+            "use a GPU type of the catalog (GetCatalog lists them), or leave it empty for all"))
+    if precision not in PRECISIONS:
+        problems.append(FieldViolation("precision", f"unknown precision {precision!r}.", f"use one of {', '.join(PRECISIONS)}"))
+    if engine not in ENGINES:
+        problems.append(FieldViolation("engine", f"unknown engine {engine!r}.", f"use one of {', '.join(ENGINES)}"))
+    for name, value, most in (("gpus_per_replica", gpus_per_replica, MAX_GPUS_PER_REPLICA),
+                              ("prompt_tokens", prompt_tokens, MAX_TOKENS), ("output_tokens", output_tokens, MAX_TOKENS)):
+        if not 0 < value <= most:
+            problems.append(FieldViolation(name, f"must be between 1 and {most}, got {value}.",
+                                           "use a realistic value, or 0 for the default"))
+    for name in ("ttft_ms", "tpot_ms", "latency_ms"):
+        if request.HasField(name) and not 0 < getattr(request, name) <= MAX_MS:
+            problems.append(FieldViolation(name, f"must be between 0 and {MAX_MS:g} ms.",
+                                           "give milliseconds (check the units), or leave it unset"))
+    if problems:
+        raise InputError(problems)
 
 
 def missing_api_fields() -> set[str]:

@@ -33,9 +33,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure(level: str = "info", stream=None) -> None:
-    """Send the server's logs to `stream` (stderr) as JSON lines."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a line is logged, not when configured (a
+    test that swaps stderr, then closes its copy, must not break later servers' logs)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def configure(level: str = "info") -> None:
+    """Send the server's logs to stderr as JSON lines."""
+    handler = _StderrHandler()
     handler.setFormatter(JsonFormatter())
     log.handlers[:] = [handler]
     log.setLevel(level.upper())

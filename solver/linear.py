@@ -58,6 +58,7 @@ class Progress:
     best_usd_per_hour: float | None
     bound_usd_per_hour: float | None
     solutions_found: int
+    fleet: tuple[dict, ...] = ()  # the improving plan's instances: {"offer_id": ..., "instances": ...}
 
 
 @dataclass

@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from solver.backends import SolveOptions, get_backend
 from solver.candidates import build_problem
@@ -74,7 +74,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     hint = _hint(form, greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
-                        on_progress=options.on_progress, cancel=options.cancel)
+                        on_progress=_relay(form, options.on_progress), cancel=options.cancel)
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
@@ -92,6 +92,19 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         timings["tie_break_s"] = time.monotonic() - t1
     solution = extract(form, outcome.values)
     return _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings)
+
+
+def _relay(form: Formulation, on_progress):
+    """Backend progress (with raw values) -> the caller's Progress with the improving fleet."""
+    if on_progress is None:
+        return None
+
+    def relay(progress: Progress, values: list[float]) -> None:
+        fleet = tuple({"offer_id": o, "instances": int(round(values[i]))}
+                      for o, i in sorted(form.n.items()) if round(values[i]) > 0)
+        on_progress(replace(progress, fleet=fleet))
+
+    return relay
 
 
 def evaluate_quick(problem: Problem, sol: Solution) -> bool:

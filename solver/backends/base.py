@@ -23,7 +23,8 @@ class SolveOptions:
     threads: int = 1
     node_limit: int | None = None  # deterministic effort limit (unlike a time limit)
     hint: list[float] | None = None
-    on_progress: Callable[[Progress], None] | None = None
+    # Called on each improving solution with its progress and the variables' values.
+    on_progress: Callable[[Progress, list[float]], None] | None = None
     cancel: threading.Event | None = None  # set() stops the solve; the best plan so far is kept
     objective_scale: float = 1.0  # progress reports objective / scale
 

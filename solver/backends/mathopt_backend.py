@@ -82,14 +82,23 @@ class MathOptBackend:
             kwargs["interrupter"] = interrupter
         if options.on_progress is not None and self.name in _CALLBACKS:
             found = [0]
+            reported = [float("inf")]
 
             def cb(data: mathopt.CallbackData) -> mathopt.CallbackResult:
                 stats = data.mip_stats
+                # SCIP also calls back before its first solution (primal bound 0 or inf): not a plan.
+                if stats.number_of_solutions_found <= 0 or abs(stats.primal_bound) >= 1e30 or data.solution is None:
+                    return mathopt.CallbackResult()
+                values = [data.solution.get(x, 0.0) for x in xs]
+                cost = sum(c * values[i] for i, c in lm.objective.items())
+                # A new solution is not always an improving one: report only those that are.
+                if cost >= reported[0] - 1e-9:
+                    return mathopt.CallbackResult()
+                reported[0] = cost
                 found[0] += 1
                 scale = options.objective_scale
-                best = stats.primal_bound / scale if abs(stats.primal_bound) < 1e30 else None
                 bound = stats.dual_bound / scale if abs(stats.dual_bound) < 1e30 else None
-                options.on_progress(Progress(time.monotonic() - start, best, bound, found[0]))
+                options.on_progress(Progress(time.monotonic() - start, cost / scale, bound, found[0]), values)
                 return mathopt.CallbackResult()
 
             kwargs["callback_reg"] = mathopt.CallbackRegistration(events={mathopt.Event.MIP_SOLUTION})

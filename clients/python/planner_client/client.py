@@ -56,8 +56,8 @@ class PlannerClient:
                  max_message_bytes: int = 64 * MIB):
         if (client_cert is None) != (client_key is None):
             raise ValueError("mutual TLS needs both client_cert and client_key")
-        if timeout_s is not None and timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if timeout_s is not None and not timeout_s > 0:
+            raise _bad_argument("timeout_s", f"must be positive, got {timeout_s}.", "give seconds > 0, or None")
         self.target = target
         self.timeout_s = timeout_s
         self.retries = max(0, retries)
@@ -156,8 +156,8 @@ class PlannerClient:
     def _solve_request(self, workload, time_limit_s, explain, backend, base_dir) -> pb.SolveRequest:
         if backend not in _BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; use one of auto, scip, highs, cp-sat")
-        if time_limit_s is not None and time_limit_s <= 0:
-            raise ValueError(f"time_limit_s must be positive, got {time_limit_s}")
+        if time_limit_s is not None and not time_limit_s > 0:
+            raise _bad_argument("time_limit_s", f"must be positive, got {time_limit_s}.", "give seconds > 0")
         return pb.SolveRequest(workload=_workload_message(workload, base_dir), time_limit_s=time_limit_s, explain=explain,
                                backend=_BACKENDS[backend])
 
@@ -188,6 +188,12 @@ class PlannerClient:
             return False
         time.sleep(wait_s)
         return True
+
+
+def _bad_argument(field: str, message: str, fix: str) -> PlannerClientError:
+    """A bad argument, reported like the server's INVALID_ARGUMENT (the CLI exits 2)."""
+    return PlannerClientError("INVALID_ARGUMENT", f"{field}: {message}",
+                              violations=[{"field": field, "message": message, "fix": fix}])
 
 
 def _left(deadline: float | None) -> float | None:

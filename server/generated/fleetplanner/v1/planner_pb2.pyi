@@ -88,16 +88,26 @@ class SolveEvent(_message.Message):
     def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
 
 class Progress(_message.Message):
-    __slots__ = ("elapsed_s", "best_usd_per_hour", "bound_usd_per_hour", "solutions_found")
+    __slots__ = ("elapsed_s", "best_usd_per_hour", "bound_usd_per_hour", "solutions_found", "fleet")
     ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
     BEST_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     BOUND_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     SOLUTIONS_FOUND_FIELD_NUMBER: _ClassVar[int]
+    FLEET_FIELD_NUMBER: _ClassVar[int]
     elapsed_s: float
     best_usd_per_hour: float
     bound_usd_per_hour: float
     solutions_found: int
-    def __init__(self, elapsed_s: _Optional[float] = ..., best_usd_per_hour: _Optional[float] = ..., bound_usd_per_hour: _Optional[float] = ..., solutions_found: _Optional[int] = ...) -> None: ...
+    fleet: _containers.RepeatedCompositeFieldContainer[FleetCount]
+    def __init__(self, elapsed_s: _Optional[float] = ..., best_usd_per_hour: _Optional[float] = ..., bound_usd_per_hour: _Optional[float] = ..., solutions_found: _Optional[int] = ..., fleet: _Optional[_Iterable[_Union[FleetCount, _Mapping]]] = ...) -> None: ...
+
+class FleetCount(_message.Message):
+    __slots__ = ("offer_id", "instances")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    instances: int
+    def __init__(self, offer_id: _Optional[str] = ..., instances: _Optional[int] = ...) -> None: ...
 
 class ValidateRequest(_message.Message):
     __slots__ = ("workload",)
@@ -158,10 +168,13 @@ class EstimateResponse(_message.Message):
     def __init__(self, estimates: _Optional[_Iterable[_Union[PerfEstimate, _Mapping]]] = ...) -> None: ...
 
 class PerfEstimate(_message.Message):
-    __slots__ = ("gpu", "gpus_per_replica", "interconnect", "precision", "feasible", "reason", "reason_kind", "batch", "memory_gib_per_gpu", "weights_gib_per_gpu", "ttft_ms", "tpot_ms", "latency_ms", "requests_per_s", "output_tokens_per_s", "binding_limit", "error_band", "ttft_error_band", "tpot_error_band", "max_batch_vram", "kv_cache_gib_per_gpu", "step_bound", "tensor_parallel", "pipeline_stages")
+    __slots__ = ("gpu", "gpus_per_replica", "instances_per_replica", "interconnect", "offer", "price_usd_per_replica_hour", "precision", "feasible", "reason", "reason_kind", "batch", "memory_gib_per_gpu", "weights_gib_per_gpu", "ttft_ms", "tpot_ms", "latency_ms", "requests_per_s", "output_tokens_per_s", "binding_limit", "error_band", "ttft_error_band", "tpot_error_band", "max_batch_vram", "kv_cache_gib_per_gpu", "step_bound", "tensor_parallel", "pipeline_stages")
     GPU_FIELD_NUMBER: _ClassVar[int]
     GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
     INTERCONNECT_FIELD_NUMBER: _ClassVar[int]
+    OFFER_FIELD_NUMBER: _ClassVar[int]
+    PRICE_USD_PER_REPLICA_HOUR_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -185,7 +198,10 @@ class PerfEstimate(_message.Message):
     PIPELINE_STAGES_FIELD_NUMBER: _ClassVar[int]
     gpu: str
     gpus_per_replica: int
+    instances_per_replica: int
     interconnect: str
+    offer: str
+    price_usd_per_replica_hour: float
     precision: str
     feasible: bool
     reason: str
@@ -207,7 +223,7 @@ class PerfEstimate(_message.Message):
     step_bound: str
     tensor_parallel: int
     pipeline_stages: int
-    def __init__(self, gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., interconnect: _Optional[str] = ..., precision: _Optional[str] = ..., feasible: bool = ..., reason: _Optional[str] = ..., reason_kind: _Optional[str] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., weights_gib_per_gpu: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., requests_per_s: _Optional[float] = ..., output_tokens_per_s: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., ttft_error_band: _Optional[float] = ..., tpot_error_band: _Optional[float] = ..., max_batch_vram: _Optional[int] = ..., kv_cache_gib_per_gpu: _Optional[float] = ..., step_bound: _Optional[str] = ..., tensor_parallel: _Optional[int] = ..., pipeline_stages: _Optional[int] = ...) -> None: ...
+    def __init__(self, gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., interconnect: _Optional[str] = ..., offer: _Optional[str] = ..., price_usd_per_replica_hour: _Optional[float] = ..., precision: _Optional[str] = ..., feasible: bool = ..., reason: _Optional[str] = ..., reason_kind: _Optional[str] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., weights_gib_per_gpu: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., requests_per_s: _Optional[float] = ..., output_tokens_per_s: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., ttft_error_band: _Optional[float] = ..., tpot_error_band: _Optional[float] = ..., max_batch_vram: _Optional[int] = ..., kv_cache_gib_per_gpu: _Optional[float] = ..., step_bound: _Optional[str] = ..., tensor_parallel: _Optional[int] = ..., pipeline_stages: _Optional[int] = ...) -> None: ...
 
 class GetCatalogRequest(_message.Message):
     __slots__ = ("gpu", "provider", "region")
@@ -498,7 +514,7 @@ class Evaluation(_message.Message):
     def __init__(self, ok: bool = ..., violations: _Optional[_Iterable[str]] = ..., cost_usd_per_hour: _Optional[float] = ...) -> None: ...
 
 class SolverInfo(_message.Message):
-    __slots__ = ("backend", "solve_time_s", "total_time_s", "gap", "bound_usd_per_hour", "model_size", "candidates", "rejected", "pruned_offers", "tie_break", "detail")
+    __slots__ = ("backend", "solve_time_s", "total_time_s", "gap", "bound_usd_per_hour", "model_size", "candidates", "rejected", "pruned_offers", "tie_break", "detail", "timings")
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     SOLVE_TIME_S_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TIME_S_FIELD_NUMBER: _ClassVar[int]
@@ -510,6 +526,7 @@ class SolverInfo(_message.Message):
     PRUNED_OFFERS_FIELD_NUMBER: _ClassVar[int]
     TIE_BREAK_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
     backend: str
     solve_time_s: float
     total_time_s: float
@@ -521,7 +538,16 @@ class SolverInfo(_message.Message):
     pruned_offers: int
     tie_break: str
     detail: str
-    def __init__(self, backend: _Optional[str] = ..., solve_time_s: _Optional[float] = ..., total_time_s: _Optional[float] = ..., gap: _Optional[float] = ..., bound_usd_per_hour: _Optional[float] = ..., model_size: _Optional[_Union[ModelSize, _Mapping]] = ..., candidates: _Optional[int] = ..., rejected: _Optional[int] = ..., pruned_offers: _Optional[int] = ..., tie_break: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+    timings: _containers.RepeatedCompositeFieldContainer[PhaseTime]
+    def __init__(self, backend: _Optional[str] = ..., solve_time_s: _Optional[float] = ..., total_time_s: _Optional[float] = ..., gap: _Optional[float] = ..., bound_usd_per_hour: _Optional[float] = ..., model_size: _Optional[_Union[ModelSize, _Mapping]] = ..., candidates: _Optional[int] = ..., rejected: _Optional[int] = ..., pruned_offers: _Optional[int] = ..., tie_break: _Optional[str] = ..., detail: _Optional[str] = ..., timings: _Optional[_Iterable[_Union[PhaseTime, _Mapping]]] = ...) -> None: ...
+
+class PhaseTime(_message.Message):
+    __slots__ = ("phase", "seconds")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    seconds: float
+    def __init__(self, phase: _Optional[str] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class ModelSize(_message.Message):
     __slots__ = ("variables", "integer_variables", "constraints", "nonzeros")

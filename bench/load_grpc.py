@@ -1,0 +1,152 @@
+"""Load benchmark of the gRPC service: N concurrent clients on loopback, each solving in a loop.
+
+    .venv/bin/python bench/load_grpc.py                       # spawns `solver-cli serve`
+    .venv/bin/python bench/load_grpc.py --clients 1,4,16 --duration-s 20
+    .venv/bin/python bench/load_grpc.py --target host:port    # an already running server
+
+Prints, per workload and client count: solves completed, errors by status, solves/s and
+p50/p99 latency (client side, call to answer). The server runs in its own process, as
+deployed, so that the clients' Python does not compete with it for the GIL. Each
+workload is solved once before measuring: the performance-model cache is warm, as it is
+on a server that has been up for a while.
+
+Workloads: "small" is one LLM service (the CLI's minimal example); "medium" is
+examples/llm-platform.json (three services, two request classes, measured profiles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from planner_client import PlannerClient, PlannerClientError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"name": "small", "services": [{
+    "name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16", "fp8"],
+    "demand": {"requests_per_s": 5, "prompt_tokens": 512, "output_tokens": 256},
+    "slo": {"ttft_ms": 2000, "tpot_ms": 60}}]}
+WORKLOADS = {"small": SMALL, "medium": json.loads((ROOT / "examples" / "llm-platform.json").read_text())}
+
+
+def run_load(target: str, workload: dict, clients: int, duration_s: float) -> dict:
+    latencies_s: list[float] = []
+    errors: Counter = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+    stop_at: list[float] = []
+
+    def client_loop() -> None:
+        with PlannerClient(target, timeout_s=300) as c:
+            c.health()  # connect before the clock starts
+            start.wait()
+            while time.monotonic() < stop_at[0]:
+                t0 = time.perf_counter()
+                try:
+                    c.solve(workload)
+                except PlannerClientError as exc:
+                    with lock:
+                        errors[exc.code] += 1
+                    continue
+                with lock:
+                    latencies_s.append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=client_loop) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    t_start = time.monotonic()
+    stop_at.append(t_start + duration_s)
+    start.wait()
+    for t in threads:
+        t.join()
+    elapsed_s = time.monotonic() - t_start
+    latencies_s.sort()
+    return {
+        "clients": clients, "solves": len(latencies_s), "errors": dict(errors), "elapsed_s": round(elapsed_s, 2),
+        "solves_per_s": round(len(latencies_s) / elapsed_s, 2),
+        "p50_ms": round(_quantile(latencies_s, 0.50) * 1000, 1) if latencies_s else None,
+        "p99_ms": round(_quantile(latencies_s, 0.99) * 1000, 1) if latencies_s else None,
+    }
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank quantile: the smallest value with at least q of the values at or below it."""
+    rank = max(1, -(-int(q * 1000) * len(sorted_values) // 1000))  # ceil(q * n) without float error
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def spawn_server(max_concurrent_solves: int, max_queue: int) -> tuple[subprocess.Popen, str]:
+    """`solver-cli serve --port 0`; the port comes from its "server.listening" log line."""
+    cli = Path(sys.executable).with_name("solver-cli")
+    proc = subprocess.Popen([str(cli), "serve", "--port", "0", "--max-concurrent-solves", str(max_concurrent_solves),
+                             "--max-queue", str(max_queue)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ports: queue.Queue = queue.Queue()
+
+    def read_logs() -> None:  # keeps draining the pipe so the server never blocks on its logs
+        for line in proc.stderr:
+            if '"server.listening"' in line:
+                ports.put(json.loads(line)["port"])
+        ports.put(None)
+
+    threading.Thread(target=read_logs, daemon=True).start()
+    try:
+        port = ports.get(timeout=60)
+    except queue.Empty:
+        port = None
+    if port is None:
+        proc.kill()
+        raise SystemExit("the server did not start; run `solver-cli serve --port 0` to see why")
+    return proc, f"127.0.0.1:{port}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", help="host:port of a running server (default: spawn one on loopback)")
+    p.add_argument("--clients", default="1,2,4,8", help="comma-separated client counts (default 1,2,4,8)")
+    p.add_argument("--duration-s", type=float, default=10.0, help="seconds per measurement (default 10)")
+    p.add_argument("--workloads", default="small,medium", help=f"comma-separated, from {', '.join(WORKLOADS)}")
+    p.add_argument("--max-concurrent-solves", type=int, default=os.cpu_count() or 1,
+                   help="for the spawned server (default: CPU count)")
+    p.add_argument("--max-queue", type=int, default=64, help="for the spawned server (default 64)")
+    p.add_argument("--json", action="store_true", help="one JSON object per measurement instead of a table")
+    args = p.parse_args(argv)
+
+    proc = None
+    target = args.target
+    if target is None:
+        proc, target = spawn_server(args.max_concurrent_solves, args.max_queue)
+    try:
+        if not args.json:
+            print(f"server {target}, {os.cpu_count()} CPUs here, {args.duration_s:g} s per row"
+                  + (f", max {args.max_concurrent_solves} concurrent solves" if proc else ""))
+            print(f"{'workload':<9}{'clients':>8}{'solves':>8}{'errors':>8}{'solves/s':>10}{'p50 ms':>10}{'p99 ms':>10}")
+        for name in args.workloads.split(","):
+            workload = WORKLOADS[name]
+            with PlannerClient(target, timeout_s=300) as c:
+                c.solve(workload)  # warm-up
+            for clients in (int(n) for n in args.clients.split(",")):
+                row = run_load(target, workload, clients, args.duration_s)
+                if args.json:
+                    print(json.dumps({"workload": name, **row}))
+                else:
+                    errs = sum(row["errors"].values())
+                    print(f"{name:<9}{clients:>8}{row['solves']:>8}{errs:>8}{row['solves_per_s']:>10}"
+                          f"{row['p50_ms']!s:>10}{row['p99_ms']!s:>10}", flush=True)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(60)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
