@@ -231,7 +231,9 @@ class CandidateBuilder:
 def build_problem(workload: Workload, catalog: Catalog) -> Problem:
     offers, filtered_out = filter_offers(workload, catalog)
     limits = offer_limits(workload, offers)
-    offers, dominated = prune_offers(offers, limits, catalog)
+    # Offers a measured profile names are not interchangeable with their look-alikes.
+    pinned = {p.offer for s in workload.services for p in s.profiles if p.offer is not None}
+    offers, dominated = prune_offers(offers, limits, catalog, keep=pinned)
     builder = CandidateBuilder(workload, catalog, offers)
     headroom = workload.constraints.headroom
     services = tuple(service_demand(s, headroom) for s in workload.services)

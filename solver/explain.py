@@ -30,12 +30,27 @@ def diagnose_unservable(workload: Workload, catalog: Catalog, problem: Problem) 
     have = {c.service for c in problem.configs}
     for svc, demand in zip(workload.services, problem.services):
         if svc.name in have:
+            reasons.extend(_unserved_classes(svc.name, demand, problem))
             continue
         if demand.total_demand <= 0 and demand.min_replicas == 0:
             continue
         rej = [r for r in problem.rejections if r.service == svc.name]
         reasons.append(_unservable_reason(svc, rej, problem, catalog))
     return reasons
+
+
+def _unserved_classes(name: str, demand, problem: Problem) -> list[InfeasibilityReason]:
+    """A service with configurations, one of whose request classes none of them can serve."""
+    out = []
+    mine = [c for c in problem.configs if c.service == name]
+    for k, (cname, d) in enumerate(zip(demand.class_names, demand.class_demand)):
+        if d <= 0 or any(c.classes[k].throughput > 0 for c in mine):
+            continue
+        why = next((c.classes[k].reason for c in mine if c.classes[k].reason), "no configuration serves it")
+        out.append(InfeasibilityReason(
+            f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot be served by any configuration "
+            f"({why}).", "add a measured profile for this class, relax its SLO, or allow faster GPUs", name))
+    return out
 
 
 def _unservable_reason(svc, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:

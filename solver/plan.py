@@ -108,8 +108,14 @@ def _relay(form: Formulation, on_progress):
 
 
 def evaluate_quick(problem: Problem, sol: Solution) -> bool:
-    """Budget and quotas of the greedy plan (it already covers demand and packs alone)."""
+    """Budget, quotas and max_replicas of the greedy plan (it already covers demand and packs alone)."""
     cost = solution_cost(problem, sol)
+    replicas: dict[str, int] = {}
+    for a in sol.assignments:
+        replicas[a.service] = replicas.get(a.service, 0) + a.replicas
+    for s in problem.services:
+        if s.max_replicas is not None and replicas.get(s.name, 0) > s.max_replicas:
+            return False
     if problem.budget_usd_per_hour is not None and cost > problem.budget_usd_per_hour + 1e-9:
         return False
     for offer_id, n in sol.fleet:
@@ -150,12 +156,20 @@ def _tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float,
     try:
         lm.row("tie_break_cost", form.cost_terms, ub=first.objective + 1e-6)
         lm.objective = gpu_objective(form)
-        budget_s = min(deadline - time.monotonic(), max(first.solve_time_s, 0.5))
-        second = backend.solve(lm, SolveOptions(time_limit_s=max(budget_s, 0.05), hint=values,
-                                                absolute_gap=0.5, node_limit=TIE_BREAK_NODES, cancel=cancel))
-        if second.values is not None:
-            values = second.values
-            notes.append("fewest GPUs" + ("" if second.status == "optimal" else " (best within the effort limit)"))
+        gpus = sum(c * values[i] for i, c in form.gpu_terms)
+        # The LP relaxation bounds the GPUs of any cheapest fleet in milliseconds; when it
+        # leaves no room below the plan's GPU count, the plan already has the fewest.
+        lp = backend.solve(lm, SolveOptions(time_limit_s=max(min(deadline - time.monotonic(), 5.0), 0.05),
+                                            relax_integrality=True))
+        if lp.status == "optimal" and lp.objective is not None and lp.objective > gpus - 1 + 1e-6:
+            notes.append("fewest GPUs")
+        else:
+            budget_s = min(deadline - time.monotonic(), max(first.solve_time_s, 0.5))
+            second = backend.solve(lm, SolveOptions(time_limit_s=max(budget_s, 0.05), hint=values,
+                                                    absolute_gap=0.5, node_limit=TIE_BREAK_NODES, cancel=cancel))
+            if second.values is not None:
+                values = second.values
+                notes.append("fewest GPUs" + ("" if second.status == "optimal" else " (best within the effort limit)"))
         values, added = fill_idle_gpus(form, values)
         if added:
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")

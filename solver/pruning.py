@@ -14,7 +14,8 @@ from solver.problem import Config, ServiceDemand
 _INTERCONNECT_RANK = {"none": 0, "pcie": 1, "nvlink": 2}
 
 
-def prune_offers(offers: list[Offer], limits: dict[str, int], catalog: Catalog) -> tuple[list[Offer], list[tuple[str, str]]]:
+def prune_offers(offers: list[Offer], limits: dict[str, int], catalog: Catalog,
+                 keep: set[str] = frozenset()) -> tuple[list[Offer], list[tuple[str, str]]]:
     """Drop an offer when another of the same GPU type and instance size is no dearer.
 
     Same GPU, same GPU count, the same (or a better) interconnect and inter-node fabric,
@@ -24,7 +25,7 @@ def prune_offers(offers: list[Offer], limits: dict[str, int], catalog: Catalog) 
     """
     groups: dict[tuple, list[Offer]] = defaultdict(list)
     for o in offers:
-        if o.id in limits:
+        if o.id in limits or o.id in keep:
             continue
         groups[(o.gpu, o.gpus_per_instance, catalog.usable_memory_gib(o))].append(o)
     dropped: dict[str, str] = {}

@@ -61,6 +61,13 @@ _FIXES = {
     "int_from_float": "use a whole number",
     "float_parsing": "use a number",
     "too_short": "add at least one entry",
+    "list_type": "use a list ([...])",
+    "model_type": "use an object ({...})",
+    "dict_type": "use an object ({...})",
+    "string_type": "use a text string in quotes",
+    "bool_type": "use true or false",
+    "bool_parsing": "use true or false",
+    "int_parsing": "use a whole number",
 }
 
 
@@ -111,8 +118,8 @@ class RequestClass(_Strict):
 
     name: str = Field(min_length=1, max_length=64)
     share: float = Field(gt=0, le=1, description="fraction of the service's requests")
-    prompt_tokens: int = Field(gt=0, le=MAX_TOKENS)
-    output_tokens: int = Field(gt=0, le=MAX_TOKENS)
+    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="required for LLM services")
+    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="required for LLM services")
 
 
 class Demand(_Strict):
@@ -203,6 +210,9 @@ class Service(_Strict):
         if llm_like and self.demand.requests_per_s is None:
             raise ValueError("an LLM service's demand is in requests_per_s. To fix: replace items_per_min "
                              "with requests_per_s and give prompt_tokens/output_tokens")
+        if llm_like and any(c.prompt_tokens is None or c.output_tokens is None for c in self.demand.classes or []):
+            raise ValueError("an LLM service's demand classes need prompt_tokens and output_tokens. To fix: "
+                             "add typical token counts to every class")
         if llm_like and not self.demand.classes and (self.demand.prompt_tokens is None or self.demand.output_tokens is None):
             raise ValueError("an LLM service needs demand.prompt_tokens and demand.output_tokens "
                              "(or demand.classes). To fix: add typical token counts, e.g. 512 and 256")
@@ -327,13 +337,14 @@ class Workload(_Strict):
     catalog: CatalogRef = Field(default_factory=CatalogRef)
     solver: SolverOptions = Field(default_factory=SolverOptions)
 
-    @model_validator(mode="after")
-    def _unique(self):
-        names = [s.name for s in self.services]
+    @field_validator("services")
+    @classmethod
+    def _unique(cls, services: list[Service]):
+        names = [s.name for s in services]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"service names must be unique; repeated: {', '.join(dup)}. To fix: rename them")
-        return self
+        return services
 
 
 # ---------------------------------------------------------------- reading documents
@@ -360,21 +371,16 @@ def parse_text(text: str, suffix: str = ".json", what: str = "workload") -> Any:
             raise InputError.single(what, f"malformed YAML{where}: {getattr(exc, 'problem', exc)}.", "fix the YAML syntax") from None
     else:
         try:
-            data = json.loads(text, parse_constant=_reject_constant)
+            # NaN/Infinity literals parse to floats here and are rejected below with their path.
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError.single(what, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.",
                                     "fix the JSON syntax (a trailing comma or missing quote is typical)") from None
-        except ValueError as exc:
-            raise InputError.single(what, str(exc), "use a finite number") from None
     if not isinstance(data, dict):
         raise InputError.single(what, f"the document must be an object/mapping, not {type(data).__name__}.",
                                 "start the file with `{` (JSON) or `key: value` lines (YAML)")
     _reject_non_finite(data, what)
     return data
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows.")
 
 
 def _reject_non_finite(node: Any, path: str) -> None:

@@ -22,6 +22,7 @@ class SolveOptions:
     relative_gap: float = 0.0
     threads: int = 1
     node_limit: int | None = None  # deterministic effort limit (unlike a time limit)
+    relax_integrality: bool = False  # solve the LP relaxation (a bound, in milliseconds)
     hint: list[float] | None = None
     # Called on each improving solution with its progress and the variables' values.
     on_progress: Callable[[Progress, list[float]], None] | None = None

@@ -23,7 +23,7 @@ class MathOptBackend:
         self.name = solver
         self._type = _SOLVERS[solver]
 
-    def _translate(self, lm: LinearModel):
+    def _translate(self, lm: LinearModel, relax: bool = False):
         """Build the ModelProto in bulk: ~15x faster than adding terms through the Python API."""
         p = model_pb2.ModelProto(name="fleet")
         nv = len(lm.variables)
@@ -31,7 +31,7 @@ class MathOptBackend:
         v.ids.extend(range(nv))
         v.lower_bounds.extend(x.lb for x in lm.variables)
         v.upper_bounds.extend(x.ub for x in lm.variables)
-        v.integers.extend(x.integer for x in lm.variables)
+        v.integers.extend((x.integer and not relax) for x in lm.variables)
         v.names.extend(x.name for x in lm.variables)
         p.objective.maximize = False
         obj = sorted(lm.objective.items())
@@ -61,16 +61,17 @@ class MathOptBackend:
 
     def solve(self, lm: LinearModel, options: SolveOptions) -> SolveOutcome:
         start = time.monotonic()
-        model, xs = self._translate(lm)
+        model, xs = self._translate(lm, options.relax_integrality)
+        solver_type = mathopt.SolverType.GLOP if options.relax_integrality else self._type
         params = mathopt.SolveParameters(
             time_limit=datetime.timedelta(seconds=max(options.time_limit_s, 0.01)),
-            relative_gap_tolerance=options.relative_gap,
-            absolute_gap_tolerance=options.absolute_gap,
-            threads=options.threads if self.name != "highs" else None,
-            node_limit=options.node_limit,
+            relative_gap_tolerance=None if options.relax_integrality else options.relative_gap,
+            absolute_gap_tolerance=None if options.relax_integrality else options.absolute_gap,
+            threads=options.threads if self.name != "highs" and not options.relax_integrality else None,
+            node_limit=None if options.relax_integrality else options.node_limit,
         )
         model_params = None
-        if options.hint is not None:
+        if options.hint is not None and not options.relax_integrality:
             hint = mathopt.SolutionHint(variable_values={x: v for x, v in zip(xs, options.hint)})
             model_params = mathopt.ModelSolveParameters(solution_hints=[hint])
         kwargs: dict = {}
@@ -104,7 +105,7 @@ class MathOptBackend:
             kwargs["callback_reg"] = mathopt.CallbackRegistration(events={mathopt.Event.MIP_SOLUTION})
             kwargs["cb"] = cb
         try:
-            result = mathopt.solve(model, self._type, params=params, model_params=model_params, **kwargs)
+            result = mathopt.solve(model, solver_type, params=params, model_params=model_params, **kwargs)
         finally:
             stop_watch.set()
         elapsed = time.monotonic() - start

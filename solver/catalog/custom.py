@@ -27,7 +27,7 @@ def catalog_from_spec(gpus_spec, offers_spec, *, include_default_gpus: bool = Tr
     seen = {o.id for o in offers}
     for i, s in enumerate(offers_spec):
         if s.gpu not in gpus:
-            problems.append(FieldViolation(f"{prefix}.offers[{i}].gpu", f"unknown GPU type {s.gpu!r}{did_you_mean(s.gpu, gpus)}.",
+            problems.append(FieldViolation(f"{prefix}.offers[{i}].gpu", f"unknown GPU type {s.gpu!r}{did_you_mean(s.gpu, gpus) or '.'}",
                                            "use a GPU name from `solver-cli catalog --gpus`, or describe it under gpus"))
             continue
         price = s.price_usd_per_hour if s.price_usd_per_hour is not None else s.price_usd_per_minute * 60.0

@@ -42,7 +42,7 @@ def _services(data: dict, name: str | None, where: str) -> list[dict]:
     found = [s for s in data["services"] if s["name"] == name]
     if not found:
         names = [s["name"] for s in data["services"]]
-        raise InputError.single(f"{where}.service", f"unknown service {name!r}{did_you_mean(name, names)}.",
+        raise InputError.single(f"{where}.service", unknown_name("service", name, names),
                                 f"use one of {', '.join(names[:10])}")
     return found
 
@@ -94,7 +94,7 @@ def _apply_to_catalog(catalog: Catalog, change: Change, where: str) -> Catalog:
     if change.kind == "remove_gpus":
         for k, name in enumerate(body):
             if name not in catalog.gpus:
-                raise InputError.single(f"{where}[{k}]", f"unknown GPU type {name!r}{did_you_mean(name, catalog.gpus)}.",
+                raise InputError.single(f"{where}[{k}]", unknown_name("GPU type", name, catalog.gpus),
                                         "use a GPU name from `solver-cli catalog --gpus`")
         return replace(catalog, offers=tuple(o for o in catalog.offers if o.gpu not in set(body)))
     if change.kind == "remove_offers":
@@ -120,6 +120,11 @@ def _apply_to_catalog(catalog: Catalog, change: Change, where: str) -> Catalog:
     raise AssertionError(f"unhandled change kind {change.kind}")
 
 
+def unknown_name(what: str, name: str, choices) -> str:
+    """'unknown offer 'x'; did you mean 'y'?' - one sentence, punctuated once."""
+    return f"unknown {what} {name!r}" + (did_you_mean(name, choices) or ".")
+
+
 def offer_matches(offer: Offer, body) -> bool:
     return ((body.provider is None or offer.provider == body.provider)
             and (body.gpu is None or offer.gpu == body.gpu)
@@ -135,14 +140,14 @@ def _scaled(offer: Offer, factor: float) -> Offer:
 def _known_offer(catalog: Catalog, offer_id: str, where: str) -> None:
     ids = [o.id for o in catalog.offers]
     if offer_id not in ids:
-        raise InputError.single(where, f"unknown offer {offer_id!r}{did_you_mean(offer_id, ids)}.",
+        raise InputError.single(where, unknown_name("offer", offer_id, ids),
                                 "use an offer id (provider/name) from `solver-cli catalog`")
 
 
 def offer_from_spec(spec: OfferSpec, catalog: Catalog, where: str) -> Offer:
     """The same conversion as a catalog file's offers, against this catalog's GPU types."""
     if spec.gpu not in catalog.gpus:
-        raise InputError([FieldViolation(f"{where}.gpu", f"unknown GPU type {spec.gpu!r}{did_you_mean(spec.gpu, catalog.gpus)}.",
+        raise InputError([FieldViolation(f"{where}.gpu", unknown_name("GPU type", spec.gpu, catalog.gpus),
                                          "use a GPU name from `solver-cli catalog --gpus`, or add it with add_gpus first")])
     price = spec.price_usd_per_hour if spec.price_usd_per_hour is not None else spec.price_usd_per_minute * 60.0
     return Offer(provider=spec.provider, name=spec.name, region=spec.region, gpu=spec.gpu,

@@ -21,9 +21,12 @@ from solver.catalog.loader import load_catalog_file
 from solver.catalog.types import Catalog
 from solver.errors import FieldViolation, InputError
 from solver.resolve import resolve_catalog
+from solver.review.changes import unknown_name
 from solver.review.spec import Change, ReviewFile, SweepSpec
 from solver.schema import Workload, load_document, parse_workload
-from solver.suggest import did_you_mean
+
+
+MAX_SCENARIOS = 100_000  # one review; beyond this, results and the report stop being readable
 
 
 @dataclass(frozen=True)
@@ -75,16 +78,27 @@ def load_review(path: str | Path) -> Review:
     return parse_review(load_document(path, what="review"), base_dir=str(path.parent))
 
 
-def parse_review(data: Any, base_dir: str = ".") -> Review:
+def parse_review(data: Any, base_dir: str = ".", allow_files: bool = True) -> Review:
+    """`allow_files=False` (for reviews sent over the network): the base workload and its
+    catalog must be inline, so a request can never make the server read its own files."""
     if not isinstance(data, dict):
         raise InputError.single("review", "the review must be an object.", "see examples/review-*.yaml")
     spec = ReviewFile.model_validate_with_paths(data, prefix="review")
+    if not allow_files:
+        _refuse_files(spec)
+    planned = len(spec.scenarios) + sum(len(sweep.point_values()) for sweep in spec.sweeps)
+    if planned > MAX_SCENARIOS:
+        raise InputError.single("review", f"the review expands to {planned} scenarios, more than {MAX_SCENARIOS}.",
+                                "split it into several reviews, or use coarser sweep steps")
     workload = _base_workload(spec, base_dir)
+    if not allow_files and workload.catalog.source == "file":
+        raise InputError.single("review.base.workload.catalog.file", "catalog files cannot be read here.",
+                                "give the catalog inline (catalog.offers), or use the default catalog")
     catalog = _base_catalog(spec, workload, base_dir)
     scenarios = [Scenario("base", "base", "base", description="the base workload, unchanged")]
     for i, s in enumerate(spec.scenarios):
         _check_refs(s.changes, workload, catalog, f"review.scenarios[{i}].changes")
-        scenarios.append(Scenario(_slug(s.name), s.name, "scenario", tuple(s.changes), s.description))
+        scenarios.append(Scenario(slug(s.name), s.name, "scenario", tuple(s.changes), s.description))
     for i, sweep in enumerate(spec.sweeps):
         scenarios.extend(_sweep_points(sweep, workload, catalog, f"review.sweeps[{i}]"))
     if spec.sensitivity.enabled:
@@ -93,6 +107,15 @@ def parse_review(data: Any, base_dir: str = ".") -> Review:
         scenarios.extend(relaxations(workload, catalog, spec.sensitivity))
     _check_unique(scenarios)
     return Review(spec, workload, catalog, tuple(scenarios), base_dir, _base_fingerprint(workload, catalog))
+
+
+def _refuse_files(spec: ReviewFile) -> None:
+    if isinstance(spec.base.workload, str):
+        raise InputError.single("review.base.workload", "workload files cannot be read here.",
+                                "put the workload inline under base.workload")
+    if spec.base.catalog is not None:
+        raise InputError.single("review.base.catalog", "catalog files cannot be read here.",
+                                "give the catalog inline in the workload (catalog.offers)")
 
 
 def _base_workload(spec: ReviewFile, base_dir: str) -> Workload:
@@ -146,13 +169,13 @@ def _sweep_points(sweep: SweepSpec, workload: Workload, catalog: Catalog, where:
         if k == 0:  # the other points differ only in the varied number
             _check_refs(changes, workload, catalog, f"{where}")
         name = f"{sweep.name} {sweep.varied}={value:g}"
-        points.append(Scenario(_slug(f"{sweep.name}-{value:g}"), name, "sweep", changes, sweep=sweep.name,
+        points.append(Scenario(slug(f"{sweep.name}-{value:g}"), name, "sweep", changes, sweep=sweep.name,
                                parameter=f"{sweep.change}.{sweep.varied}", value=float(value),
                                service=sweep.fixed.get("service")))
     return points
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name)
     slug = re.sub(r"-[-.]+", "-", slug).strip("-.").lower()
     return slug[:90] or "scenario"
@@ -179,7 +202,7 @@ def _check_refs(changes, workload: Workload, catalog: Catalog, where: str) -> No
 
     def need(ok: bool, path: str, what: str, name: str, choices, fix: str) -> None:
         if not ok:
-            problems.append(FieldViolation(path, f"unknown {what} {name!r}{did_you_mean(name, choices)}.", fix))
+            problems.append(FieldViolation(path, unknown_name(what, name, choices), fix))
 
     for i, change in enumerate(changes):
         path, body = f"{where}[{i}].{change.kind}", change.body

@@ -25,6 +25,14 @@ _BASE: BaseCase | None = None  # set in each worker by _init_worker
 def _init_worker(base: BaseCase) -> None:
     global _BASE
     _BASE = base
+    warm_up()
+
+
+def warm_up() -> None:
+    """Import the solver backends now (about a second), once per worker, not inside the first solve."""
+    from solver.backends import get_backend
+
+    get_backend("auto")
 
 
 def _solve_in_worker(task: Task) -> ScenarioResult:
@@ -51,6 +59,8 @@ class LocalBackend:
                     return
                 done, _ = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
                 for future in done:
+                    if cancel is not None and cancel.is_set():
+                        return
                     task = pending.pop(future)
                     try:
                         yield future.result()

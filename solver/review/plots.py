@@ -45,7 +45,7 @@ def draw_all(data: ReportData, out_dir: Path) -> list[Plot]:
     mix = [r for r in data.results if r.group in ("base", "scenario")]
     if len(mix) + sum(len(s.points) for s in data.sweeps) <= MAX_MIX_BARS:
         mix += [r for r in data.results if r.group == "sweep"]
-    plots.append(_fleet_mix(mix[:MAX_MIX_BARS], colors, plot_dir / "fleet-mix.png"))
+    plots.append(_fleet_mix(mix[:MAX_MIX_BARS], len(mix), colors, plot_dir / "fleet-mix.png"))
     for series in data.sweeps:
         if not series.points:
             continue
@@ -69,11 +69,11 @@ def _gpu_colors(gpu_types: list[str]) -> dict[str, tuple]:
 
 def _save(fig: Figure, path: Path) -> None:
     FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI)
 
 
-def _fleet_mix(results: list[ScenarioResult], colors: dict, path: Path) -> Plot:
-    fig = Figure(figsize=(9, max(2.5, 0.42 * len(results) + 1.2)))
+def _fleet_mix(results: list[ScenarioResult], total: int, colors: dict, path: Path) -> Plot:
+    fig = Figure(figsize=(9, max(2.5, 0.42 * len(results) + 1.2)), layout="constrained")
     ax = fig.add_subplot()
     labels = [r.name for r in results]
     y = list(range(len(results)))
@@ -96,12 +96,13 @@ def _fleet_mix(results: list[ScenarioResult], colors: dict, path: Path) -> Plot:
     if colors:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="GPU type", title_fontsize=7)
     _save(fig, path)
+    shown = f" (the first {len(results)} of {total} scenarios; results.csv has all)" if total > len(results) else ""
     return Plot(f"plots/{path.name}", "Fleet mix by GPU type",
-                "GPUs of each type in each scenario's cheapest fleet, with the fleet's cost at the end of the bar.")
+                f"GPUs of each type in each scenario's cheapest fleet, with the fleet's cost at the end of the bar{shown}.")
 
 
 def _sweep(series: SweepSeries, base: ScenarioResult, colors: dict, path: Path) -> Plot:
-    fig = Figure(figsize=(8, 6.2))
+    fig = Figure(figsize=(8, 6.2), layout="constrained")
     ax, mix = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     ok = [p for p in series.points if p.planned]
     failed = [p for p in series.points if not p.planned]
@@ -139,7 +140,7 @@ def _sweep(series: SweepSeries, base: ScenarioResult, colors: dict, path: Path) 
 def _frontier(series: SweepSeries, path: Path) -> Plot:
     metric, service = series.parameter, series.service
     word = _SLO_WORDS.get(metric, metric)
-    fig = Figure(figsize=(8, 5))
+    fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.add_subplot()
     ok = [p for p in series.points if p.planned]
     failed = [p for p in series.points if not p.planned]
@@ -187,7 +188,7 @@ def _pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def _sensitivity(rows: list[SensitivityRow], path: Path) -> Plot:
     rows = sorted(rows, key=lambda r: r.delta_usd_per_hour)[:30]
-    fig = Figure(figsize=(8, max(2.2, 0.45 * len(rows) + 1.2)))
+    fig = Figure(figsize=(8, max(2.2, 0.45 * len(rows) + 1.2)), layout="constrained")
     ax = fig.add_subplot()
     savings = [-r.delta_usd_per_hour for r in rows]
     ax.barh(range(len(rows)), savings, color="#2e8b57")

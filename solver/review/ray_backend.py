@@ -52,22 +52,25 @@ class RayBackend:
                 ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
             else:
                 ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+        pending: dict = {}
         try:
             remote = ray.remote(num_cpus=1, max_retries=0)(_solve_task)
             base_ref = ray.put(base)
             pending = {remote.remote(base_ref, t): t for t in tasks}
             while pending:
                 if cancel is not None and cancel.is_set():
-                    for ref in pending:
-                        ray.cancel(ref, force=True)
-                    return
+                    break
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
                 for ref in done:
+                    if cancel is not None and cancel.is_set():
+                        break
                     task = pending.pop(ref)
                     try:
                         yield ray.get(ref)
                     except Exception as exc:  # noqa: BLE001 - a lost worker or node fails one scenario
                         yield failed_result(task, f"{exc.__class__.__name__}: {exc}")
         finally:
+            for ref in pending:  # cancelled or abandoned by the caller: stop the rest
+                ray.cancel(ref, force=True)
             if started_here:
                 ray.shutdown()

@@ -10,13 +10,13 @@ loads nothing from the network.
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from solver.review.atomic import write_atomic
 from solver.review.expand import Review
 from solver.review.plots import draw_all
 from solver.review.report_data import ReportData, build_report_data, reason_text
@@ -32,21 +32,13 @@ def write_report(review: Review, results: list[ScenarioResult], out_dir: str | P
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     plots = draw_all(data, out)
     files = {
-        "json": _write(out / "results.json", json.dumps(results_json(data, generated), indent=1)),
-        "csv": _write(out / "results.csv", results_csv(data)),
-        "markdown": _write(out / "report.md", render_markdown(data, plots, generated)),
-        "html": _write(out / "report.html", render_html(data, plots, generated)),
+        "json": write_atomic(out / "results.json", json.dumps(results_json(data, generated), indent=1)),
+        "csv": write_atomic(out / "results.csv", results_csv(data)),
+        "markdown": write_atomic(out / "report.md", render_markdown(data, plots, generated)),
+        "html": write_atomic(out / "report.html", render_html(data, plots, generated)),
     }
     files.update({p.file: out / p.file for p in plots})
     return files
-
-
-def _write(path: Path, text: str) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
 
 
 def results_json(data: ReportData, generated: str) -> dict:
@@ -75,8 +67,6 @@ CSV_COLUMNS = ["id", "name", "group", "sweep", "parameter", "value", "status", "
 
 
 def results_csv(data: ReportData) -> str:
-    import io
-
     buf = io.StringIO()
     gpu_columns = [f"gpus[{g}]" for g in data.gpu_types]
     columns = CSV_COLUMNS[:10] + gpu_columns + CSV_COLUMNS[10:]

@@ -6,6 +6,7 @@ gets shared or published.
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from solver.review.plots import Plot
@@ -60,8 +61,11 @@ def render_html(data: ReportData, plots: list[Plot], generated: str) -> str:
             + "\n".join(body) + "\n</body></html>\n")
 
 
+_NUMBER = re.compile(r"^[+−±-]?\$?[\d,]+(\.\d+)?%?$")  # 12, $1,234.50, −$0.89, +3.6%
+
+
 def _is_number(text: str) -> bool:
-    return text[:1] in "$+−±-" and any(ch.isdigit() for ch in text) or text.replace(".", "", 1).isdigit()
+    return bool(_NUMBER.match(text))
 
 
 def _table(t: Table) -> str:

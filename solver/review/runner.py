@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,7 +67,10 @@ def run_review(review: Review, out_dir: str | Path, *, workers: int | None = Non
         fingerprint = review.fingerprint(scenario)
         stored = None if fresh else store.load(scenario.id, fingerprint)
         if stored is not None:
-            yield stored
+            # Labels may have been edited without changing what is solved: take today's.
+            yield replace(stored, name=scenario.name, group=scenario.group, description=scenario.description,
+                          sweep=scenario.sweep, parameter=scenario.parameter, value=scenario.value,
+                          relaxes=scenario.relaxes, service=scenario.service)
         else:
             todo.append(Task(scenario, time_limit, fingerprint))
     base = BaseCase(review.workload, review.catalog)

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 
 from solver.catalog.types import Catalog
 from solver.result import HOURS_PER_MONTH
-from solver.review.expand import Scenario, _slug
+from solver.review.expand import Scenario, slug
 from solver.review.result import ScenarioResult
 from solver.review.spec import Change, SensitivitySpec
 from solver.schema import Workload
 
 MAX_AVAILABILITY_RELAXATIONS = 50  # catalogs with many limited offers: the 50 cheapest per GPU-hour
 SAVING_EPS_USD_PER_HOUR = 1e-6
+SLO_AT_BOUND = 0.98  # a predicted latency within 2% of its SLO counts as at the bound
 
 _SLO_WORDS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 
@@ -32,9 +33,10 @@ def relaxations(workload: Workload, catalog: Catalog, spec: SensitivitySpec) -> 
     out: list[Scenario] = []
 
     def add(label: str, kind: str, change: dict, value: float | None, what: str, service: str | None = None):
-        out.append(Scenario(_slug(f"sensitivity-{label}"), f"relax {label}", "sensitivity",
-                            (Change.model_validate({kind: change}),), what, parameter=kind, value=value,
-                            relaxes=label, service=service))
+        varied = next((k for k in change if k not in ("service", "gpu", "offer")), "")
+        out.append(Scenario(slug(f"sensitivity-{label}"), f"relax {label}", "sensitivity",
+                            (Change.model_validate({kind: change}),), what, parameter=f"{kind}.{varied}",
+                            value=value, relaxes=label, service=service))
 
     for gpu, quota in sorted(c.gpu_quotas.items()):
         sizes = [o.gpus_per_instance for o in catalog.offers if o.gpu == gpu]
@@ -122,25 +124,28 @@ def _row(base: ScenarioResult, r: ScenarioResult, workload: Workload, catalog: C
 def _usage(base: ScenarioResult, r: ScenarioResult, workload: Workload, catalog: Catalog) -> tuple[str, bool | None]:
     if not base.planned or not r.changes:
         return "-", None
-    body = r.changes[0][r.parameter]
+    (kind, body), = r.changes[0].items()
     c = workload.constraints
-    if r.parameter == "gpu_quota":
+    if kind == "gpu_quota":
         used, limit = base.gpus_by_type.get(body["gpu"], 0), c.gpu_quotas[body["gpu"]]
         return f"{used} of {limit} GPUs used" + (" (tight)" if used >= limit else ""), used >= limit
-    if r.parameter in ("offer_quota", "availability"):
+    if kind in ("offer_quota", "availability"):
         used = sum(f["instances"] for f in base.fleet if f["offer_id"] == body["offer"])
-        if r.parameter == "offer_quota":
+        if kind == "offer_quota":
             limit = c.offer_quotas[body["offer"]]
         else:
             limit = next(o.available_instances for o in catalog.offers if o.id == body["offer"])
         return f"{used} of {limit} instances used" + (" (tight)" if used >= limit else ""), used >= limit
-    if r.parameter == "slo":
+    if kind == "slo":
         name = next(k for k in body if k != "service")
         achieved = base.latency_ms.get(body["service"], {}).get(name)
         bound = getattr(next(s for s in workload.services if s.name == body["service"]).slo, name)
         if achieved is None:
             return "-", None
-        return f"{achieved:g} of {bound:g} ms", achieved >= bound * 0.98
-    if r.parameter == "budget":
+        at_bound = achieved >= bound * SLO_AT_BOUND
+        return f"{achieved:g} of {bound:g} ms" + (" (at the bound)" if at_bound else ""), at_bound
+    if kind == "budget":
         return f"${base.usd_per_hour:,.4f} of ${c.budget_usd_per_hour:g}/hour", None
+    if kind == "headroom":
+        return f"{c.headroom:.0%}", None
     return "-", None

@@ -10,10 +10,9 @@ failure) are not reused: a rerun tries them again.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from solver.review.atomic import write_atomic
 from solver.review.result import ScenarioResult
 
 RETRIED_STATUSES = ("error",)
@@ -39,15 +38,6 @@ class ResultStore:
         return result
 
     def save(self, result: ScenarioResult) -> Path:
-        """Write atomically, so a run killed mid-write never leaves a truncated result."""
+        """Atomically, so a run killed mid-write never leaves a truncated result."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        target = self.path(result.id)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{result.id}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(result.to_dict(), f, indent=1)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return write_atomic(self.path(result.id), json.dumps(result.to_dict(), indent=1))

@@ -1,0 +1,263 @@
+"""Bad input through the installed CLI: exit code 2, no traceback, the field path and a fix.
+
+One test per class of bad input; each runs `solver-cli solve FILE` as a subprocess,
+exactly as a user would, and reads what the user reads (stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXIT_INPUT, EXIT_INFEASIBLE = 2, 3
+
+
+def _cli() -> str:
+    # The console script next to the interpreter running the tests (the project's venv).
+    beside = Path(sys.executable).parent / "solver-cli"
+    found = str(beside) if beside.exists() else shutil.which("solver-cli")
+    assert found, "solver-cli is not installed: run `pip install -e .[test]` first"
+    return found
+
+
+def solve(tmp_path: Path, text: str, name: str = "workload.json", *extra: str) -> subprocess.CompletedProcess:
+    path = tmp_path / name
+    path.write_text(text)
+    return run_cli("solve", str(path), *extra)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([_cli(), *args], capture_output=True, text=True, timeout=120)
+
+
+def solve_dict(tmp_path: Path, workload: dict) -> subprocess.CompletedProcess:
+    return solve(tmp_path, json.dumps(workload))
+
+
+def assert_bad_input(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """Exit 2, no traceback, a fix, and every needle (field path, names) in the message."""
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_INPUT, out
+    assert "Traceback" not in out, out
+    assert "To fix:" in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, f"{needle!r} not in: {proc.stderr}"
+    return proc.stderr
+
+
+def service(**overrides) -> dict:
+    svc = {"name": "img", "demand": {"items_per_min": 10.0},
+           "profiles": [{"gpu": "A10", "items_per_min": 5.0, "latency_ms": 100.0}]}
+    svc.update(overrides)
+    return svc
+
+
+def llm_service(**overrides) -> dict:
+    svc = {"name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16"],
+           "demand": {"requests_per_s": 1.0, "prompt_tokens": 512, "output_tokens": 256}}
+    svc.update(overrides)
+    return svc
+
+
+# ---------------------------------------------------------------- syntax
+def test_malformed_json_gives_line_and_column(tmp_path: Path) -> None:
+    proc = solve(tmp_path, '{"services": [\n  {"name": "a",}\n]}')
+    assert_bad_input(proc, "malformed JSON", "line 2", "column 16", "trailing comma")
+
+
+def test_malformed_yaml_gives_line_and_column(tmp_path: Path) -> None:
+    proc = solve(tmp_path, "services:\n  - name: a\n   demand: {items_per_min: 3}\n", "workload.yaml")
+    assert_bad_input(proc, "malformed YAML", "line 3", "column", "YAML syntax")
+
+
+@pytest.mark.parametrize("text, suffix", [("[1, 2]", ".json"), ("42", ".json"), ("- a\n- b\n", ".yaml")])
+def test_non_object_top_level(tmp_path: Path, text: str, suffix: str) -> None:
+    proc = solve(tmp_path, text, "workload" + suffix)
+    assert_bad_input(proc, "workload", "must be an object")
+
+
+def test_missing_workload_file(tmp_path: Path) -> None:
+    proc = run_cli("solve", str(tmp_path / "nowhere.json"))
+    assert_bad_input(proc, "file not found", "nowhere.json", "check the path")
+
+
+def test_missing_catalog_file(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "catalog": {"file": "no-such-catalog.json"}})
+    assert_bad_input(proc, "catalog.file", "no-such-catalog.json", "file not found")
+
+
+# ---------------------------------------------------------------- names
+def test_unknown_model_suggests_the_closest(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [llm_service(model="llama-3.1-8bb")]})
+    assert_bad_input(proc, "services[0].model", "'llama-3.1-8bb'", "did you mean 'llama-3.1-8b'")
+
+
+def test_unknown_gpu_in_a_profile_suggests_the_closest(tmp_path: Path) -> None:
+    svc = service(profiles=[{"gpu": "A100-80G", "items_per_min": 5.0}])
+    proc = solve_dict(tmp_path, {"services": [svc]})
+    assert_bad_input(proc, "services[0].profiles[0].gpu", "'A100-80G'", "did you mean 'A100-80GB'")
+
+
+def test_unknown_gpu_in_a_quota_suggests_the_closest(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "constraints": {"gpu_quotas": {"H100": 4}}})
+    assert_bad_input(proc, "constraints.gpu_quotas.H100", "did you mean", "'H100-SXM'")
+
+
+def test_unknown_gpu_in_allowed_gpu_types(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "constraints": {"gpu_types": ["A10", "L40s"]}})
+    assert_bad_input(proc, "constraints.gpu_types[1]", "did you mean", "'L40S'")
+
+
+def test_unknown_gpu_in_an_inline_offer(tmp_path: Path) -> None:
+    offer = {"provider": "p", "name": "x", "gpu": "A1O", "gpus_per_instance": 1, "price_usd_per_hour": 1.0}
+    proc = solve_dict(tmp_path, {"services": [service()], "catalog": {"offers": [offer]}})
+    assert_bad_input(proc, "catalog.offers[0].gpu", "did you mean 'A10'")
+
+
+def test_unknown_offer_in_offer_quotas(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "constraints": {"offer_quotas": {"aws/g5.xlarg": 2}}})
+    assert_bad_input(proc, "constraints.offer_quotas.aws/g5.xlarg", "unknown offer", "did you mean 'aws/g5.xlarge'")
+
+
+def test_unknown_provider(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "constraints": {"providers": ["aw"]}})
+    assert_bad_input(proc, "constraints.providers[0]", "'aw'", "did you mean 'aws'")
+
+
+def test_unknown_region(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "constraints": {"regions": ["us-east-9"]}})
+    assert_bad_input(proc, "constraints.regions[0]", "'us-east-9'", "did you mean")
+
+
+# ---------------------------------------------------------------- numbers
+def test_negative_number(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service(demand={"items_per_min": -10.0})]})
+    assert_bad_input(proc, "services[0].demand.items_per_min", "greater than or equal to 0")
+
+
+def test_negative_quota(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "constraints": {"gpu_quotas": {"A10": -1}}})
+    assert_bad_input(proc, "constraints.gpu_quotas", "negative", "use 0 or more")
+
+
+@pytest.mark.parametrize("literal", ["NaN", "-Infinity"])
+def test_non_finite_json_literal_names_the_field(tmp_path: Path, literal: str) -> None:
+    text = '{"services": [{"name": "img", "demand": {"items_per_min": %s},\n' \
+           '  "profiles": [{"gpu": "A10", "items_per_min": 5}]}]}' % literal
+    proc = solve(tmp_path, text)
+    assert_bad_input(proc, "services[0].demand.items_per_min", "finite number")
+
+
+@pytest.mark.parametrize("literal", [".nan", "-.inf"])
+def test_non_finite_yaml_value_names_the_field(tmp_path: Path, literal: str) -> None:
+    text = f"services:\n  - name: img\n    demand: {{items_per_min: {literal}}}\n" \
+           "    profiles: [{gpu: A10, items_per_min: 5}]\n"
+    proc = solve(tmp_path, text, "workload.yaml")
+    assert_bad_input(proc, "services[0].demand.items_per_min", "not a finite number", "use a finite number")
+
+
+@pytest.mark.parametrize("field, value, path", [
+    ("demand", {"items_per_min": 1e12}, "services[0].demand.items_per_min"),
+    ("min_replicas", 10**9, "services[0].min_replicas"),
+])
+def test_absurd_number_asks_to_check_units(tmp_path: Path, field: str, value, path: str) -> None:
+    proc = solve_dict(tmp_path, {"services": [service(**{field: value})]})
+    assert_bad_input(proc, path, "less than or equal to", "check the units")
+
+
+def test_absurd_budget(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service()], "constraints": {"budget_usd_per_hour": 1e12}})
+    assert_bad_input(proc, "constraints.budget_usd_per_hour", "check the units")
+
+
+# ---------------------------------------------------------------- contradictions
+def test_max_replicas_below_min_replicas(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service(min_replicas=3, max_replicas=2)]})
+    assert_bad_input(proc, "services[0]", "max_replicas (2) is below min_replicas (3)", "raise max_replicas")
+
+
+def test_class_shares_not_summing_to_one(tmp_path: Path) -> None:
+    classes = [{"name": "short", "share": 0.5, "prompt_tokens": 100, "output_tokens": 50},
+               {"name": "long", "share": 0.4, "prompt_tokens": 4000, "output_tokens": 500}]
+    proc = solve_dict(tmp_path, {"services": [llm_service(demand={"requests_per_s": 1.0, "classes": classes})]})
+    assert_bad_input(proc, "services[0].demand", "sum to 0.9", "add up to 1")
+
+
+def test_duplicate_service_names(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service(), service()]})
+    assert_bad_input(proc, "services", "unique", "img", "rename")
+    assert any(line.strip().startswith("- services") for line in proc.stderr.splitlines()), \
+        f"no field path: {proc.stderr}"
+
+
+# ---------------------------------------------------------------- empty, unknown, wrong type
+@pytest.mark.parametrize("text, needle", [("{}", "services"), ('{"services": []}', "services"), ("  \n", "empty")])
+def test_empty_workload(tmp_path: Path, text: str, needle: str) -> None:
+    assert_bad_input(solve(tmp_path, text), needle)
+
+
+def test_unknown_field(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, {"services": [service(replicas=3)]})
+    assert_bad_input(proc, "services[0].replicas", "unknown field", "solver-cli schema")
+
+
+@pytest.mark.parametrize("workload, path", [
+    ({"services": [service(demand={"items_per_min": "ten"})]}, "services[0].demand.items_per_min"),
+    ({"services": [service(min_replicas=1.5)]}, "services[0].min_replicas"),
+    ({"services": "img"}, "services"),
+    ({"services": [service()], "constraints": ["A10"]}, "constraints"),
+    ({"services": [service()], "constraints": {"allow_consumer_gpus": "maybe"}}, "constraints.allow_consumer_gpus"),
+    ({"services": [service(name=5)]}, "services[0].name"),
+])
+def test_wrong_type(tmp_path: Path, workload: dict, path: str) -> None:
+    assert_bad_input(solve_dict(tmp_path, workload), path)
+
+
+# ---------------------------------------------------------------- no feasible fleet
+INFEASIBLE_70B_ON_A10 = {
+    "services": [{"name": "big-chat", "model": "llama-2-70b", "precisions": ["fp16"],
+                  "demand": {"requests_per_s": 1.0, "prompt_tokens": 512, "output_tokens": 256}}],
+    "constraints": {"gpu_types": ["A10"]},
+}
+
+
+def test_infeasible_workload_exits_3_naming_service_constraint_and_fix(tmp_path: Path) -> None:
+    proc = solve_dict(tmp_path, INFEASIBLE_70B_ON_A10)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_INFEASIBLE, out
+    assert "Traceback" not in out
+    assert "big-chat" in out
+    assert "llama-2-70b" in out and "fp16" in out
+    assert "vram" in out.lower() or "memory" in out.lower()
+    assert "fp8" in out and "GB" in out  # the fix: allow fp8, or offers with more memory
+
+
+def test_infeasible_workload_as_json(tmp_path: Path) -> None:
+    proc = solve(tmp_path, json.dumps(INFEASIBLE_70B_ON_A10), "workload.json", "--format", "json")
+    assert proc.returncode == EXIT_INFEASIBLE, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "infeasible"
+    reasons = doc["infeasibility"]
+    assert [r["service"] for r in reasons] == ["big-chat"]
+    assert reasons[0]["constraint"] == "vram[big-chat]"
+    assert "fp8" in reasons[0]["fix"]
+
+
+def test_infeasible_request_class_names_the_service_and_the_class(tmp_path: Path) -> None:
+    # The long class's only measurement misses the latency SLO: no configuration serves it.
+    classes = [{"name": "short", "share": 0.5, "prompt_tokens": 1, "output_tokens": 1},
+               {"name": "long", "share": 0.5, "prompt_tokens": 1, "output_tokens": 1}]
+    svc = {"name": "thumbnails", "demand": {"items_per_min": 10.0, "classes": classes}, "slo": {"latency_ms": 100.0},
+           "profiles": [{"gpu": "A10", "request_class": "short", "items_per_min": 20.0, "latency_ms": 50.0},
+                        {"gpu": "A10", "request_class": "long", "items_per_min": 20.0, "latency_ms": 150.0}]}
+    offer = {"provider": "p", "name": "a10", "gpu": "A10", "gpus_per_instance": 1, "price_usd_per_hour": 1.0}
+    proc = solve_dict(tmp_path, {"services": [svc], "catalog": {"offers": [offer]}})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_INFEASIBLE, out
+    assert "thumbnails" in out and "long" in out, out
+    assert "latency" in out, out
