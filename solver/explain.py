@@ -68,7 +68,11 @@ def _unservable_reason(svc, rej: list[Rejection], problem: Problem, catalog: Cat
         precisions = "/".join(svc.precisions)
         fix = []
         if "fp8" not in svc.precisions:
-            fix.append("allow fp8 (halves weight memory on GPUs that support it)")
+            if any(catalog.gpus[o.gpu].supports_fp8 for o in problem.offers):
+                fix.append("allow fp8 (halves weight memory on GPUs that support it)")
+            else:
+                fix.append("allow fp8 together with FP8-capable GPUs (Hopper, Ada: H100, H200, L4, L40S; "
+                           "none is allowed now)")
         fix.append(f"allow offers with {need:.0f} GB or more per instance (e.g. 2x80 GB, 8x80 GB)")
         need_text = f"~{need:.0f} GB per replica" if need else "more memory than any allowed GPU"
         return InfeasibilityReason(

@@ -57,7 +57,7 @@ def render_plan(d: dict, explain: bool = False) -> str:
         for s in d["services"]:
             out.append(f"  {s['name']}:")
             for alt in s.get("alternatives", []):
-                out.append(f"    - {alt['gpu']} x{alt['gpus_per_replica']} {alt['precision'] or ''}: {alt['reason']}")
+                out.append(f"    - {alt['gpu']} x{alt['gpus_per_replica']} {alt['precision'] or 'measured'}: {alt['reason']}")
             if not s.get("alternatives"):
                 out.append("    (none: this was the only configuration)")
     return "\n".join(out)
