@@ -12,7 +12,6 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass
 
 EXIT_OK, EXIT_INPUT = 0, 2
 DEFAULT_SIZES = (1, 2, 4, 8)
@@ -38,18 +37,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=run)
     return p
-
-
-@dataclass(frozen=True)
-class _Host:
-    """How one replica of `gpus` GPUs is bought: an offer, or none in the catalog."""
-
-    offer_id: str | None
-    interconnect: str
-    usable_memory_gib: float
-    instances_per_replica: int
-    inter_node_gbs: float | None
-    usd_per_replica_hour: float | None
 
 
 def run(args) -> int:
@@ -139,43 +126,19 @@ def _check_choices(args, precisions: list[str]) -> None:
             raise ValueError(f"--{option.replace('_', '-')} is out of range: {value}")
 
 
-def _host(catalog, gpu, gpus: int) -> _Host | None:
-    """The cheapest offer per replica: instances that hold whole replicas, else spanning replicas."""
-    best = None
-    for o in catalog.offers:
-        if o.gpu != gpu.name:
-            continue
-        n = o.gpus_per_instance
-        if gpus <= n and n % gpus == 0:
-            cost, span = o.price_usd_per_hour / (n // gpus), 1
-        elif o.inter_node_fabric and gpus % n == 0:
-            cost, span = o.price_usd_per_hour * (gpus // n), gpus // n
-        else:
-            continue
-        if best is None or cost < best.usd_per_replica_hour:
-            best = _Host(o.id, o.interconnect, catalog.usable_memory_gib(o), span,
-                         o.inter_node_gbs, cost)
-    return best
-
-
-def _unbought_host(catalog, gpu, gpus: int) -> _Host:
-    from solver.catalog.loader import interconnect_for
-
-    return _Host(None, interconnect_for(gpu, gpus), gpu.memory_gib, 1, None, None)
-
-
 def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool, pinned_size: bool) -> list[dict]:
+    from solver.catalog.hosting import cheapest_host, unbought_host
     from solver.perf import PerfQuery, estimate
 
     rows = []
     for gpu in gpus:
         has_offers = any(o.gpu == gpu.name for o in catalog.offers)
         for g in sizes:
-            host = _host(catalog, gpu, g)
+            host = cheapest_host(catalog, gpu, g)
             if host is None:
                 if has_offers and not pinned_size:
                     continue  # no offer hosts this replica size; `--gpus-per-replica` shows it anyway
-                host = _unbought_host(catalog, gpu, g)
+                host = unbought_host(gpu, g)
             for precision in precisions:
                 if not pinned_precision and not gpu.supports(precision):
                     continue
@@ -189,10 +152,10 @@ def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool,
     return rows
 
 
-def _row(model, gpu, g: int, precision: str, engine: str, host: _Host, e) -> dict:
+def _row(model, gpu, g: int, precision: str, engine: str, host, e) -> dict:
     usd_per_m = None
-    if e.feasible and host.usd_per_replica_hour is not None and e.output_tokens_per_s > 0:
-        usd_per_m = host.usd_per_replica_hour / (e.output_tokens_per_s * 3600) * 1e6
+    if e.feasible and host.price_usd_per_replica_hour is not None and e.output_tokens_per_s > 0:
+        usd_per_m = host.price_usd_per_replica_hour / (e.output_tokens_per_s * 3600) * 1e6
     return {
         "model": model.name, "gpu": gpu.name, "gpus_per_replica": g, "instances_per_replica": host.instances_per_replica,
         "precision": precision, "engine": engine, "interconnect": host.interconnect, "offer": host.offer_id,
@@ -203,7 +166,7 @@ def _row(model, gpu, g: int, precision: str, engine: str, host: _Host, e) -> dic
         "output_tokens_per_s": _round(e.output_tokens_per_s), "requests_per_s": _round(e.requests_per_s, 4),
         "binding_limit": e.binding_limit, "step_bound": e.step_bound,
         "error_band": e.error_band, "ttft_error_band": e.ttft_error_band, "tpot_error_band": e.tpot_error_band,
-        "price_usd_per_replica_hour": _round(host.usd_per_replica_hour, 4),
+        "price_usd_per_replica_hour": _round(host.price_usd_per_replica_hour, 4),
         "usd_per_million_output_tokens": _round(usd_per_m, 4),
     }
 

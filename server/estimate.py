@@ -8,12 +8,11 @@ for display, the service does not.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog import default_catalog
-from solver.catalog.loader import interconnect_for
-from solver.catalog.types import Catalog, GpuType
+from solver.catalog.hosting import cheapest_host, unbought_host
 from solver.errors import FieldViolation, InputError
 from solver.models.library import get_model, model_names
 from solver.perf import PerfEstimate, PerfQuery, estimate
@@ -24,36 +23,6 @@ from solver.suggest import did_you_mean
 MAX_GPUS_PER_REPLICA = 64  # as for measured profiles in the workload schema
 # PerfEstimate fields the API carries (a test checks that this is all of them).
 API_FIELDS = {f.name for f in pb.PerfEstimate.DESCRIPTOR.fields}
-
-
-@dataclass(frozen=True)
-class Host:
-    """Where one replica runs: an offer of the catalog, or the bare GPU when none hosts it."""
-
-    offer: str | None
-    interconnect: str
-    usable_memory_gib: float
-    instances_per_replica: int
-    inter_node_gbs: float | None
-    price_usd_per_replica_hour: float | None
-
-
-def cheapest_host(catalog: Catalog, gpu: GpuType, gpus: int) -> Host:
-    """The cheapest offer per replica (the same choice as cli/estimate_cmd.py)."""
-    best = None
-    for o in catalog.offers:
-        if o.gpu != gpu.name:
-            continue
-        n = o.gpus_per_instance
-        if gpus <= n and n % gpus == 0:
-            cost, span = o.price_usd_per_hour / (n // gpus), 1
-        elif o.inter_node_fabric and gpus % n == 0:
-            cost, span = o.price_usd_per_hour * (gpus // n), gpus // n
-        else:
-            continue
-        if best is None or cost < best.price_usd_per_replica_hour:
-            best = Host(o.id, o.interconnect, catalog.usable_memory_gib(o), span, o.inter_node_gbs, cost)
-    return best or Host(None, interconnect_for(gpu, gpus), gpu.memory_gib, 1, None, None)
 
 
 def estimate_rows(request: pb.EstimateRequest) -> list[dict]:
@@ -71,7 +40,7 @@ def estimate_rows(request: pb.EstimateRequest) -> list[dict]:
     for gpu in gpus:
         if not gpu.llm_estimates or not gpu.supports(precision):
             continue
-        host = cheapest_host(catalog, gpu, gpus_per_replica)
+        host = cheapest_host(catalog, gpu, gpus_per_replica) or unbought_host(gpu, gpus_per_replica)
         q = PerfQuery(model=model, gpu=gpu, gpus_per_replica=gpus_per_replica, interconnect=host.interconnect,
                       usable_memory_gib=host.usable_memory_gib, precision=precision, engine=engine,
                       prompt_tokens=prompt_tokens, output_tokens=output_tokens,
@@ -81,7 +50,7 @@ def estimate_rows(request: pb.EstimateRequest) -> list[dict]:
                       instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs)
         row = {"gpu": gpu.name, "gpus_per_replica": gpus_per_replica,
                "instances_per_replica": host.instances_per_replica, "interconnect": host.interconnect,
-               "offer": host.offer, "price_usd_per_replica_hour": host.price_usd_per_replica_hour,
+               "offer": host.offer_id, "price_usd_per_replica_hour": host.price_usd_per_replica_hour,
                "precision": precision}
         row.update({k: v for k, v in asdict(estimate(q)).items() if k in API_FIELDS})
         rows.append(row)

@@ -9,11 +9,10 @@ configurations that can never be part of a unique cheapest plan are pruned (see
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 from solver.catalog.types import Catalog, GpuType, Offer
 from solver.errors import InputError
-from solver.models.library import ModelArch, get_model
+from solver.models.library import ModelArch
 from solver.perf import Calibration, PerfQuery, estimate
 from solver.problem import ClassPerf, Config, Problem, Rejection, ServiceDemand
 from solver.pruning import prune_configs, prune_offers, prune_whole_instance_configs
@@ -158,7 +157,6 @@ class CandidateBuilder:
                 self._reject(svc, offer, g * span, precision, "unsupported",
                              f"{tp}-way tensor parallelism does not divide {model.attention_heads} attention heads")
                 continue
-            band_scale = 1.0
             perfs: list[ClassPerf] = []
             mem, band, fail = None, 0.0, None
             for prompt, output in _class_tokens(svc):

@@ -8,7 +8,6 @@ replica on a concrete instance (first-fit decreasing), and checks every constrai
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from solver.candidates import CandidateBuilder, service_demand

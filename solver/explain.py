@@ -22,7 +22,6 @@ def diagnose_unservable(workload: Workload, catalog: Catalog, problem: Problem) 
     """Services that no candidate configuration can serve at all, with the fix."""
     reasons = []
     if not problem.offers:
-        why = Counter(w.split(" ")[0] for _, w in problem.filtered_out)
         return [InfeasibilityReason("offers", "the constraints remove every offer in the catalog "
                                     f"({len(problem.filtered_out)} removed: " +
                                     "; ".join(sorted({w for _, w in problem.filtered_out})[:4]) + ").",

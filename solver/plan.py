@@ -6,7 +6,6 @@ Stages: consistency checks -> candidates (pruned) -> greedy warm start -> MIP (c
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
