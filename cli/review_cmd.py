@@ -18,7 +18,10 @@ EXIT_OK, EXIT_INPUT, EXIT_OTHER = 0, 2, 5
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("review", help="run a capacity review (scenarios and sweeps of a base workload) "
-                              "and write a report", description=__doc__.split("\n\n")[0])
+                              "and write a report",
+                              description="Solve every scenario, sweep point and sensitivity relaxation of a review "
+                              "file in parallel, store each result in DIR/scenarios as it finishes, and write "
+                              "results.json, results.csv, report.md, report.html and plots/ into DIR.")
     p.add_argument("review", help="review file (YAML or JSON), see examples/review-*.yaml")
     p.add_argument("--out", required=True, metavar="DIR", help="where results and the report go; rerunning with the "
                    "same DIR skips scenarios already solved")
@@ -80,6 +83,7 @@ def run(args) -> int:
         return EXIT_OTHER
     if bar:
         bar.finish()
+        print("writing the report...", file=sys.stderr, flush=True)
     files = write_report(review, results, args.out)
     counts = Counter(r.status for r in results)
     resumed = sum(r.resumed for r in results)
