@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextvars
 import queue
+import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict
 
 from server import convert, logs
@@ -21,9 +23,11 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from server.generated.fleetplanner.v1 import planner_pb2_grpc as pb_grpc
 from server.metrics import Metrics
 from server.requests import backend_name, read_workload, solve_budget
+from server.review import outcome_to_proto, read_review, summary_to_proto
 from solver.catalog import default_catalog
 from solver.errors import Cancelled, InfeasibleError, InputError, SolverTimeout
 from solver.plan import PlanOptions, plan
+from solver.review import run_review
 from solver.suggest import did_you_mean
 
 MIN_SOLVE_S = 0.05  # below this the solver cannot even load the model
@@ -110,6 +114,35 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             raise
         finally:
             self._metrics.solves.labels(outcome).inc()
+
+    # ------------------------------------------------------------ reviews
+    def Review(self, request: pb.ReviewRequest, context):
+        """A capacity review, one event per scenario as it finishes, then a summary.
+
+        The review holds one solver slot for its whole run and solves its scenarios one
+        at a time in one worker process: it costs the server what one solve costs, and
+        the admission limit keeps meaning "cores in use". Its results go to a temporary
+        folder that is removed at the end (nothing is resumed across calls).
+        """
+        cancel = threading.Event()
+        context.add_callback(cancel.set)  # fires when the call ends: cancelled, expired or answered
+        review, limit_s = read_review(request)
+        with self._gate.slot(context.time_remaining(), cancel):
+            logs.event("review.start", review=review.name, scenarios=len(review.scenarios),
+                       time_limit_per_scenario_s=limit_s)
+            counts: Counter = Counter()
+            with tempfile.TemporaryDirectory(prefix="planner-review-") as out_dir:
+                # The slot is held while the caller reads each event; a caller that stops
+                # reading is cancelled by gRPC, which sets `cancel` and stops the workers.
+                for result in run_review(review, out_dir, workers=1, backend="local",
+                                         time_limit_per_scenario_s=limit_s, cancel=cancel):
+                    counts[result.status] += 1
+                    yield pb.ReviewEvent(scenario=outcome_to_proto(result))
+            if cancel.is_set():
+                logs.event("review.end", status="cancelled", scenarios_done=sum(counts.values()))
+                raise Cancelled("the call was cancelled; the review stopped")
+            logs.event("review.end", status="done", **{f"scenarios_{k}": v for k, v in counts.items()})
+        yield pb.ReviewEvent(summary=summary_to_proto(review, counts))
 
     # ------------------------------------------------------------ quick questions
     def Validate(self, request: pb.ValidateRequest, context) -> pb.ValidateResponse:

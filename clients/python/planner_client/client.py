@@ -125,6 +125,57 @@ class PlannerClient:
             finally:
                 call.cancel()  # no-op after the stream ended; stops the server's solve when abandoned
 
+    def review(self, review: Workload, time_limit_per_scenario_s: float | None = None,
+               timeout_s: float | None = None) -> Iterator[dict]:
+        """Run a capacity review (a dict, JSON/YAML text, or a review file's path) on the
+        server. Yields {"event": "scenario", id, name, group, status, usd_per_hour, gpus,
+        optimality_gap, solve_time_s, error, reasons, "result": <ScenarioResult JSON,
+        as in the review's scenarios/<id>.json>} per scenario as it finishes, then
+        {"event": "summary", "review", "scenarios", "statuses": {status: count}}.
+        The base workload and catalog must be inline (the server reads no files).
+        timeout_s: the call's deadline (default: none, since a review can take hours;
+        the client's timeout_s is for single calls). Closing the iterator early cancels
+        the call, which stops the review on the server."""
+        if time_limit_per_scenario_s is not None and not time_limit_per_scenario_s > 0:
+            raise _bad_argument("time_limit_per_scenario_s", f"must be positive, got {time_limit_per_scenario_s}.",
+                                "give seconds > 0")
+        request = pb.ReviewRequest(time_limit_per_scenario_s=time_limit_per_scenario_s)
+        if isinstance(review, Path):
+            if review.suffix.lower() in (".yaml", ".yml"):
+                request.yaml = review.read_text()
+            else:
+                request.json = review.read_text()
+        elif isinstance(review, str):
+            if review.lstrip().startswith("{"):
+                request.json = review
+            else:
+                request.yaml = review
+        elif isinstance(review, dict):
+            request.json = json.dumps(review)
+        else:
+            raise TypeError(f"review must be a dict, JSON/YAML text or a path, not {type(review).__name__}")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for attempt in range(self.retries + 1):
+            call = self._stub.Review(request, timeout=_left(deadline), metadata=self._metadata)
+            received = False
+            try:
+                for event in call:
+                    received = True
+                    if event.WhichOneof("event") == "scenario":
+                        fields = convert.to_dict(event.scenario)
+                        result = json.loads(fields.pop("result_json"))
+                        yield {"event": "scenario", **fields, "result": result}
+                    else:
+                        summary = convert.to_dict(event.summary)
+                        summary["statuses"] = {c["status"]: c["count"] for c in summary["statuses"]}
+                        yield {"event": "summary", **summary}
+                return
+            except grpc.RpcError as exc:
+                if received or not self._should_retry(exc, attempt, deadline):
+                    raise from_rpc_error(exc) from None
+            finally:
+                call.cancel()  # no-op after the stream ended; stops the server's review when abandoned
+
     def validate(self, workload: Workload, base_dir: str | Path | None = None) -> dict:
         """{"valid": bool, "violations": [{field, message, fix}], "workload": name, "services": n}."""
         request = pb.ValidateRequest(workload=_workload_message(workload, base_dir))

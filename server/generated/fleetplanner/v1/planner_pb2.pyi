@@ -321,6 +321,68 @@ class Offer(_message.Message):
     notes: str
     def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ...) -> None: ...
 
+class ReviewRequest(_message.Message):
+    __slots__ = ("json", "yaml", "time_limit_per_scenario_s")
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    YAML_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_PER_SCENARIO_S_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    yaml: str
+    time_limit_per_scenario_s: float
+    def __init__(self, json: _Optional[str] = ..., yaml: _Optional[str] = ..., time_limit_per_scenario_s: _Optional[float] = ...) -> None: ...
+
+class ReviewEvent(_message.Message):
+    __slots__ = ("scenario", "summary")
+    SCENARIO_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    scenario: ScenarioOutcome
+    summary: ReviewSummary
+    def __init__(self, scenario: _Optional[_Union[ScenarioOutcome, _Mapping]] = ..., summary: _Optional[_Union[ReviewSummary, _Mapping]] = ...) -> None: ...
+
+class ScenarioOutcome(_message.Message):
+    __slots__ = ("id", "name", "group", "status", "usd_per_hour", "gpus", "optimality_gap", "solve_time_s", "error", "reasons", "result_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    OPTIMALITY_GAP_FIELD_NUMBER: _ClassVar[int]
+    SOLVE_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    group: str
+    status: str
+    usd_per_hour: float
+    gpus: int
+    optimality_gap: float
+    solve_time_s: float
+    error: str
+    reasons: _containers.RepeatedCompositeFieldContainer[InfeasibilityReason]
+    result_json: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., group: _Optional[str] = ..., status: _Optional[str] = ..., usd_per_hour: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., error: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., result_json: _Optional[str] = ...) -> None: ...
+
+class ReviewSummary(_message.Message):
+    __slots__ = ("review", "scenarios", "statuses")
+    REVIEW_FIELD_NUMBER: _ClassVar[int]
+    SCENARIOS_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    review: str
+    scenarios: int
+    statuses: _containers.RepeatedCompositeFieldContainer[StatusCount]
+    def __init__(self, review: _Optional[str] = ..., scenarios: _Optional[int] = ..., statuses: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ...) -> None: ...
+
+class StatusCount(_message.Message):
+    __slots__ = ("status", "count")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    count: int
+    def __init__(self, status: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
 class Plan(_message.Message):
     __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver")
     STATUS_FIELD_NUMBER: _ClassVar[int]

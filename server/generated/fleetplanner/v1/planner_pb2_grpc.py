@@ -59,6 +59,11 @@ class PlannerServiceStub(object):
                 request_serializer=fleetplanner_dot_v1_dot_planner__pb2.GetCatalogRequest.SerializeToString,
                 response_deserializer=fleetplanner_dot_v1_dot_planner__pb2.GetCatalogResponse.FromString,
                 _registered_method=True)
+        self.Review = channel.unary_stream(
+                '/fleetplanner.v1.PlannerService/Review',
+                request_serializer=fleetplanner_dot_v1_dot_planner__pb2.ReviewRequest.SerializeToString,
+                response_deserializer=fleetplanner_dot_v1_dot_planner__pb2.ReviewEvent.FromString,
+                _registered_method=True)
 
 
 class PlannerServiceServicer(object):
@@ -99,6 +104,14 @@ class PlannerServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Review(self, request, context):
+        """A capacity review (what-if scenarios of one base workload, as `solver-cli review`
+        reads them): one ScenarioOutcome per scenario as it finishes, then a ReviewSummary.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +139,11 @@ def add_PlannerServiceServicer_to_server(servicer, server):
                     servicer.GetCatalog,
                     request_deserializer=fleetplanner_dot_v1_dot_planner__pb2.GetCatalogRequest.FromString,
                     response_serializer=fleetplanner_dot_v1_dot_planner__pb2.GetCatalogResponse.SerializeToString,
+            ),
+            'Review': grpc.unary_stream_rpc_method_handler(
+                    servicer.Review,
+                    request_deserializer=fleetplanner_dot_v1_dot_planner__pb2.ReviewRequest.FromString,
+                    response_serializer=fleetplanner_dot_v1_dot_planner__pb2.ReviewEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +281,33 @@ class PlannerService(object):
             '/fleetplanner.v1.PlannerService/GetCatalog',
             fleetplanner_dot_v1_dot_planner__pb2.GetCatalogRequest.SerializeToString,
             fleetplanner_dot_v1_dot_planner__pb2.GetCatalogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Review(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/fleetplanner.v1.PlannerService/Review',
+            fleetplanner_dot_v1_dot_planner__pb2.ReviewRequest.SerializeToString,
+            fleetplanner_dot_v1_dot_planner__pb2.ReviewEvent.FromString,
             options,
             channel_credentials,
             insecure,
