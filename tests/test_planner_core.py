@@ -176,3 +176,15 @@ def test_calibration_override_changes_estimates_and_rejects_unknown_keys():
     with pytest.raises(InputError) as exc:
         solve(w)
     assert exc.value.violations[0].field == "solver.calibration" and "did you mean" in str(exc.value)
+
+
+def test_backends_agree_and_cp_sat_never_claims_a_proof():
+    cat = offers(("p", "big", "A100-80GB", 1, 3.0), ("p", "small", "L4", 1, 1.0))
+    w = {"services": [profile_service("s", 130, [{"gpu": "A100-80GB", "items_per_min": 100},
+                                                 {"gpu": "L4", "items_per_min": 40}])], "catalog": cat}
+    scip, highs = solve(w, backend="scip"), solve(w, backend="highs")
+    assert scip.status == highs.status == "optimal"
+    assert scip.total_price_usd_per_hour == pytest.approx(highs.total_price_usd_per_hour)
+    cp = solve(w, backend="cp-sat")
+    # CP-SAT scales real coefficients to integers: its plan is checked, its "proof" is not claimed.
+    assert cp.status == "feasible" and cp.evaluation["ok"] and cp.solver.gap is None
