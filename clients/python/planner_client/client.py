@@ -108,22 +108,12 @@ class PlannerClient:
         request = self._solve_request(workload, time_limit_s, explain, backend, base_dir)
         timeout = self._solve_timeout(time_limit_s, explain)
         deadline = None if timeout is None else time.monotonic() + timeout
-        for attempt in range(self.retries + 1):
-            call = self._stub.SolveStream(request, timeout=_left(deadline), metadata=self._metadata)
-            received = False
-            try:
-                for event in call:
-                    received = True
-                    if event.WhichOneof("event") == "progress":
-                        yield {"event": "progress", **convert.to_dict(event.progress)}
-                    else:
-                        yield {"event": "plan", "plan": convert.plan_from_proto(event.plan)}
-                return
-            except grpc.RpcError as exc:
-                if received or not self._should_retry(exc, attempt, deadline):
-                    raise from_rpc_error(exc) from None
-            finally:
-                call.cancel()  # no-op after the stream ended; stops the server's solve when abandoned
+        def event_dict(event) -> dict:
+            if event.WhichOneof("event") == "progress":
+                return {"event": "progress", **convert.to_dict(event.progress)}
+            return {"event": "plan", "plan": convert.plan_from_proto(event.plan)}
+
+        yield from self._stream(self._stub.SolveStream, request, deadline, event_dict)
 
     def review(self, review: Workload, time_limit_per_scenario_s: float | None = None,
                timeout_s: float | None = None) -> Iterator[dict]:
@@ -155,26 +145,32 @@ class PlannerClient:
         else:
             raise TypeError(f"review must be a dict, JSON/YAML text or a path, not {type(review).__name__}")
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        def event_dict(event) -> dict:
+            if event.WhichOneof("event") == "scenario":
+                fields = convert.to_dict(event.scenario)
+                result = json.loads(fields.pop("result_json"))
+                return {"event": "scenario", **fields, "result": result}
+            summary = convert.to_dict(event.summary)
+            summary["statuses"] = {c["status"]: c["count"] for c in summary["statuses"]}
+            return {"event": "summary", **summary}
+
+        yield from self._stream(self._stub.Review, request, deadline, event_dict)
+
+    def _stream(self, method, request, deadline: float | None, event_dict) -> Iterator[dict]:
+        """A server-streaming call, retried on UNAVAILABLE only before its first event."""
         for attempt in range(self.retries + 1):
-            call = self._stub.Review(request, timeout=_left(deadline), metadata=self._metadata)
+            call = method(request, timeout=_left(deadline), metadata=self._metadata)
             received = False
             try:
                 for event in call:
                     received = True
-                    if event.WhichOneof("event") == "scenario":
-                        fields = convert.to_dict(event.scenario)
-                        result = json.loads(fields.pop("result_json"))
-                        yield {"event": "scenario", **fields, "result": result}
-                    else:
-                        summary = convert.to_dict(event.summary)
-                        summary["statuses"] = {c["status"]: c["count"] for c in summary["statuses"]}
-                        yield {"event": "summary", **summary}
+                    yield event_dict(event)
                 return
             except grpc.RpcError as exc:
                 if received or not self._should_retry(exc, attempt, deadline):
                     raise from_rpc_error(exc) from None
             finally:
-                call.cancel()  # no-op after the stream ended; stops the server's review when abandoned
+                call.cancel()  # no-op after the stream ended; stops the server's work when abandoned
 
     def validate(self, workload: Workload, base_dir: str | Path | None = None) -> dict:
         """{"valid": bool, "violations": [{field, message, fix}], "workload": name, "services": n}."""
