@@ -233,6 +233,7 @@ def alternatives_for(service: str, problem: Problem, form, solution: Solution, *
                                r.gpus_per_replica, r.precision, r.kind, r.reason))
     for offer_id, why in problem.filtered_out:
         if "quota" in why:
-            out.append(Alternative(f"{service}@{offer_id}", offer_id, 0, None, "quota", why))
+            # A whole offer removed by a zero quota: no GPU size or precision to name.
+            out.append(Alternative(f"{service}@{offer_id}", "", 0, None, "quota", f"{offer_id}: {why}"))
             break
     return out

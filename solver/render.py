@@ -57,6 +57,9 @@ def render_plan(d: dict, explain: bool = False) -> str:
         for s in d["services"]:
             out.append(f"  {s['name']}:")
             for alt in s.get("alternatives", []):
+                if not alt["gpus_per_replica"]:
+                    out.append(f"    - {alt['reason']}")
+                    continue
                 out.append(f"    - {alt['gpu']} x{alt['gpus_per_replica']} {alt['precision'] or 'measured'}: {alt['reason']}")
             if not s.get("alternatives"):
                 out.append("    (none: this was the only configuration)")

@@ -188,3 +188,13 @@ def test_backends_agree_and_cp_sat_never_claims_a_proof():
     cp = solve(w, backend="cp-sat")
     # CP-SAT scales real coefficients to integers: its plan is checked, its "proof" is not claimed.
     assert cp.status == "feasible" and cp.evaluation["ok"] and cp.solver.gap is None
+
+
+def test_explain_names_an_offer_removed_by_a_zero_quota():
+    cat = offers(("p", "l4", "L4", 1, 1.0), ("p", "a10", "A10", 1, 2.0))
+    w = {"services": [profile_service("s", 100, [{"gpu": "L4", "items_per_min": 60}, {"gpu": "A10", "items_per_min": 60}])],
+         "catalog": cat, "constraints": {"offer_quotas": {"p/l4": 0}}}
+    r = solve(w, explain=True)
+    assert [(f.offer_id, f.instances) for f in r.fleet] == [("p/a10", 2)]
+    quota = [a for a in r.services[0].alternatives if a.verdict == "quota"]
+    assert quota and quota[0].reason.startswith("p/l4: quota")
