@@ -20,13 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from solve_scaling import generate  # noqa: E402
 
-from solver.backends import SolveOptions, get_backend  # noqa: E402
-from solver.candidates import build_problem  # noqa: E402
-from solver.formulation import build  # noqa: E402
-from solver.greedy import greedy_solution  # noqa: E402
+from solver.optimize.backends import SolveOptions, get_backend  # noqa: E402
+from solver.compile.candidates import build_problem  # noqa: E402
+from solver.optimize.formulation import build  # noqa: E402
+from solver.optimize.greedy import greedy_solution  # noqa: E402
 from solver.plan import _hint  # noqa: E402
-from solver.resolve import resolve_catalog  # noqa: E402
-from solver.schema import parse_workload  # noqa: E402
+from solver.compile.resolve import resolve_catalog  # noqa: E402
+from solver.workload.documents import parse_workload  # noqa: E402
 
 
 def main() -> int:

@@ -18,9 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from solver.models.library import model_names  # noqa: E402
 from solver.plan import PlanOptions, plan  # noqa: E402
-from solver.schema import parse_workload  # noqa: E402
+from solver.workload.documents import parse_workload  # noqa: E402
 
 SMALL_MODELS = ["llama-2-7b", "llama-3.1-8b", "mistral-7b", "qwen2.5-7b", "llama-2-13b"]
 BIG_MODELS = ["llama-2-70b", "llama-3.1-70b", "qwen2.5-32b", "qwen2.5-72b", "mixtral-8x7b"]

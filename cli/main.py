@@ -29,8 +29,8 @@ def _input_error(exc) -> int:
 
 def cmd_solve(args) -> int:
     from solver.errors import Cancelled, InfeasibleError, InputError, PlannerError, SolverTimeout
-    from solver.render import render_infeasible, render_plan
-    from solver.schema import load_document
+    from solver.output.render import render_infeasible, render_plan
+    from solver.workload.documents import load_document
 
     try:
         data = load_document(Path(args.workload))
@@ -39,7 +39,7 @@ def cmd_solve(args) -> int:
     if args.server:
         return _solve_remote(args, data)
     from solver.plan import PlanOptions, plan
-    from solver.schema import parse_workload
+    from solver.workload.documents import parse_workload
 
     progress = _progress_printer() if sys.stderr.isatty() and not args.quiet else None
     try:
@@ -73,7 +73,7 @@ def cmd_solve(args) -> int:
 
 
 def _progress_printer():
-    from solver.linear import Progress
+    from solver.optimize.linear import Progress
 
     def show(p: Progress) -> None:
         best = f"${p.best_usd_per_hour:.4f}/h" if p.best_usd_per_hour is not None else "-"
@@ -90,7 +90,7 @@ def _solve_remote(args, data: dict) -> int:
     except ImportError:
         _err("error: the gRPC client (planner_client) is not installed")
         return EXIT_OTHER
-    from solver.render import render_infeasible, render_plan
+    from solver.output.render import render_infeasible, render_plan
 
     try:
         with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
@@ -111,7 +111,7 @@ def _solve_remote(args, data: dict) -> int:
 
 
 def cmd_schema(args) -> int:
-    from solver.schema import CatalogFile, Workload
+    from solver.workload.schema import CatalogFile, Workload
 
     model = CatalogFile if args.catalog else Workload
     print(json.dumps(model.model_json_schema(), indent=2))
@@ -132,7 +132,7 @@ def cmd_catalog(args) -> int:
         if args.format == "json":
             print(json.dumps(rows, indent=2))
         else:
-            from solver.render import _table
+            from solver.output.render import _table
             print(_table(["gpu", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS", "nvlink GB/s", "consumer"],
                          [[g["name"], f"{g['memory_gib']:g}", str(g["memory_bandwidth_gbs"] or "-"), str(g["fp16_tflops"] or "-"),
                            str(g["fp8_tflops"] or "-"), str(g["nvlink_gbs"] or "-"), "yes" if g["consumer"] else ""] for g in rows]))
@@ -153,7 +153,7 @@ def cmd_catalog(args) -> int:
     if args.format == "json":
         print(json.dumps([{**asdict(o), "id": o.id} for o in offers], indent=2))
         return EXIT_OK
-    from solver.render import _table
+    from solver.output.render import _table
     print(_table(["offer", "region", "gpu", "gpus", "interconnect", "fabric", "$/h", "spot $/h", "$/GPU-h", "as of"],
                  [[o.id, o.region, o.gpu, str(o.gpus_per_instance), o.interconnect, o.inter_node_fabric or "-",
                    f"{o.price_usd_per_hour:.4f}", f"{o.spot_price_usd_per_hour:.4f}" if o.spot_price_usd_per_hour else "-",

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from solver.perf.api import Calibration  # noqa: E402
 from solver.perf import calibration as fit  # noqa: E402
-from solver.perf.llm import memory_budget, weight_bytes_total  # noqa: E402
+from solver.perf.llm import memory_budget  # noqa: E402
 
 GIB = 1024**3
 # name: (lower bound, upper bound, decimals kept)

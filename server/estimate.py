@@ -17,7 +17,7 @@ from solver.errors import FieldViolation, InputError
 from solver.models.library import get_model, model_names
 from solver.perf import PerfEstimate, PerfQuery, estimate
 from solver.perf.api import ENGINES, PRECISIONS
-from solver.schema import MAX_MS, MAX_TOKENS
+from solver.workload.schema import MAX_MS, MAX_TOKENS
 from solver.suggest import did_you_mean
 
 MAX_GPUS_PER_REPLICA = 64  # as for measured profiles in the workload schema

@@ -10,8 +10,9 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.types import Catalog
 from solver.errors import InputError
-from solver.resolve import check_references, resolve_catalog
-from solver.schema import CatalogFile, Workload, parse_text, parse_workload
+from solver.compile.resolve import check_references, resolve_catalog
+from solver.workload.schema import CatalogFile, Workload
+from solver.workload.documents import parse_text, parse_workload
 
 BACKENDS = {pb.BACKEND_AUTO: "auto", pb.BACKEND_SCIP: "scip", pb.BACKEND_HIGHS: "highs", pb.BACKEND_CP_SAT: "cp-sat"}
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from solver.candidates import CandidateBuilder, service_demand
+from solver.compile.candidates import CandidateBuilder, service_demand
 from solver.catalog.types import Catalog
-from solver.resolve import filter_offers, offer_limits
-from solver.schema import Workload
-from solver.solution import Solution
+from solver.compile.resolve import filter_offers, offer_limits
+from solver.workload.schema import Workload
+from solver.optimize.solution import Solution
 
 TOL = 1e-6
 

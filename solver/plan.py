@@ -11,21 +11,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from solver.backends import SolveOptions, get_backend
-from solver.candidates import build_problem
+from solver.optimize.backends import SolveOptions, get_backend
+from solver.compile.candidates import build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.evaluate import evaluate
-from solver.explain import alternatives_for, diagnose_infeasible, diagnose_unservable
-from solver.formulation import Formulation, build, gpu_objective
-from solver.headroom import fill_idle_gpus
-from solver.greedy import greedy_solution, solution_cost
-from solver.linear import Progress, SolveOutcome
-from solver.problem import Problem
-from solver.resolve import check_references, resolve_catalog
-from solver.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
-from solver.schema import Workload
-from solver.solution import Assignment, Solution
+from solver.explain.alternatives import alternatives_for
+from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
+from solver.optimize.formulation import Formulation, build, gpu_objective
+from solver.optimize.headroom import fill_idle_gpus
+from solver.optimize.greedy import greedy_solution, solution_cost
+from solver.optimize.linear import Progress, SolveOutcome
+from solver.compile.problem import Problem
+from solver.compile.resolve import check_references, resolve_catalog
+from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
+from solver.workload.schema import Workload
+from solver.optimize.solution import Assignment, Solution
 
 
 # Tie-breaking never changes the cost, so it gets a bounded effort; a node limit (not

@@ -22,8 +22,8 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from server.requests import answer_margin_s, solve_budget
 from solver.errors import InfeasibilityReason
 from solver.plan import PlanOptions, plan
-from solver.result import PlanResult
-from solver.schema import load_workload, parse_workload
+from solver.output.result import PlanResult
+from solver.workload.documents import load_workload, parse_workload
 
 
 def round_trip(d: dict) -> dict:

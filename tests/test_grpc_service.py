@@ -31,7 +31,7 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from server.generated.fleetplanner.v1 import planner_pb2_grpc as pb_grpc
 from solver.catalog import default_catalog
 from solver.plan import PlanOptions, plan
-from solver.schema import load_workload, parse_workload
+from solver.workload.documents import load_workload, parse_workload
 
 
 @pytest.fixture(scope="module")

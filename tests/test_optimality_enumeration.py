@@ -34,7 +34,7 @@ import pytest
 
 from solver.errors import InfeasibleError
 from solver.plan import plan
-from solver.schema import parse_workload
+from solver.workload.documents import parse_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers_random sits beside the tests
 from helpers_random import GPU_MEMORY_GIB, random_workload  # noqa: E402

@@ -4,7 +4,7 @@ import pytest
 
 from solver.errors import InfeasibleError
 from solver.plan import PlanOptions, plan
-from solver.schema import parse_workload
+from solver.workload.documents import parse_workload
 
 
 def offers(*rows):

@@ -21,15 +21,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from solver.candidates import build_problem
+from solver.compile.candidates import build_problem
 from solver.errors import InfeasibleError
 from solver.evaluate import evaluate
-from solver.greedy import greedy_solution, solution_cost
+from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.plan import plan
-from solver.resolve import check_references, resolve_catalog
-from solver.result import PlanResult
-from solver.schema import parse_workload
-from solver.solution import Assignment, Solution
+from solver.compile.resolve import check_references, resolve_catalog
+from solver.output.result import PlanResult
+from solver.workload.documents import parse_workload
+from solver.optimize.solution import Assignment, Solution
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers_random sits beside the tests
 from helpers_random import random_workload, scale_demand  # noqa: E402

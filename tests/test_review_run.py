@@ -26,7 +26,7 @@ from solver.catalog import default_catalog
 from solver.plan import PlanOptions, plan
 from solver.review import load_review, parse_review, run_review, write_report
 from solver.review.changes import apply_changes
-from solver.schema import parse_workload
+from solver.workload.documents import parse_workload
 
 BASE = {
     "name": "demo",

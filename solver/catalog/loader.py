@@ -65,7 +65,8 @@ def default_catalog() -> Catalog:
 def load_catalog_file(path: str | Path) -> Catalog:
     """A user catalog in JSON or YAML (schema: `solver-cli schema --catalog`)."""
     from solver.catalog.custom import catalog_from_spec
-    from solver.schema import CatalogFile, load_document
+    from solver.workload.schema import CatalogFile
+    from solver.workload.documents import load_document
 
     data = load_document(Path(path), what="catalog")
     spec = CatalogFile.model_validate_with_paths(data, prefix="catalog")

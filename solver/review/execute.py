@@ -18,7 +18,7 @@ from solver.plan import PlanOptions, plan
 from solver.review.changes import apply_changes
 from solver.review.expand import Scenario
 from solver.review.result import ScenarioResult
-from solver.schema import Workload
+from solver.workload.schema import Workload
 
 
 @dataclass(frozen=True)

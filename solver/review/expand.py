@@ -20,10 +20,11 @@ from typing import Any
 from solver.catalog.loader import load_catalog_file
 from solver.catalog.types import Catalog
 from solver.errors import FieldViolation, InputError
-from solver.resolve import resolve_catalog
+from solver.compile.resolve import resolve_catalog
 from solver.review.changes import unknown_name
 from solver.review.spec import Change, ReviewFile, SweepSpec
-from solver.schema import Workload, load_document, parse_workload
+from solver.workload.schema import Workload
+from solver.workload.documents import load_document, parse_workload
 
 
 MAX_SCENARIOS = 100_000  # one review; beyond this, results and the report stop being readable

@@ -30,7 +30,7 @@ def _init_worker(base: BaseCase) -> None:
 
 def warm_up() -> None:
     """Import the solver backends now (about a second), once per worker, not inside the first solve."""
-    from solver.backends import get_backend
+    from solver.optimize.backends import get_backend
 
     get_backend("auto")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from solver.result import HOURS_PER_MONTH
+from solver.output.result import HOURS_PER_MONTH
 from solver.review.expand import Review
 from solver.review.result import ScenarioResult
 from solver.review.sensitivity import SensitivityRow, analyse

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from solver.result import HOURS_PER_MONTH
+from solver.output.result import HOURS_PER_MONTH
 
 # "optimal"/"feasible": a plan; "infeasible": no fleet fits (reasons say why); "timeout": no
 # plan within the scenario's time limit; "invalid": the changes make the workload invalid;

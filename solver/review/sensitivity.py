@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solver.catalog.types import Catalog
-from solver.result import HOURS_PER_MONTH
+from solver.output.result import HOURS_PER_MONTH
 from solver.review.expand import Scenario, slug
 from solver.review.result import ScenarioResult
 from solver.review.spec import Change, SensitivitySpec
-from solver.schema import Workload
+from solver.workload.schema import Workload
 
 MAX_AVAILABILITY_RELAXATIONS = 50  # catalogs with many limited offers: the 50 cheapest per GPU-hour
 SAVING_EPS_USD_PER_HOUR = 1e-6

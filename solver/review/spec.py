@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from solver.schema import MAX_MS, GpuSpec, OfferSpec, _Strict
+from solver.workload.schema import MAX_MS, GpuSpec, OfferSpec, _Strict
 
 SloField = Literal["ttft_ms", "tpot_ms", "latency_ms"]
 MAX_SWEEP_POINTS = 10_000

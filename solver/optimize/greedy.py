@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from solver.problem import Config, Problem
-from solver.solution import Assignment, Solution
+from solver.compile.problem import Config, Problem
+from solver.optimize.solution import Assignment, Solution
 
 
 def _alone_cost(c: Config, replicas: int, p: Problem) -> tuple[float, int]:

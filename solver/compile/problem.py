@@ -1,6 +1,6 @@
 """The planning problem in solver-neutral form: demands, offers, candidate configurations.
 
-Built from a validated workload by `solver.candidates.build_problem`; read by the
+Built from a validated workload by `solver.compile.candidates.build_problem`; read by the
 formulation, the evaluator and the explainer. No pydantic, no OR-Tools here.
 """
 

@@ -1,6 +1,6 @@
 """A solver-neutral mixed-integer linear model: named variables and named rows.
 
-The formulation writes into this; a backend (solver/backends) translates it to one
+The formulation writes into this; a backend (solver/optimize/backends) translates it to one
 OR-Tools solver. Keeping the two apart lets us swap SCIP/HiGHS/CP-SAT freely.
 """
 

@@ -10,8 +10,8 @@ from ortools.math_opt import model_pb2
 from ortools.math_opt.python import mathopt
 from ortools.util.python import solve_interrupter
 
-from solver.backends.base import SolveOptions
-from solver.linear import LinearModel, Progress, SolveOutcome
+from solver.optimize.backends.base import SolveOptions
+from solver.optimize.linear import LinearModel, Progress, SolveOutcome
 
 _SOLVERS = {"scip": mathopt.SolverType.GSCIP, "highs": mathopt.SolverType.HIGHS, "cp-sat": mathopt.SolverType.CP_SAT}
 # Only these report improving solutions through MathOpt callbacks.

@@ -3,7 +3,7 @@
 Measured profiles win; otherwise the LLM performance model estimates. Configurations
 that do not fit or miss an SLO are dropped and kept as `Rejection`s for explanations;
 configurations that can never be part of a unique cheapest plan are pruned (see
-`solver.pruning`).
+`solver.compile.pruning`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from solver.catalog.types import Catalog, GpuType, Offer
 from solver.errors import InputError
 from solver.models.library import ModelArch
 from solver.perf import Calibration, PerfQuery, estimate
-from solver.problem import ClassPerf, Config, Problem, Rejection, ServiceDemand
-from solver.pruning import prune_configs, prune_offers, prune_whole_instance_configs
-from solver.schema import Service, Workload
-from solver.resolve import filter_offers, model_arch, offer_limits
+from solver.compile.problem import ClassPerf, Config, Problem, Rejection, ServiceDemand
+from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
+from solver.workload.schema import Service, Workload
+from solver.compile.resolve import filter_offers, model_arch, offer_limits
 
 
 def replica_sizes(gpus_per_instance: int) -> list[int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from solver.catalog.types import Catalog, Offer
-from solver.problem import Config, ServiceDemand
+from solver.compile.problem import Config, ServiceDemand
 
 _INTERCONNECT_RANK = {"none": 0, "pcie": 1, "nvlink": 2}
 

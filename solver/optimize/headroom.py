@@ -8,7 +8,7 @@ highest-throughput configuration that fits the free GPUs of that offer.
 
 from __future__ import annotations
 
-from solver.formulation import Formulation
+from solver.optimize.formulation import Formulation
 
 
 def fill_idle_gpus(form: Formulation, values: list[float]) -> tuple[list[float], int]:

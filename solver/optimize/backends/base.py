@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from solver.linear import LinearModel, Progress, SolveOutcome
+from solver.optimize.linear import LinearModel, Progress, SolveOutcome
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Backend(Protocol):
 
 
 def get_backend(name: str) -> Backend:
-    from solver.backends.mathopt_backend import MathOptBackend
+    from solver.optimize.backends.mathopt_backend import MathOptBackend
 
     if name in ("auto", "scip"):
         return MathOptBackend("scip")

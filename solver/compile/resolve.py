@@ -14,7 +14,7 @@ from solver.catalog.loader import default_catalog, load_catalog_file
 from solver.catalog.types import Catalog, Offer
 from solver.errors import FieldViolation, InputError
 from solver.models.library import ModelArch, get_model, model_names
-from solver.schema import InlineModel, Workload
+from solver.workload.schema import InlineModel, Workload
 from solver.suggest import did_you_mean
 
 

@@ -21,7 +21,7 @@ s.t.
   budget         sum_o price_o n_o <= B
 
 Tie-break: a second solve with the cost fixed at the optimum (+1e-6 $/h) minimises
-GPUs; then idle GPUs of the chosen fleet carry extra replicas (solver/headroom.py).
+GPUs; then idle GPUs of the chosen fleet carry extra replicas (solver/optimize/headroom.py).
 
 The formulation is written per period so that several periods, pricing tiers and a
 current fleet can be added as more index sets without changing the rows' meaning.
@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from solver.linear import INF, LinearModel
-from solver.problem import Config, Problem
+from solver.optimize.linear import INF, LinearModel
+from solver.compile.problem import Config, Problem
 
 
 @dataclass

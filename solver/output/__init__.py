@@ -1,0 +1,1 @@
+"""The planner's answer as data (result.py) and as a table (render.py)."""

@@ -1,0 +1,1 @@
+"""The workload: its pydantic schema and the reading of JSON/YAML documents."""
