@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from solver.optimize.backends import SolveOptions, get_backend
-from solver.compile.candidates import build_problem
+from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.evaluate import evaluate
@@ -44,6 +44,9 @@ class PlanOptions:
     base_dir: str | None = None  # where relative catalog files are resolved
     catalog: Catalog | None = None  # pre-resolved catalog (reviews reuse one)
     check: bool = True  # run the independent evaluator on the answer
+    # Candidate configurations by (service performance, offer hardware): shared across
+    # calls in this process; None recomputes everything.
+    cache: CandidateCache | None = SHARED_CACHE
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
@@ -52,9 +55,9 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     check_references(workload, catalog)
     timings: dict[str, float] = {}
-    problem = build_problem(workload, catalog)
+    problem = build_problem(workload, catalog, options.cache)
     timings["candidates_s"] = time.monotonic() - t0
-    unservable = diagnose_unservable(workload, catalog, problem)
+    unservable = diagnose_unservable(problem, catalog)
     if unservable:
         raise InfeasibleError(unservable)
 
@@ -78,7 +81,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
-        reasons = diagnose_infeasible(workload, problem, backend, deadline)
+        reasons = diagnose_infeasible(problem, backend, deadline)
         raise InfeasibleError(reasons)
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
@@ -220,7 +223,6 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
     report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
     by_key = {c.key: c for c in problem.configs}
-    slo = {s.name: s.slo for s in workload.services}
     fleet = []
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
@@ -244,10 +246,8 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
                 c.precision, c.source, a.replicas, [round(t, 6) for t in thr], [round(r, 6) for r in a.routed],
                 round(used / a.replicas, 4), worst("ttft_ms"), worst("tpot_ms"), worst("latency_ms"),
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
-            for name in ("ttft_ms", "tpot_ms", "latency_ms"):
-                bound = getattr(slo[s.name], name)
-                if bound is not None:
-                    view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            for name, bound in s.slo.bounds():
+                view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -267,11 +267,11 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
     info = SolverInfo(outcome.backend, outcome.solve_time_s, time.monotonic() - t0, gap, outcome.bound,
                       form.model.size, len(problem.configs), len(problem.rejections), len(problem.filtered_out),
                       tie_break, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
-    result = PlanResult(outcome.status, workload.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
+    result = PlanResult(outcome.status, problem.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
                         fleet, services,
                         [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas]}
                          for p in (report.placements if report else [])],
-                        info, catalog=catalog.description, pricing=workload.constraints.pricing)
+                        info, catalog=catalog.description, pricing=problem.pricing)
     if report is not None:
         result.evaluation = {"ok": report.ok, "violations": report.violations,
                              "cost_usd_per_hour": round(report.cost_usd_per_hour, 6)}

@@ -7,40 +7,46 @@ import time
 from collections import Counter, defaultdict
 
 from solver.catalog.types import Catalog
-from solver.compile.problem import Problem, Rejection
+from solver.compile.problem import Config, Problem, Rejection, ServiceDemand
 from solver.errors import InfeasibilityReason
-from solver.workload.schema import Workload
 
 _KIND_WORDS = {"vram": "does not fit in VRAM", "ttft": "misses the TTFT SLO", "tpot": "misses the TPOT SLO",
                "latency": "misses the latency SLO", "precision": "precision not supported",
                "unsupported": "not supported", "no_profile": "no measured profile"}
 
 
-def diagnose_unservable(workload: Workload, catalog: Catalog, problem: Problem) -> list[InfeasibilityReason]:
-    """Services that no candidate configuration can serve at all, with the fix."""
-    reasons = []
+def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[InfeasibilityReason]:
+    """Services that no candidate configuration can serve at all, with the fix.
+
+    Linear in configurations plus rejections: both are grouped by service once.
+    """
     if not problem.offers:
         return [InfeasibilityReason("offers", "the constraints remove every offer in the catalog "
                                     f"({len(problem.filtered_out)} removed: " +
                                     "; ".join(sorted({w for _, w in problem.filtered_out})[:4]) + ").",
                                     "widen constraints.providers/regions/gpu_types, or allow spot/consumer GPUs")]
-    have = {c.service for c in problem.configs}
-    for svc, demand in zip(workload.services, problem.services):
-        if svc.name in have:
-            reasons.extend(_unserved_classes(svc.name, demand, problem))
+    configs: dict[str, list[Config]] = defaultdict(list)
+    for c in problem.configs:
+        configs[c.service].append(c)
+    rejections: dict[str, list[Rejection]] = defaultdict(list)
+    for r in problem.rejections:
+        rejections[r.service].append(r)
+    reasons = []
+    for svc in problem.services:
+        if svc.name in configs:
+            reasons.extend(_unserved_classes(svc, configs[svc.name]))
             continue
-        if demand.total_demand <= 0 and demand.min_replicas == 0:
+        if svc.total_demand <= 0 and svc.min_replicas == 0:
             continue
-        rej = [r for r in problem.rejections if r.service == svc.name]
-        reasons.append(_unservable_reason(svc, rej, problem, catalog))
+        reasons.append(_unservable_reason(svc, rejections[svc.name], problem, catalog))
     return reasons
 
 
-def _unserved_classes(name: str, demand, problem: Problem) -> list[InfeasibilityReason]:
+def _unserved_classes(svc: ServiceDemand, mine: list[Config]) -> list[InfeasibilityReason]:
     """A service with configurations, one of whose request classes none of them can serve."""
     out = []
-    mine = [c for c in problem.configs if c.service == name]
-    for k, (cname, d) in enumerate(zip(demand.class_names, demand.class_demand)):
+    name = svc.name
+    for k, (cname, d) in enumerate(zip(svc.class_names, svc.class_demand)):
         if d <= 0 or any(c.classes[k].throughput > 0 for c in mine):
             continue
         why = next((c.classes[k].reason for c in mine if c.classes[k].reason), "no configuration serves it")
@@ -50,7 +56,7 @@ def _unserved_classes(name: str, demand, problem: Problem) -> list[Infeasibility
     return out
 
 
-def _unservable_reason(svc, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:
+def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:
     kinds = Counter(r.kind for r in rej)
     name = svc.name
     if not rej:
@@ -61,7 +67,7 @@ def _unservable_reason(svc, rej: list[Rejection], problem: Problem, catalog: Cat
         largest_gib = catalog.usable_memory_gib(largest) * largest.gpus_per_instance
         vram = [r for r in rej if r.kind == "vram"]
         need = _needed_gib(vram)
-        model = svc.model if isinstance(svc.model, str) else getattr(svc.model, "name", "the model")
+        model = svc.model_label or "the model"
         precisions = "/".join(svc.precisions)
         fix = []
         if "fp8" not in svc.precisions:
@@ -120,7 +126,7 @@ def _value_in(text: str, after: str = ": ") -> float:
         return math.inf
 
 
-def diagnose_infeasible(workload: Workload, problem: Problem, backend, deadline: float) -> list[InfeasibilityReason]:
+def diagnose_infeasible(problem: Problem, backend, deadline: float) -> list[InfeasibilityReason]:
     """Every service can be served alone, yet no fleet fits: find the binding constraint."""
     from solver.optimize.backends import SolveOptions
     from solver.optimize.formulation import build
