@@ -18,8 +18,8 @@ from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelle
 from solver.evaluate import evaluate
 from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
-from solver.optimize.formulation import Formulation, build, gpu_objective
-from solver.optimize.headroom import fill_idle_gpus
+from solver.optimize.formulation import Formulation, build
+from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
@@ -27,11 +27,6 @@ from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Assignment, Solution
-
-
-# Tie-breaking never changes the cost, so it gets a bounded effort; a node limit (not
-# a time limit) keeps the outcome deterministic on a busy machine.
-TIE_BREAK_NODES = 200
 
 
 @dataclass
@@ -88,13 +83,13 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     if outcome.values is None:
         raise SolverTimeout(f"no feasible fleet found within {time_limit:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
-    tie_break = "not needed"
+    ties = "not needed"
     if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
         t1 = time.monotonic()
-        outcome, tie_break = _tie_break(form, backend, outcome, deadline, options.cancel)
+        outcome, ties = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
     solution = extract(form, outcome.values)
-    return _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings)
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, options, timings)
 
 
 def _relay(form: Formulation, on_progress):
@@ -150,42 +145,6 @@ def _hint(form: Formulation, sol: Solution) -> list[float] | None:
     return values
 
 
-def _tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, cancel) -> tuple[SolveOutcome, str]:
-    """Among fleets of the optimal cost: fewest GPUs; then, on that fleet, most spare capacity."""
-    lm = form.model
-    saved_objective, saved_rows = lm.objective, len(lm.rows)
-    notes = []
-    values = first.values
-    try:
-        lm.row("tie_break_cost", form.cost_terms, ub=first.objective + 1e-6)
-        lm.objective = gpu_objective(form)
-        gpus = sum(c * values[i] for i, c in form.gpu_terms)
-        # The LP relaxation bounds the GPUs of any cheapest fleet in milliseconds; when it
-        # leaves no room below the plan's GPU count, the plan already has the fewest.
-        lp = backend.solve(lm, SolveOptions(time_limit_s=max(min(deadline - time.monotonic(), 5.0), 0.05),
-                                            relax_integrality=True))
-        if lp.status == "optimal" and lp.objective is not None and lp.objective > gpus - 1 + 1e-6:
-            notes.append("fewest GPUs")
-        else:
-            budget_s = min(deadline - time.monotonic(), max(first.solve_time_s, 0.5))
-            second = backend.solve(lm, SolveOptions(time_limit_s=max(budget_s, 0.05), hint=values,
-                                                    absolute_gap=0.5, node_limit=TIE_BREAK_NODES, cancel=cancel))
-            if second.values is not None:
-                values = second.values
-                notes.append("fewest GPUs" + ("" if second.status == "optimal" else " (best within the effort limit)"))
-        values, added = fill_idle_gpus(form, values)
-        if added:
-            notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
-    finally:
-        lm.objective = saved_objective
-        del lm.rows[saved_rows:]
-    if not notes:
-        return first, "skipped (time limit)"
-    merged = SolveOutcome(first.status, values, sum(c * values[i] for i, c in form.cost_terms),
-                          first.bound, first.solve_time_s, first.backend, first.detail)
-    return merged, ", ".join(notes)
-
-
 def extract(form: Formulation, values: list[float]) -> Solution:
     fleet = tuple(sorted((o, int(round(values[i]))) for o, i in form.n.items() if round(values[i]) > 0))
     by_key = {c.key: c for c in form.configs}
@@ -218,7 +177,7 @@ def extract(form: Formulation, values: list[float]) -> Solution:
     return Solution(fleet, tuple(out))
 
 
-def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings) -> PlanResult:
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, options, timings) -> PlanResult:
     t1 = time.monotonic()
     report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
@@ -266,7 +225,7 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
         gap = 0.0 if outcome.status == "optimal" else round(gap, 6)
     info = SolverInfo(outcome.backend, outcome.solve_time_s, time.monotonic() - t0, gap, outcome.bound,
                       form.model.size, len(problem.configs), len(problem.rejections), len(problem.filtered_out),
-                      tie_break, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
+                      ties, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
     result = PlanResult(outcome.status, problem.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
                         fleet, services,
                         [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas]}
