@@ -15,6 +15,7 @@ from solver.optimize.backends import SolveOptions, get_backend
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
+from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
@@ -27,6 +28,9 @@ from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Assignment, Solution
+
+
+EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
 
 
 @dataclass
@@ -42,6 +46,9 @@ class PlanOptions:
     # Candidate configurations by (service performance, offer hardware): shared across
     # calls in this process; None recomputes everything.
     cache: CandidateCache | None = SHARED_CACHE
+    # Called with each stage's name as it starts: "candidates", "model", "solve",
+    # "tie_break", "evaluate", "explain" (logs, progress, tests).
+    on_stage: Callable[[str], None] | None = None
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
@@ -49,17 +56,20 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     t0 = time.monotonic()
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     check_references(workload, catalog)
+    time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
+    deadline = t0 + time_limit
+    stop = Stop(options.cancel, deadline, time_limit)
+    stage = options.on_stage or (lambda name: None)
     timings: dict[str, float] = {}
-    problem = build_problem(workload, catalog, options.cache)
+    stage("candidates")
+    problem = build_problem(workload, catalog, options.cache, stop)
     timings["candidates_s"] = time.monotonic() - t0
     unservable = diagnose_unservable(problem, catalog)
     if unservable:
         raise InfeasibleError(unservable)
-
-    time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
-    deadline = t0 + time_limit
     backend = get_backend(options.backend or workload.solver.backend)
 
+    stage("model")
     greedy = greedy_solution(problem)
     configs = list(problem.configs)
     if greedy is not None and evaluate_quick(problem, greedy):
@@ -68,15 +78,17 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         upper = solution_cost(problem, greedy)
         configs = [c for c in configs
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
-    form = build(problem, configs)
+    form = build(problem, configs, stop=stop)
     hint = _hint(form, greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
+    stage("solve")
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
-        reasons = diagnose_infeasible(problem, backend, deadline)
+        stage("diagnose")
+        reasons = diagnose_infeasible(problem, backend, stop)
         raise InfeasibleError(reasons)
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
@@ -86,10 +98,13 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     ties = "not needed"
     if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
         t1 = time.monotonic()
+        stage("tie_break")
         outcome, ties = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
+    if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
+        stop.check("the tie-break")
     solution = extract(form, outcome.values)
-    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, options, timings)
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
 
 def _relay(form: Formulation, on_progress):
@@ -177,8 +192,10 @@ def extract(form: Formulation, values: list[float]) -> Solution:
     return Solution(fleet, tuple(out))
 
 
-def _result(workload, catalog, problem, form, outcome, solution, ties, t0, options, timings) -> PlanResult:
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
     t1 = time.monotonic()
+    if options.check:
+        (options.on_stage or (lambda name: None))("evaluate")
     report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
     by_key = {c.key: c for c in problem.configs}
@@ -237,7 +254,10 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, optio
         if not report.ok:
             raise PlannerError("internal error: the plan failed independent evaluation: " + "; ".join(report.violations))
     if options.explain:
+        (options.on_stage or (lambda name: None))("explain")
+        # One budget for the whole explanation, never past the call's own deadline.
+        explain = Stop(options.cancel, min(deadline, time.monotonic() + EXPLAIN_BUDGET_S))
         for sr in services:
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
-                                               deadline=time.monotonic() + 10.0)
+                                               stop=explain)
     return result

@@ -23,6 +23,7 @@ from solver.catalog.types import Catalog, GpuType, Offer
 from solver.compile.compiled import compile_problem
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
+from solver.interrupt import NEVER, Stop
 from solver.models.library import ModelArch
 from solver.perf import Calibration, PerfQuery, estimate
 from solver.workload.schema import Workload
@@ -112,7 +113,8 @@ def _offer_hardware(offer: Offer, gpu: GpuType, usable_gib: float) -> tuple:
 
 class CandidateBuilder:
     def __init__(self, catalog: Catalog, offers: list[Offer] | tuple[Offer, ...], calibration: Calibration,
-                 cache: CandidateCache | None = None):
+                 cache: CandidateCache | None = None, stop: Stop = NEVER):
+        self.stop = stop
         self.catalog = catalog
         self.offers = offers
         self.calibration = calibration
@@ -123,6 +125,7 @@ class CandidateBuilder:
         configs: list[Config] = []
         perf_key = svc.performance_key()
         for offer in self.offers:
+            self.stop.check("candidate configurations")  # one offer's estimates take a few ms
             gpu = self.catalog.gpus[offer.gpu]
             key = None
             found = None
@@ -279,13 +282,14 @@ class _OfferCandidates:
         self.rejections.append(Rejection(self.svc.name, self.offer.id, self.offer.gpu, g, precision, kind, reason))
 
 
-def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE) -> Problem:
+def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE,
+                   stop: Stop = NEVER) -> Problem:
     """The compiled problem with its (pruned) candidate configurations and rejections."""
     limits = problem.offer_limits
     # Offers a measured profile names are not interchangeable with their look-alikes.
     pinned = {p.offer for s in problem.services for p in s.profiles if p.offer is not None}
     offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned)
-    builder = CandidateBuilder(catalog, offers, problem.calibration, cache)
+    builder = CandidateBuilder(catalog, offers, problem.calibration, cache, stop)
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
     for svc in problem.services:
@@ -295,5 +299,6 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
                    filtered_out=problem.filtered_out + tuple(dominated))
 
 
-def build_problem(workload: Workload, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE) -> Problem:
-    return add_candidates(compile_problem(workload, catalog), catalog, cache)
+def build_problem(workload: Workload, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE,
+                  stop: Stop = NEVER) -> Problem:
+    return add_candidates(compile_problem(workload, catalog), catalog, cache, stop)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter, defaultdict
 
 from solver.catalog.types import Catalog
 from solver.compile.problem import Config, Problem, Rejection, ServiceDemand
 from solver.errors import InfeasibilityReason
+from solver.interrupt import Stop
 
 _KIND_WORDS = {"vram": "does not fit in VRAM", "ttft": "misses the TTFT SLO", "tpot": "misses the TPOT SLO",
                "latency": "misses the latency SLO", "precision": "precision not supported",
@@ -126,30 +126,49 @@ def _value_in(text: str, after: str = ": ") -> float:
         return math.inf
 
 
-def diagnose_infeasible(problem: Problem, backend, deadline: float) -> list[InfeasibilityReason]:
-    """Every service can be served alone, yet no fleet fits: find the binding constraint."""
+# Each relaxed re-solve gets at most this long (and never runs past the call's deadline).
+RELAXED_SOLVE_CAP_S = 10.0
+
+
+def diagnose_infeasible(problem: Problem, backend, stop: Stop) -> list[InfeasibilityReason]:
+    """Every service can be served alone, yet no fleet fits: find the binding constraint.
+
+    Cheap checks first (linear: replica limits against demand); then at most two relaxed
+    re-solves (without the budget; without quotas), each bounded by the call's deadline.
+    """
     from solver.optimize.backends import SolveOptions
     from solver.optimize.formulation import build
 
-    reasons: list[InfeasibilityReason] = []
+    replicas = _replica_limits(problem)
+    if replicas:
+        return replicas
 
     def relaxed(budget: bool, quotas: bool):
-        form = build(problem, budget=budget, quotas=quotas)
-        out = backend.solve(form.model, SolveOptions(time_limit_s=max(min(deadline - time.monotonic(), 10.0), 1.0)))
-        return form, out
+        stop.check("the infeasibility diagnosis")
+        form = build(problem, budget=budget, quotas=quotas, stop=stop)
+        seconds = stop.seconds_left(RELAXED_SOLVE_CAP_S)
+        if seconds <= 0.01:
+            return form, None
+        return form, backend.solve(form.model, SolveOptions(time_limit_s=seconds, cancel=stop.cancel))
 
-    form, out = relaxed(budget=False, quotas=True)
-    if out.values is not None and problem.budget_usd_per_hour is not None:
-        cheapest = out.objective
-        reasons.append(InfeasibilityReason(
-            "budget", f"the cheapest fleet that meets demand and quotas costs ${cheapest:.4f}/hour, above the "
-            f"budget of ${problem.budget_usd_per_hour:g}/hour.",
-            f"raise constraints.budget_usd_per_hour to at least {math.ceil(cheapest * 100) / 100:g}, or lower demand"))
-        return reasons
+    if problem.budget_usd_per_hour is not None:
+        form, out = relaxed(budget=False, quotas=True)
+        if out is not None and out.values is not None:
+            cheapest = out.objective
+            exact = "costs" if out.status == "optimal" else "found costs"
+            return [InfeasibilityReason(
+                "budget", f"the cheapest fleet that meets demand and quotas {exact} ${cheapest:.4f}/hour, above the "
+                f"budget of ${problem.budget_usd_per_hour:g}/hour.",
+                f"raise constraints.budget_usd_per_hour to at least {math.ceil(cheapest * 100) / 100:g}, or lower demand")]
     form, out = relaxed(budget=False, quotas=False)
+    if out is None or (out.values is None and out.status != "infeasible"):
+        stop.check("the infeasibility diagnosis")
+        return [InfeasibilityReason("time_limit", "no fleet fits, and the time limit ended before the binding "
+                                    "constraint was found.", "raise the time limit to get the diagnosis")]
     if out.values is None:
         return [InfeasibilityReason("replicas", "no fleet fits even without budget and quotas "
                                     "(min/max replicas and demand conflict).", "check min_replicas and max_replicas")]
+    reasons: list[InfeasibilityReason] = []
     used_gpu: dict[str, int] = defaultdict(int)
     used_offer: dict[str, int] = {}
     for offer_id, i in form.n.items():
@@ -174,3 +193,25 @@ def diagnose_infeasible(problem: Problem, backend, deadline: float) -> list[Infe
         reasons.append(InfeasibilityReason("quotas", "quotas and availability together leave too little capacity.",
                                            "raise GPU quotas or offer availability"))
     return reasons
+
+
+def _replica_limits(problem: Problem) -> list[InfeasibilityReason]:
+    """max_replicas below what the demand needs even on each class's fastest configuration.
+
+    Replicas time-share classes, so any plan needs at least sum_k D_k / max_c t_ck replicas.
+    """
+    fastest: dict[tuple[str, int], float] = defaultdict(float)
+    for c in problem.configs:
+        for k, perf in enumerate(c.classes):
+            fastest[(c.service, k)] = max(fastest[(c.service, k)], perf.throughput)
+    out = []
+    for s in problem.services:
+        if s.max_replicas is None:
+            continue
+        need = sum(d / fastest[(s.name, k)] for k, d in enumerate(s.class_demand) if d > 0 and fastest[(s.name, k)] > 0)
+        if need > s.max_replicas + 1e-9:
+            out.append(InfeasibilityReason(
+                f"replicas[{s.name}]", f"{s.name}: its demand needs at least {math.ceil(need - 1e-9)} replicas even on "
+                f"its fastest configurations; max_replicas is {s.max_replicas}.",
+                f"raise max_replicas to at least {math.ceil(need - 1e-9)}, or lower the demand", s.name))
+    return out
