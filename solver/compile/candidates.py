@@ -89,7 +89,7 @@ class CandidateCache:
     configurations and rejections. Bounded: when full, the older half is dropped (a
     plain dict keeps insertion order, so hits cost no bookkeeping). Thread-safe."""
 
-    def __init__(self, max_entries: int = 50_000):
+    def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
         self.max_entries = max_entries
         self._entries: dict[tuple[_Key, _Key], tuple[tuple[Config, ...], tuple[Rejection, ...]]] = {}
         self._lock = threading.Lock()
@@ -184,7 +184,7 @@ class _OfferCandidates:
         self.rejections: list[Rejection] = []
 
     def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
-        svc, offer, model = self.svc, self.offer, self.svc.model
+        offer, model = self.offer, self.svc.model
         configs: list[Config] = []
         for g in replica_sizes(offer.gpus_per_instance):
             configs.extend(self._measured(g))
