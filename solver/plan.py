@@ -221,11 +221,12 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
     timings["evaluate_s"] = time.monotonic() - t1
     by_key = {c.key: c for c in problem.configs}
     slo = {s.name: s.slo for s in workload.services}
+    declared = {s.name: s for s in workload.services}
     fleet = []
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6)))
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
     services = []
     for s in problem.services:
         views = []
@@ -257,8 +258,11 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
             total_cap = capacity[0]
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
+        model = declared[s.name].model
+        model_name = model if isinstance(model, str) or model is None else model.name
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(utilization, 4), list(s.class_names), views))
+                                      round(utilization, 4), list(s.class_names), views, model=model_name,
+                                      engine=declared[s.name].engine if model is not None else None))
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:
