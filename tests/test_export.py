@@ -350,6 +350,26 @@ def test_bad_plan_exits_2_with_a_clear_error(solver_cli, tmp_path, content, expe
     assert expect in proc.stderr and "To fix:" in proc.stderr
 
 
+def test_plan_without_the_model_field_is_refused_not_exported_as_a_placeholder(solver_cli, example_plans, tmp_path):
+    plan = json.loads(example_plans["s3-big-model"].read_text())
+    del plan["services"][0]["model"]  # as plans written before the export existed
+    (tmp_path / "old.json").write_text(json.dumps(plan))
+    proc = run_cli(solver_cli, "export", str(tmp_path / "old.json"), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 2 and "services[0].model: is missing" in proc.stderr and "re-run" in proc.stderr
+
+
+def test_long_service_names_give_valid_kubernetes_names(solver_cli, tmp_path):
+    name = "a-very-long-service-name-" + "x" * 70
+    w = {"services": [{"name": name, "model": "llama-3.1-8b", "demand": {"requests_per_s": 0.2, "prompt_tokens": 256,
+                                                                         "output_tokens": 64}}]}
+    (tmp_path / "w.json").write_text(json.dumps(w))
+    solve_to_file(solver_cli, tmp_path / "w.json", tmp_path / "plan.json")
+    docs = k8s_docs(export(solver_cli, tmp_path / "plan.json", "kubernetes", tmp_path / "k"))
+    validate_k8s(docs)
+    for d in docs:
+        assert len(d["metadata"]["name"]) <= 50 and len(d["metadata"]["labels"]["app.kubernetes.io/name"]) <= 63
+
+
 def test_infeasible_plan_from_solve_is_refused(solver_cli, tmp_path):
     w = {"services": [{"name": "s", "model": "llama-3.1-8b", "demand": {"requests_per_s": 5, "prompt_tokens": 256,
                                                                           "output_tokens": 64}}],

@@ -128,6 +128,13 @@ def plan_units(plan: object) -> PlanSummary:
         _need(svc, where, ("name", str), ("assignments", list))
         model = svc.get("model")
         engine = svc.get("engine")
+        estimated = any(isinstance(a, dict) and a.get("source") == "estimate" for a in svc["assignments"])
+        if "model" not in svc and estimated:
+            # Plans from before the export existed carry no model: refuse rather than export a placeholder.
+            errors.append(FieldViolation(f"{where}.model", "is missing, but the service was planned from a model's "
+                                         "estimates (the plan predates `solver-cli export`).",
+                                         "re-run `solver-cli solve WORKLOAD --format json` and export that plan"))
+            continue
         if model is not None and not isinstance(model, str):
             errors.append(FieldViolation(f"{where}.model", "must be a model name or null.", "re-run `solver-cli solve`"))
             continue
@@ -158,7 +165,7 @@ def plan_units(plan: object) -> PlanSummary:
             units.append(Unit(
                 name=_unique(_unit_name(svc["name"], line["provider"], a["gpu"], a["gpus_per_replica"],
                                         a.get("precision")), names),
-                service=svc["name"], service_slug=_slug(svc["name"]) or "service",
+                service=svc["name"], service_slug=_shorten(_slug(svc["name"]) or "service"),
                 model=model, model_repo=_model_repo(model), engine=engine if model is not None else None,
                 offer_id=a["offer_id"], provider=line["provider"], instance_type=line["name"], region=line["region"],
                 gpu=a["gpu"], gpus_per_instance=line["gpus_per_instance"], gpus_per_replica=a["gpus_per_replica"],
@@ -233,11 +240,15 @@ def _unit_name(service: str, provider: str, gpu: str, gpus: int, precision: str 
     parts = [_slug(service) or "service", _slug(provider), _slug(gpu), f"x{gpus}"]
     if precision:
         parts.append(_slug(precision))
-    name = "-".join(p for p in parts if p)
-    if len(name) > MAX_NAME:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:6]
-        name = name[:MAX_NAME - 7].rstrip("-") + "-" + digest
-    return name
+    return _shorten("-".join(p for p in parts if p))
+
+
+def _shorten(name: str) -> str:
+    """At most MAX_NAME characters; a cut name keeps a digest of the whole so names stay distinct."""
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
+    return name[:MAX_NAME - 7].rstrip("-") + "-" + digest
 
 
 def _unique(name: str, taken: set[str]) -> str:
