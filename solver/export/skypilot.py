@@ -37,9 +37,13 @@ def _unit_file(summary: PlanSummary, u: Unit) -> str:
     if known_cloud:
         resources["cloud"] = u.provider.lower()
         resources["region"] = u.region
-    if known_cloud and u.whole_instance:
+    if known_cloud and u.own_instance:
         resources["instance_type"] = u.instance_type
+        # SkyPilot wants the instance's own accelerators; the engine uses the replica's share of them.
         resources["accelerators"] = f"{skypilot_accelerator(u.gpu, u.provider, u.instance_type)}:{u.gpus_per_instance}"
+        if u.gpus_per_node < u.gpus_per_instance:
+            comments.append(f"Each replica uses {u.gpus_per_node} of the {u.gpus_per_instance} GPUs of "
+                            f"{u.instance_type}, as planned (no other replica fits there).")
     else:
         resources["accelerators"] = f"{skypilot_accelerator(u.gpu, u.provider, u.instance_type)}:{u.gpus_per_node}"
         if not known_cloud:

@@ -68,9 +68,9 @@ class Unit:
         return self.instances_per_replica > 1
 
     @property
-    def whole_instance(self) -> bool:
-        """Each replica (or each node of one) has its instance to itself."""
-        return self.gpus_per_node == self.gpus_per_instance and not self.shares_instances
+    def own_instance(self) -> bool:
+        """Each replica (or each node of one) has its instance to itself, whether or not it uses every GPU."""
+        return not self.shares_instances
 
 
 @dataclass(frozen=True)
