@@ -528,7 +528,7 @@ class SloCheck(_message.Message):
     def __init__(self, name: _Optional[str] = ..., predicted_ms: _Optional[float] = ..., slo_ms: _Optional[float] = ...) -> None: ...
 
 class Alternative(_message.Message):
-    __slots__ = ("config", "gpu", "gpus_per_replica", "precision", "verdict", "reason", "delta_usd_per_hour", "exact")
+    __slots__ = ("config", "gpu", "gpus_per_replica", "precision", "verdict", "reason", "delta_usd_per_hour", "exact", "offer_id", "gpus_per_instance", "basis")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
@@ -537,6 +537,9 @@ class Alternative(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     DELTA_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
     config: str
     gpu: str
     gpus_per_replica: int
@@ -545,7 +548,10 @@ class Alternative(_message.Message):
     reason: str
     delta_usd_per_hour: float
     exact: bool
-    def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ...) -> None: ...
+    offer_id: str
+    gpus_per_instance: int
+    basis: str
+    def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ..., offer_id: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., basis: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
     __slots__ = ("offer_id", "instance", "replicas")
