@@ -67,7 +67,7 @@ class Rejection:
     gpu: str
     gpus_per_replica: int
     precision: str | None
-    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "dominated"
+    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "profile_size"
     reason: str
 
 
