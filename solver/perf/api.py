@@ -64,7 +64,7 @@ class Calibration:
         `engine_factor_<engine>` (`engine_factor_tensorrt_llm`), and
         `allreduce_latency_us.<link>`. Unknown keys raise ValueError naming close ones.
         """
-        base = cls()
+        base = _DEFAULT if cls is Calibration else cls()
         if not overrides:
             return base
         scalars = {f.name for f in fields(cls) if f.name not in ("engine_factors", "allreduce_latency_us")}
@@ -90,6 +90,10 @@ class Calibration:
                 raise ValueError(f"unknown calibration constant {key!r}{did_you_mean(key, known)}")
         return replace(base, engine_factors=tuple(engines.items()), allreduce_latency_us=tuple(links.items()),
                        **changes)
+
+
+# One shared default: caches keyed on a calibration then compare it by identity, not field by field.
+_DEFAULT = Calibration()
 
 
 def _engine_key(key: str) -> str | None:
