@@ -37,9 +37,9 @@ def test_library_shapes_reproduce_the_published_parameter_count(name):
     m = MODEL_LIBRARY[name]
     assert m.params_from_shapes_b() == pytest.approx(m.params_b, rel=0.01)
     assert m.attention_heads % m.kv_heads == 0
-    if m.is_moe:  # active = total minus the experts a token skips
+    if m.is_moe:  # active = total minus the experts a token skips (and a vision encoder)
         skipped = m.expert_params_b * (1 - m.active_experts / m.experts)
-        assert m.compute_params_b == pytest.approx(m.params_b - skipped, rel=0.01)
+        assert m.compute_params_b == pytest.approx(m.params_from_shapes_b() - skipped - m.vision_params_b, rel=0.01)
 
 
 def test_names_aliases_and_hugging_face_ids_resolve():

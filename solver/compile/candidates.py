@@ -220,6 +220,7 @@ class CandidateBuilder:
             tpot_slo_ms=slo.tpot_ms / shrink if slo.tpot_ms else None,
             latency_slo_ms=slo.latency_ms / shrink if slo.latency_ms else None,
             instances_per_replica=span, inter_node_gbs=offer.inter_node_gbs, calibration=self.calibration,
+            kv_precision=None if svc.engine_options.kv_cache_dtype == "auto" else svc.engine_options.kv_cache_dtype,
         )
 
     def _reject(self, svc, offer, g, precision, kind, reason):

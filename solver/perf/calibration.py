@@ -43,7 +43,19 @@ LINK_EFFICIENCY = 0.507
 LLAMA_CPP_LAYER_OVERHEAD_US = 80.6
 LLAMA_CPP_BANDWIDTH_GBS = 1179.0
 GRAPH_LAYER_OVERHEAD_US = 41.8
+FP4_COMPUTE_EFFICIENCY = 0.835
+AMD_BANDWIDTH_EFFICIENCY = 0.7
+AMD_COMPUTE_EFFICIENCY = 0.4
+AMD_LAYER_OVERHEAD_US = 60.0
 # END FITTED
+
+# Stored bits per weight of the 4-bit formats, block scales included (not fitted):
+# NVFP4 = 4-bit E2M1 values + one FP8 (E4M3) scale per 16 (4.5 bits; NVIDIA, "Introducing
+# NVFP4", developer.nvidia.com/blog); MXFP4 (gpt-oss) has one 8-bit scale per 32 (4.25) -
+# the larger NVFP4 figure is used. AWQ/GPTQ int4 = 4 bits + an FP16 scale and a 4-bit zero
+# point per group of 128 (the usual group size): 4 + 16/128 + 4/128 = 4.16 bits.
+FP4_BITS_PER_WEIGHT = 4.5
+INT4_BITS_PER_WEIGHT = 4.16
 
 # From the memory rows directly (see fit_calibration.py `memory_constants`):
 Q4_K_M_BITS_PER_WEIGHT = 4.86  # GGUF q4_k_m file size / parameters (8B: 4.90, 70B: 4.82 bits)
@@ -57,18 +69,30 @@ ACTIVATION_SEQUENCES = 256  # sequences whose logits the activation reserve hold
 # Per all-reduce call on a switched NVLink fabric (vLLM/TRT one-shot kernels); per ring
 # step on point-to-point NVLink (V100 hybrid cube-mesh) and PCIe; per transfer between
 # pipeline stages on InfiniBand. NCCL-tests small-message latencies are of this order.
-LINK_LATENCY_US = (("nvswitch", 8.0), ("nvlink", 3.0), ("pcie", 5.0), ("infiniband", 20.0))
+# AMD's Infinity Fabric (xGMI) joins the 8 GPUs of an MI300X/MI325X platform all-to-all;
+# vLLM's ROCm custom all-reduce is one-shot like on NVSwitch, so it pays one latency per call.
+LINK_LATENCY_US = (("nvswitch", 8.0), ("nvlink", 3.0), ("pcie", 5.0), ("infiniband", 20.0), ("xgmi", 8.0))
 
-# Engines, as speed factors on the fitted physics (all 1.0: no measurement in hand shows
-# one of today's engines beating the physics the others follow). The engines differ in
-# fixed per-layer time instead: "tensorrt-llm-0.9" (the calibration rows: eager kernel
-# launches) pays LAYER_OVERHEAD_US; vLLM, SGLang and current TensorRT-LLM replay CUDA
-# graphs and pay GRAPH_LAYER_OVERHEAD_US; llama.cpp has its own constants. The seed's
-# "TensorRT-LLM about 2x vLLM" matches vLLM before 0.6, whose CPU scheduling overhead
-# halved throughput (Lambda's vLLM 0.5.4 -> 0.6.0 benchmark: 3032 -> 8088 tok/s on Llama
-# 3.1 8B); it is not assumed. A workload can still set engine_factor.<engine>.
+# Engines, as speed factors on the fitted physics, each with its evidence (the engines also
+# differ in fixed per-layer time: "tensorrt-llm-0.9" - the calibration rows, eager kernel
+# launches - pays LAYER_OVERHEAD_US; vLLM, SGLang and current TensorRT-LLM replay CUDA graphs
+# and pay GRAPH_LAYER_OVERHEAD_US; llama.cpp has its own constants). A workload overrides any
+# of them with engine_factor.<engine>.
+#  - vllm 1.0: the reference; the vLLM rows (engine_reference.csv, llm_benchmarks_product.csv)
+#    are predicted by the same physics.
+#  - sglang 1.0: SGLang's own comparison at saturation on ShareGPT (sgl-project/sglang
+#    benchmark/benchmark_vllm_060/README.md, in shared/data/calibration/llm_latency_under_load.csv)
+#    measured 4282 vs 4132 output tok/s against vLLM 0.6.0 on Llama-3.1-8B/A100 (+3.6 %):
+#    within the error band, so no factor.
+#  - tensorrt-llm 1.0: its rows in llm_benchmarks_product.csv (trtllm-bench, PyTorch backend)
+#    are reproduced by the physics with the graph per-layer time; no factor is supported.
+#  - vllm-0.5 0.45: vLLM's 0.6.0 release post (blog.vllm.ai/2024/09/05/perf-update.html)
+#    measured 2.7x the throughput of v0.5.3 on Llama 3 8B (1 x H100) and 1.8x on 70B
+#    (4 x H100), ShareGPT; 0.45 is the geometric mean of 1/2.7 and 1/1.8. The CPU scheduling
+#    overhead of <0.6 is what the seed's "TensorRT-LLM about 2x vLLM" reflected.
+#  - llama.cpp, tensorrt-llm-0.9 1.0: their rows are fitted through their own per-layer times.
 ENGINE_FACTORS = (("vllm", 1.0), ("tensorrt-llm", 1.0), ("sglang", 1.0), ("llama.cpp", 1.0),
-                  ("tensorrt-llm-0.9", 1.0))
+                  ("tensorrt-llm-0.9", 1.0), ("vllm-0.5", 0.45))
 
 # BEGIN BANDS (written by scripts/fit_calibration.py)
 ERROR_BAND_THROUGHPUT = 0.15

@@ -39,16 +39,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from solver.perf.api import BYTES_PER_ELEMENT, ENGINES, PerfEstimate, PerfQuery
+from solver.perf.api import BYTES_PER_ELEMENT, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
 from solver.perf.calibration import ACTIVATION_SEQUENCES
 
 GIB = 1024**3
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads are 16-bit
 PCIE_GBS_PER_DIRECTION = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}  # x16 link
-# Weights stay 16-bit for the vocabulary matrices under fp8/int8 serving (vLLM, TRT-LLM
-# quantise the linear layers of the transformer blocks only).
-VOCAB_KEPT_16BIT = ("fp8", "int8")
-COMPUTE_PRECISION = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "q4_k_m": "fp16"}
+# Weights stay 16-bit for the vocabulary matrices (and a vision encoder) under quantised
+# serving: vLLM's quantisation configs and NVIDIA ModelOpt checkpoints quantise the linear
+# layers of the transformer blocks and leave the embedding and lm_head unquantised
+# (ModelOpt hf_quant_config "exclude_modules": ["lm_head"]; vLLM applies quantised linear
+# methods to decoder-layer linears, lm_head is a plain ParallelLMHead unless asked).
+VOCAB_KEPT_16BIT = ("fp8", "int8", "fp4", "int4")
+# The tensor-core rate each weight precision's GEMMs run at: int4 (AWQ/GPTQ) and q4_k_m
+# are weight-only - dequantised and multiplied at 16 bits.
+COMPUTE_PRECISION = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "fp4": "fp4", "int4": "fp16",
+                     "q4_k_m": "fp16"}
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,12 @@ class _Setup:
     active_experts: int
     body_flops_per_token: float
     lm_head_flops_per_token: float
-    kv_bytes_per_token: float
-    attn_flops_per_token_ctx: float  # x context length, decode or prefill
+    kv_layer_bytes: float  # KV bytes per token per layer (per GPU)
+    full_layers: float  # per stage, attending to the whole context
+    windowed_layers: float  # per stage, attending to at most `window` tokens
+    window: float
+    attn_decode_flops: float  # per context token per layer (decode)
+    attn_prefill_flops: float  # per causal pair per layer (prefill)
     hidden: int
     bw: float  # bytes/s
     flops: float  # FLOP/s for GEMMs at the weight precision
@@ -110,6 +120,8 @@ class _Pass:
 
 
 def kv_precision(q: PerfQuery) -> str:
+    """The KV cache's element type: the service's engine_options.kv_cache_dtype, else the
+    engines' default - fp8 beside fp8 weights (the calibration's fp8 rows), 16-bit otherwise."""
     if q.kv_precision:
         return q.kv_precision
     return "fp8" if q.precision == "fp8" else "fp16"
@@ -124,18 +136,24 @@ def parallelism(q: PerfQuery) -> tuple[int, int]:
 def weight_bytes_total(q: PerfQuery) -> float:
     m = q.model
     wb = BYTES_PER_ELEMENT[q.precision]
-    vocab_params = m.vocab_size * m.hidden_size * (1 if m.tied_embeddings else 2)
-    vocab_bytes = vocab_params * (2.0 if q.precision in VOCAB_KEPT_16BIT else wb)
-    return (m.params_b * 1e9 - vocab_params) * wb + vocab_bytes
+    kept = (m.vocab_params_b + m.vision_params_b) * 1e9  # not quantised by the engines
+    kept_bytes = kept * (2.0 if q.precision in VOCAB_KEPT_16BIT else wb)
+    return (m.params_b * 1e9 - kept) * wb + kept_bytes
+
+
+def kv_gib_per_sequence(q: PerfQuery, tokens: float) -> float:
+    """KV cache of one sequence of `tokens` tokens on one GPU: sliding-window layers keep at
+    most the window; MLA keeps one latent per layer on every TP rank."""
+    m = q.model
+    tp, pp = parallelism(q)
+    per_layer = m.kv_elements_per_token_layer(tp) * BYTES_PER_ELEMENT[kv_precision(q)]
+    return per_layer * m.kv_tokens(tokens) / pp / GIB
 
 
 def memory_budget(q: PerfQuery) -> MemoryBudget:
     m, cal = q.model, q.calibration
     tp, pp = parallelism(q)
-    kvb = BYTES_PER_ELEMENT[kv_precision(q)]
-    kv_heads_per_gpu = math.ceil(m.kv_heads / tp)  # KV heads are replicated when TP exceeds them
-    kv_per_token = 2 * (m.layers / pp) * kv_heads_per_gpu * m.head_dim * kvb
-    intermediate = m.intermediate_size * (m.active_experts if m.is_moe else 1) / tp
+    intermediate = m.active_mlp_width / tp
     activation = (cal.activation_tokens * (4 * m.hidden_size + 2 * intermediate) * ACTIVATION_BYTES
                   + ACTIVATION_SEQUENCES * m.vocab_size * 4.0)  # fp32 logits
     return MemoryBudget(
@@ -143,7 +161,7 @@ def memory_budget(q: PerfQuery) -> MemoryBudget:
         weights_gib=weight_bytes_total(q) / (tp * pp) / GIB,
         activation_gib=activation / GIB,
         overhead_gib=cal.runtime_overhead_gib,
-        kv_gib_per_sequence=(q.prompt_tokens + q.output_tokens) * kv_per_token / GIB,
+        kv_gib_per_sequence=kv_gib_per_sequence(q, q.prompt_tokens + q.output_tokens),
     )
 
 
@@ -152,10 +170,18 @@ def _tp_link(q: PerfQuery, tp: int) -> tuple[float, float]:
     cal, gpu = q.calibration, q.gpu
     if tp <= 1:
         return 1.0, 0.0
-    if q.interconnect == "nvlink" and gpu.nvlink_gbs:
+    domain = gpu.nvlink_domain_gpus
+    if q.interconnect == "nvlink" and gpu.nvlink_gbs and (domain is None or tp <= domain):
         bw = gpu.nvlink_gbs / 2 * 1e9
-        switched = not gpu.architecture.startswith(("Volta", "Pascal"))  # V100 boards: NVLink mesh, no NVSwitch
-        latency_us = cal.link_latency_us("nvswitch") if switched else cal.link_latency_us("nvlink") * 2 * (tp - 1)
+        if gpu.vendor == "AMD":
+            # xGMI joins the platform's GPUs pairwise, all to all: a TP group of t GPUs uses
+            # t - 1 of each GPU's domain - 1 links (nvlink_gbs is the aggregate over all of them).
+            bw *= (tp - 1) / max((domain or 8) - 1, 1)
+            latency_us = cal.link_latency_us("xgmi")
+        elif not gpu.architecture.startswith(("Volta", "Pascal")):
+            latency_us = cal.link_latency_us("nvswitch")
+        else:  # V100 boards: NVLink mesh, no NVSwitch
+            latency_us = cal.link_latency_us("nvlink") * 2 * (tp - 1)
     else:
         bw = PCIE_GBS_PER_DIRECTION.get(gpu.pcie_gen or 4, 31.5) * 1e9
         latency_us = cal.link_latency_us("pcie") * 2 * (tp - 1)
@@ -174,11 +200,20 @@ def _stage_link(q: PerfQuery, pp: int) -> tuple[float, float]:
     return PCIE_GBS_PER_DIRECTION.get(gen, 31.5) * 1e9 * cal.link_efficiency, cal.link_latency_us("pcie") * 1e-6
 
 
+def _efficiencies(q: PerfQuery) -> tuple[float, float]:
+    """(achieved fraction of datasheet bandwidth, of dense FLOP/s): AMD Instinct GPUs run
+    ROCm kernels with their own fitted fractions (docs/performance-model.md, "AMD")."""
+    cal = q.calibration
+    if q.gpu.vendor == "AMD":
+        return cal.amd_bandwidth_efficiency, cal.amd_compute_efficiency
+    return cal.bandwidth_efficiency, cal.compute_efficiency
+
+
 def _bandwidth(q: PerfQuery) -> float:
     """Achieved memory bandwidth, bytes/s. llama.cpp's batch-1 kernels keep too few loads in
     flight to saturate HBM: their achieved bandwidth levels off near a fitted ceiling."""
     cal = q.calibration
-    gbs = q.gpu.memory_bandwidth_gbs * cal.bandwidth_efficiency
+    gbs = q.gpu.memory_bandwidth_gbs * _efficiencies(q)[0]
     if q.engine == "llama.cpp":
         gbs = min(gbs, cal.llama_cpp_bandwidth_gbs)
     return gbs * 1e9
@@ -190,6 +225,8 @@ def _layer_overhead_us(q: PerfQuery) -> float:
         return cal.llama_cpp_layer_overhead_us
     if q.engine == "tensorrt-llm-0.9":  # the calibration benchmark launched kernels eagerly
         return cal.layer_overhead_us
+    if q.gpu.vendor == "AMD":  # vLLM on ROCm (HIP graphs)
+        return cal.amd_layer_overhead_us
     return cal.graph_layer_overhead_us
 
 
@@ -200,11 +237,17 @@ def _setup(q: PerfQuery) -> _Setup:
     total_bytes = weight_bytes_total(q)
     expert_bytes = m.expert_params_b * 1e9 * BYTES_PER_ELEMENT[q.precision]
     kvb = BYTES_PER_ELEMENT[kv_precision(q)]
-    low_precision_peak = gpu.tflops(COMPUTE_PRECISION[q.precision]) if q.precision in ("fp8", "int8") else None
-    if low_precision_peak:  # 8-bit GEMMs on 8-bit tensor cores
-        flops = low_precision_peak * 1e12 * cal.compute_efficiency * cal.fp8_compute_efficiency
+    compute_eff = _efficiencies(q)[1]
+    low_precision_peak = gpu.tflops(COMPUTE_PRECISION[q.precision]) if q.precision in ("fp8", "int8", "fp4") else None
+    if low_precision_peak and q.precision == "fp4":  # FP4 GEMMs on FP4 tensor cores (Blackwell)
+        flops = low_precision_peak * 1e12 * compute_eff * cal.fp4_compute_efficiency
+    elif low_precision_peak:  # 8-bit GEMMs on 8-bit tensor cores
+        flops = low_precision_peak * 1e12 * compute_eff * cal.fp8_compute_efficiency
     else:  # 16-bit GEMMs (weight-only formats dequantise to 16 bits)
-        flops = (gpu.tflops(COMPUTE_PRECISION[q.precision]) or gpu.tflops("fp16")) * 1e12 * cal.compute_efficiency
+        flops = (gpu.tflops(COMPUTE_PRECISION[q.precision]) or gpu.tflops("fp16")) * 1e12 * compute_eff
+    qk_dec, v_dec = m.attention_dims(decode=True)
+    qk_pre, v_pre = m.attention_dims(decode=False)
+    heads_per_gpu = m.attention_heads / tp
     link_bw, ar_latency = _tp_link(q, tp)
     stage_bw, stage_latency = _stage_link(q, pp)
     return _Setup(
@@ -214,12 +257,16 @@ def _setup(q: PerfQuery) -> _Setup:
         experts=m.experts, active_experts=m.active_experts,
         body_flops_per_token=2 * m.body_params_b * 1e9 * per_gpu,
         lm_head_flops_per_token=2 * m.lm_head_params_b * 1e9 * per_gpu,
-        kv_bytes_per_token=2 * (m.layers / pp) * math.ceil(m.kv_heads / tp) * m.head_dim * kvb,
-        attn_flops_per_token_ctx=4 * (m.layers / pp) * (m.attention_heads / tp) * m.head_dim,
+        kv_layer_bytes=m.kv_elements_per_token_layer(tp) * kvb,
+        full_layers=m.full_attention_layers / pp,
+        windowed_layers=m.windowed_layers / pp,
+        window=float(m.sliding_window or 0),
+        attn_decode_flops=2 * (qk_dec + v_dec) * heads_per_gpu,
+        attn_prefill_flops=2 * (qk_pre + v_pre) * heads_per_gpu,
         hidden=m.hidden_size,
         bw=_bandwidth(q),
         flops=flops,
-        attn_flops=gpu.tflops("fp16") * 1e12 * cal.compute_efficiency,
+        attn_flops=gpu.tflops("fp16") * 1e12 * compute_eff,
         link_bw=link_bw, allreduce_latency_s=ar_latency,
         stage_link_bw=stage_bw, stage_latency_s=stage_latency,
         layer_overhead_s=_layer_overhead_us(q) * 1e-6,
@@ -239,9 +286,11 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float) -> _
     gemm_flops = s.body_flops_per_token * tokens + s.lm_head_flops_per_token * sampled
     t_weights = weight_bytes / s.bw
     t_gemm_flops = gemm_flops / s.flops
-    t_kv = n_dec * ctx * s.kv_bytes_per_token / s.bw
-    t_attn_flops = s.attn_flops_per_token_ctx * n_dec * ctx / s.attn_flops
-    t_prefill_attn = s.attn_flops_per_token_ctx * n_pre * prompt / 2 / s.attn_flops  # causal: half the pairs
+    kv_tokens = s.full_layers * ctx + s.windowed_layers * min(ctx, s.window)  # token-layers of KV read
+    t_kv = n_dec * kv_tokens * s.kv_layer_bytes / s.bw
+    t_attn_flops = s.attn_decode_flops * n_dec * kv_tokens / s.attn_flops
+    pairs = s.full_layers * prompt / 2 + s.windowed_layers * _window_pairs(prompt, s.window)  # causal pairs per token
+    t_prefill_attn = s.attn_prefill_flops * n_pre * pairs / s.attn_flops
     t_comm = 0.0
     if s.tp > 1:
         ring = 2 * (s.tp - 1) / s.tp
@@ -256,6 +305,13 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float) -> _
     }
     total = sum(terms.values()) / s.engine_factor
     return _Pass(total, max(terms, key=terms.get))
+
+
+def _window_pairs(prompt: float, window: float) -> float:
+    """Mean number of earlier tokens a prompt token attends to under a sliding window."""
+    if prompt <= window:
+        return prompt / 2
+    return window - window * window / (2 * prompt)
 
 
 def _pipelined(s: _Setup, batch: float, n_dec: float, ctx: float, n_pre: float, prompt: float) -> _Pass:
@@ -326,9 +382,14 @@ def _unsupported(q: PerfQuery) -> str:
         return f"unknown precision {q.precision!r}; use one of {', '.join(BYTES_PER_ELEMENT)}"
     if q.precision == "fp8" and not gpu.supports_fp8:
         return f"{gpu.name} has no FP8 support (Hopper, Ada and newer only)"
+    if q.precision == "fp4" and not gpu.supports("fp4"):
+        return f"{gpu.name} has no FP4 tensor cores (Blackwell only: B200, GB200, RTX PRO 6000)"
+    if q.precision == "int4" and not gpu.supports("int4"):
+        return (f"{gpu.name} has no 4-bit weight-only (AWQ/GPTQ) kernels in the engines "
+                "(NVIDIA Volta or newer; not AMD GPUs)")
     if q.precision == "bf16" and not gpu.supports("bf16"):
         return f"{gpu.name} has no BF16 support; use fp16"
-    if kv_precision(q) not in BYTES_PER_ELEMENT or (kv_precision(q) == "fp8" and not gpu.supports_fp8):
+    if kv_precision(q) not in KV_PRECISIONS or (kv_precision(q) == "fp8" and not gpu.supports_fp8):
         return f"KV-cache precision {kv_precision(q)} is not supported on {gpu.name}"
     if not gpu.memory_bandwidth_gbs or not gpu.tflops("fp16"):
         return f"{gpu.name} has no memory-bandwidth or FP16 FLOP/s figure in the catalog to estimate from"
