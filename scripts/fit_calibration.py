@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Fit the performance model's constants to the calibration measurements.
 
-    python scripts/fit_calibration.py            # print the fit
-    python scripts/fit_calibration.py --write    # and store it in solver/perf/calibration.py
+    python scripts/fit_calibration.py                 # print the fit
+    python scripts/fit_calibration.py --cv --write    # cross-validate, store constants and bands
 
 Method (also in docs/performance-model.md):
   * memory constants come straight from the memory rows: q4_k_m bits per weight from the
@@ -14,11 +14,18 @@ Method (also in docs/performance-model.md):
   * GRAPH_LAYER_OVERHEAD_US (per-layer time of engines that replay CUDA graphs: vLLM,
     SGLang, current TensorRT-LLM) is then fitted alone, the physics held fixed, to the
     published vLLM measurements in solver/perf/data/engine_reference.csv;
+  * the data are the verbatim calibration set (llm_benchmarks.csv) and the product's own
+    rows (llm_benchmarks_product.csv: Blackwell fp4, current TensorRT-LLM on Hopper, vLLM
+    on MI300X); AMD GPUs get their own bandwidth/compute/per-layer constants, fitted on
+    the AMD rows only (the NVIDIA constants do not move them and vice versa);
   * the error bands are the 80th percentile of |relative error| per metric, rounded up to
-    the next 5 %, of leave-one-out residuals: each performance row predicted by constants
-    fitted without it (`--cv`, ~3 minutes) - an out-of-sample figure, since the model is
-    judged on measurements it was not fitted to. Without `--cv` the in-sample residuals
-    are shown and the stored bands are left alone.
+    the next 5 %, of cross-validated residuals: the rows are split into k folds (`--folds`,
+    default 10; fold = position % k in a fixed order) and each fold is predicted by
+    constants fitted without it (`--cv`, ~10 minutes on two cores) - an out-of-sample
+    figure, since the model is judged on measurements it was not fitted to. `--cv` also
+    prints the cross-validated median |error| by GPU family and precision (the table in
+    docs/performance-model.md). Without `--cv` the in-sample residuals are shown and the
+    stored bands are left alone.
 """
 
 from __future__ import annotations
@@ -47,6 +54,11 @@ FREE = {
     "link_efficiency": (0.1, 1.0, 3),
     "llama_cpp_layer_overhead_us": (0.0, 500.0, 1),
     "llama_cpp_bandwidth_gbs": (200.0, 5000.0, 0),
+    "fp4_compute_efficiency": (0.1, 1.0, 3),
+    "moe_compute_efficiency": (0.02, 1.0, 3),
+    "amd_bandwidth_efficiency": (0.3, 1.0, 3),
+    "amd_compute_efficiency": (0.1, 1.0, 3),
+    "amd_layer_overhead_us": (0.0, 300.0, 1),
 }
 
 
@@ -117,7 +129,8 @@ def to_unit(values: dict[str, float]) -> list[float]:
 def fit_performance(cases, quick: bool = False) -> dict[str, float]:
     f = lambda u: objective(to_values(u), cases)  # noqa: E731
     current = {k: getattr(Calibration(), k) for k in FREE}
-    starts = [to_unit(current)] if quick else [to_unit(current), [0.5] * len(FREE), [0.8, 0.6, 0.6, 0.2, 0.5, 0.2, 0.2]]
+    third = [0.8, 0.6, 0.6, 0.2, 0.5, 0.2, 0.2] + [0.6] * (len(FREE) - 7)
+    starts = [to_unit(current)] if quick else [to_unit(current), [0.5] * len(FREE), third]
     best, best_score = None, math.inf
     for x0 in starts:
         x = nelder_mead(f, x0)
@@ -141,16 +154,36 @@ def fit_graph_overhead(values: dict[str, float], reference) -> float:
     return round((lo + hi) / 2, 1)
 
 
-def leave_one_out(cases, values: dict[str, float]) -> list:
-    """Each performance row predicted by a fit that did not see it (started from the full fit)."""
+def cross_validate(cases, values: dict[str, float], folds: int) -> list:
+    """Each performance row predicted by a fit that did not see its fold (started from the full fit)."""
     out = []
     perf = [c for c in cases if c.metric in fit.PERFORMANCE_METRICS]
-    for c in perf:
-        others = [o for o in cases if o is not c]
-        held = fit_performance(others, quick=True)
-        out.extend(fit.residuals(replace(Calibration(), **{**values, **held}), [c]))
-        print(f"  leave-one-out row {c.row:2d}: {100 * out[-1].relative_error:+6.1f} %", file=sys.stderr)
+    for k in range(folds):
+        held_out = perf[k::folds]
+        keep = [c for c in cases if c not in held_out]
+        held = fit_performance(keep, quick=True)
+        res = fit.residuals(replace(Calibration(), **{**values, **held}), held_out)
+        out.extend(res)
+        worst = max(res, key=lambda r: abs(r.relative_error))
+        print(f"  fold {k + 1}/{folds}: {len(held_out)} rows, worst {worst.case.key} {100 * worst.relative_error:+.1f} %",
+              file=sys.stderr)
     return out
+
+
+def family_table(rows) -> list[str]:
+    """Median |error| per (family, precision, metric), and per family for throughput."""
+    from statistics import median
+
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        q = r.case.query
+        fam = fit.gpu_family(q.gpu)
+        groups.setdefault((fam, q.precision, r.case.metric), []).append(abs(r.relative_error))
+        groups.setdefault((fam, "all", r.case.metric), []).append(abs(r.relative_error))
+    lines = ["  family     precision  metric      rows  median |error|"]
+    for (fam, prec, metric), errs in sorted(groups.items()):
+        lines.append(f"  {fam:10s} {prec:10s} {metric:10s} {len(errs):5d}  {100 * median(errs):6.1f} %")
+    return lines
 
 
 def band(value: float) -> float:
@@ -166,9 +199,10 @@ def write_block(text: str, name: str, assignments: dict[str, float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="store the fit in solver/perf/calibration.py")
-    parser.add_argument("--cv", action="store_true", help="leave-one-out residuals for the error bands (slow)")
+    parser.add_argument("--cv", action="store_true", help="cross-validated residuals for the error bands (slow)")
+    parser.add_argument("--folds", type=int, default=10, help="folds of the cross-validation (default 10)")
     args = parser.parse_args()
-    cases, skipped = fit.benchmark_cases()
+    cases, skipped = fit.calibration_cases()
     memory = memory_constants(cases)
     values = fit_performance(cases)
     reference, _ = fit.benchmark_cases(path=fit.ENGINE_REFERENCE_CSV)
@@ -176,11 +210,12 @@ def main() -> int:
     cal = replace(Calibration(), **values)
     rows = fit.residuals(cal, cases)
     if args.cv:
-        with_values = dict(values)
-        loo = leave_one_out(cases, with_values)
-        bands = {f"ERROR_BAND_{m.upper()}": band(v) for m, v in fit.error_bands(loo).items()}
-        for metric, err in fit.median_abs_errors(loo).items():
-            print(f"  leave-one-out median |error| {metric:12s} {100 * err:5.1f} %")
+        cv = cross_validate(cases, dict(values), args.folds)
+        bands = {f"ERROR_BAND_{m.upper()}": band(v) for m, v in fit.error_bands(cv).items()}
+        for metric, err in fit.median_abs_errors(cv).items():
+            print(f"  cross-validated median |error| {metric:12s} {100 * err:5.1f} %")
+        print(f"  cross-validated ({args.folds} folds) by family and precision:")
+        print("\n".join(family_table(cv)))
     else:
         bands = {f"ERROR_BAND_{m.upper()}": band(v) for m, v in fit.error_bands(rows).items()}
     print(f"{len(cases)} usable rows, {len(skipped)} skipped; objective {objective(values, cases):.4f}")
@@ -190,6 +225,8 @@ def main() -> int:
         print(f"  {k:30s} {v}")
     for metric, err in fit.median_abs_errors(rows).items():
         print(f"  median |error| {metric:12s} {100 * err:5.1f} %")
+    print("  in-sample by family and precision:")
+    print("\n".join(family_table([r for r in rows if r.case.metric in fit.PERFORMANCE_METRICS])))
     for r in fit.residuals(cal, reference):
         print(f"  engine reference row {r.case.row}: {r.case.label}: {100 * r.relative_error:+.1f} %")
     if memory["Q4_K_M_BITS_PER_WEIGHT"] != fit.Q4_K_M_BITS_PER_WEIGHT or memory["RUNTIME_OVERHEAD_GIB"] != fit.RUNTIME_OVERHEAD_GIB:

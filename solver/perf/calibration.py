@@ -33,6 +33,11 @@ BENCHMARKS_CSV = DATA_DIR / "llm_benchmarks.csv"
 # Published measurements of the product's default engine (vLLM), kept apart from the
 # calibration set: they fit only GRAPH_LAYER_OVERHEAD_US (see docs/performance-model.md).
 ENGINE_REFERENCE_CSV = DATA_DIR / "engine_reference.csv"
+# Product-owned calibration rows (issue 12): public measurements on today's hardware and
+# precisions (B200/GB200/RTX PRO 6000 at fp4, H100/H200 at fp8 with current TensorRT-LLM,
+# MI300X with vLLM on ROCm), each row with its source; kept apart from the verbatim copy.
+PRODUCT_CSV = DATA_DIR / "llm_benchmarks_product.csv"
+CALIBRATION_CSVS = (BENCHMARKS_CSV, PRODUCT_CSV)
 
 # BEGIN FITTED (written by scripts/fit_calibration.py; edit there, not here)
 BANDWIDTH_EFFICIENCY = 0.91
@@ -47,6 +52,7 @@ FP4_COMPUTE_EFFICIENCY = 0.835
 AMD_BANDWIDTH_EFFICIENCY = 0.7
 AMD_COMPUTE_EFFICIENCY = 0.4
 AMD_LAYER_OVERHEAD_US = 60.0
+MOE_COMPUTE_EFFICIENCY = 0.15
 # END FITTED
 
 # Stored bits per weight of the 4-bit formats, block scales included (not fitted):
@@ -109,9 +115,22 @@ GPU_NAMES = {
     "H100-PCIe-80GB": "H100-PCIe", "A40-48GB": "A40", "RTX-A6000-48GB": "RTX-A6000",
     "RTX-6000-Ada-48GB": "RTX-6000-Ada", "RTX-4090-24GB": "RTX-4090", "RTX-3090-24GB": "RTX-3090",
     "A10G-24GB": "A10G", "A100-SXM-40GB": "A100-40GB",
+    "B200": "B200", "GB200": "GB200", "RTX-PRO-6000-Server": "RTX-PRO-6000", "MI300X": "MI300X",
 }
 MODEL_NAMES = {"Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b", "Llama-3-8B": "llama-3.1-8b",
-               "Llama-3-70B": "llama-3.1-70b", "DeepSeek-R1-Distill-Llama-8B": "llama-3.1-8b"}
+               "Llama-3-70B": "llama-3.1-70b", "DeepSeek-R1-Distill-Llama-8B": "llama-3.1-8b",
+               "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b", "Llama-3.3-70B": "llama-3.3-70b",
+               "Llama-3.1-405B": "llama-3.1-405b", "Qwen3-30B-A3B": "qwen3-30b-a3b", "Llama-4-Scout": "llama-4-scout",
+               "gpt-oss-20b": "gpt-oss-20b", "gpt-oss-120b": "gpt-oss-120b"}
+# GPU families for reporting errors (docs/performance-model.md, "Residuals by family").
+FAMILIES = (("Blackwell", "Blackwell"), ("Hopper", "Hopper"), ("Ampere", "Ampere"), ("Ada", "Ada"),
+            ("Volta", "Volta"), ("Turing", "Turing"))
+
+
+def gpu_family(gpu) -> str:
+    if gpu.vendor == "AMD":
+        return "AMD"
+    return next((name for name, prefix in FAMILIES if gpu.architecture.startswith(prefix)), "other")
 
 
 @dataclass(frozen=True)
@@ -124,6 +143,13 @@ class BenchmarkCase:
     measured: float  # in the unit of `metric` (tok/s per GPU, ms, GiB)
     query: object  # PerfQuery
     num_gpus: int
+    dataset: str = "llm_benchmarks"  # the CSV's stem
+    max_batch: int | None = None  # the run's scheduler cap (max-load rows), kept through refits
+    tpot_from_latency: bool = False  # a fixed-batch end-to-end latency, compared per output token
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}:{self.row}"
 
 
 @dataclass(frozen=True)
@@ -144,8 +170,10 @@ def benchmark_cases(calibration=None, path: Path = BENCHMARKS_CSV) -> tuple[list
     skipped: list[SkippedRow] = []
     for i, r in enumerate(load_rows(path), start=1):
         label = f"{r['model']} {r['precision']} {r['gpu']} x{r['num_gpus'] or '-'} {r['metric']}"
+        if r.get("input_len") and r.get("output_len") and path != BENCHMARKS_CSV:
+            label += f" {r['input_len']}/{r['output_len']}"
         try:
-            case = _case(i, label, r, calibration)
+            case = _case(i, label, r, calibration, dataset=path.stem)
         except _Unusable as exc:
             skipped.append(SkippedRow(i, label, str(exc)))
             continue
@@ -157,7 +185,20 @@ class _Unusable(Exception):
     pass
 
 
-def _case(i: int, label: str, r: dict[str, str], calibration) -> BenchmarkCase:
+def calibration_cases(calibration=None) -> tuple[list[BenchmarkCase], list[SkippedRow]]:
+    """The fit's data: the verbatim calibration set and the product's own rows."""
+    cases: list[BenchmarkCase] = []
+    skipped: list[SkippedRow] = []
+    for path in CALIBRATION_CSVS:
+        c, sk = benchmark_cases(calibration, path)
+        cases += c
+        skipped += sk
+    return cases, skipped
+
+
+def _case(i: int, label: str, r: dict[str, str], calibration, dataset: str = "llm_benchmarks") -> BenchmarkCase:
+    from dataclasses import replace as _replace
+
     from solver.catalog import default_catalog
     from solver.models.library import get_model
     from solver.perf.api import Calibration, PerfQuery
@@ -174,16 +215,28 @@ def _case(i: int, label: str, r: dict[str, str], calibration) -> BenchmarkCase:
     gpu = default_catalog().gpus[GPU_NAMES[r["gpu"]]]
     n = int(r["num_gpus"])
     layer_split = "layer split" in r["tp"]
-    batch = int(r["batch_or_concurrency"])
+    pp = int(r.get("pp") or 1)
+    max_load = r["batch_or_concurrency"] == "max"  # requests queued at once: the scheduler fills the batch
+    batch = None if max_load else int(r["batch_or_concurrency"])
+    max_batch = int(r["max_batch"]) if r.get("max_batch") else None
     prompt = int(r["input_len"] or 0)  # llama-bench tg rows generate from an empty prompt
     output = int(r["output_len"])
     interconnect = "nvlink" if n > 1 and gpu.nvlink_gbs and gpu.form_factor == "SXM" else "pcie" if n > 1 else "none"
+    if max_batch:
+        cal = _replace(cal, max_batch=max_batch)
     query = PerfQuery(model=model, gpu=gpu, gpus_per_replica=n, interconnect=interconnect,
                       usable_memory_gib=gpu.memory_gib, precision=r["precision"], engine=engine,
                       prompt_tokens=prompt, output_tokens=output, batch=batch, calibration=cal,
-                      pipeline_stages=n if layer_split else None, batching="static")
+                      pipeline_stages=n if layer_split else (pp if pp > 1 else None),
+                      batching=r.get("batching") or "static", kv_precision=r.get("kv_cache_dtype") or None)
+    extra = dict(dataset=dataset, max_batch=max_batch)
     if r["metric"] == "tokens_per_s_per_gpu":
-        return BenchmarkCase(i, label, "throughput", float(r["value"]), query, n)
+        return BenchmarkCase(i, label, "throughput", float(r["value"]), query, n, **extra)
+    if r["metric"] == "tokens_per_s_total":
+        return BenchmarkCase(i, label, "throughput", float(r["value"]) / n, query, n, **extra)
+    if r["metric"] == "latency_s":  # fixed batch end to end: compared per output token
+        return BenchmarkCase(i, label, "tpot", float(r["value"]) * 1000.0 / output, query, n, tpot_from_latency=True,
+                             **extra)
     if r["metric"] == "ttft_ms":
         return BenchmarkCase(i, label, "ttft", float(r["value"]), query, n)
     if r["metric"] == "output_tokens_per_s" and batch == 1:
@@ -228,6 +281,8 @@ def predict(case: BenchmarkCase, calibration=None) -> float:
 
     from solver.perf.llm import estimate, memory_budget
 
+    if calibration is not None and case.max_batch:
+        calibration = replace(calibration, max_batch=case.max_batch)
     q = case.query if calibration is None else replace(case.query, calibration=calibration)
     if case.metric == "weights_gib":
         return memory_budget(q).weights_gib
@@ -236,12 +291,14 @@ def predict(case: BenchmarkCase, calibration=None) -> float:
     e = estimate(q)
     if case.metric == "throughput":
         return e.output_tokens_per_s / case.num_gpus  # the rows are per GPU
+    if case.tpot_from_latency:
+        return e.latency_ms / max(q.output_tokens, 1)
     return e.tpot_ms if case.metric == "tpot" else e.ttft_ms
 
 
 def residuals(calibration=None, cases: list[BenchmarkCase] | None = None) -> list[Residual]:
     if cases is None:
-        cases = benchmark_cases()[0]
+        cases = calibration_cases()[0]
     return [Residual(c, predict(c, calibration)) for c in cases]
 
 

@@ -93,6 +93,8 @@ class _Setup:
     experts: int
     active_experts: int
     body_flops_per_token: float
+    expert_flops_per_token: float  # the routed experts' share of body_flops_per_token
+    moe_compute_efficiency: float  # routed experts' grouped GEMMs: fraction of the dense GEMM rate
     lm_head_flops_per_token: float
     kv_layer_bytes: float  # KV bytes per token per layer (per GPU)
     full_layers: float  # per stage, attending to the whole context
@@ -256,6 +258,8 @@ def _setup(q: PerfQuery) -> _Setup:
         expert_weight_bytes=expert_bytes * per_gpu,
         experts=m.experts, active_experts=m.active_experts,
         body_flops_per_token=2 * m.body_params_b * 1e9 * per_gpu,
+        expert_flops_per_token=2 * m.expert_params_b * (m.active_experts / m.experts) * 1e9 * per_gpu,
+        moe_compute_efficiency=cal.moe_compute_efficiency,
         lm_head_flops_per_token=2 * m.lm_head_params_b * 1e9 * per_gpu,
         kv_layer_bytes=m.kv_elements_per_token_layer(tp) * kvb,
         full_layers=m.full_attention_layers / pp,
@@ -286,6 +290,11 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float) -> _
     gemm_flops = s.body_flops_per_token * tokens + s.lm_head_flops_per_token * sampled
     t_weights = weight_bytes / s.bw
     t_gemm_flops = gemm_flops / s.flops
+    if s.experts > 1 and s.expert_flops_per_token:
+        # Routed experts multiply in grouped GEMMs (plus routing, token permutation and
+        # activation quantisation per expert), which public MoE rows show running at a small
+        # fraction of the dense GEMM rate; fitted (docs/performance-model.md, "MoE").
+        t_gemm_flops += s.expert_flops_per_token * tokens * (1.0 / s.moe_compute_efficiency - 1.0) / s.flops
     kv_tokens = s.full_layers * ctx + s.windowed_layers * min(ctx, s.window)  # token-layers of KV read
     t_kv = n_dec * kv_tokens * s.kv_layer_bytes / s.bw
     t_attn_flops = s.attn_decode_flops * n_dec * kv_tokens / s.attn_flops
