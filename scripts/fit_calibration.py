@@ -7,7 +7,10 @@
                                                          # and the per-row record in solver/perf/data/cv_residuals.csv
 
 Method (also in docs/performance-model.md):
-  * the cases are every usable row of the three calibration CSVs (`calibration.all_cases()`);
+  * the cases are every usable row of the calibration CSVs (`calibration.all_cases()`: the
+    verbatim calibration set, the product's rows on today's hardware, the vLLM engine
+    reference and the no-queue rows of the latency-under-load set); AMD GPUs have their own
+    bandwidth/compute/per-layer constants, which only AMD rows move;
   * memory constants come straight from the memory rows: q4_k_m bits per weight from the
     GGUF file sizes, the runtime overhead from the one vLLM memory split;
   * the free performance constants minimise the sum over metrics (throughput, TPOT, TTFT)
@@ -59,6 +62,12 @@ FREE = {
     "llama_cpp_bandwidth_gbs": (200.0, 5000.0, 0),
     "lmdeploy_layer_overhead_us": (0.0, 500.0, 1),
     "activation_passes": (0.0, 50.0, 2),
+    # Issue 12: FP4 GEMMs, routed-expert GEMMs, and AMD Instinct's own fractions (only AMD rows move them).
+    "fp4_compute_efficiency": (0.1, 1.0, 3),
+    "moe_compute_efficiency": (0.02, 1.0, 3),
+    "amd_bandwidth_efficiency": (0.3, 1.0, 3),
+    "amd_compute_efficiency": (0.1, 1.0, 3),
+    "amd_layer_overhead_us": (0.0, 300.0, 1),
 }
 DEFAULT_FOLDS = 10
 
@@ -212,6 +221,22 @@ def held_out_coverage(rows: list, coverage: float = fit.BAND_COVERAGE) -> dict[s
     return out
 
 
+def family_table(rows) -> list[str]:
+    """Median |error| per (GPU family, precision, metric), and per family over precisions."""
+    from statistics import median
+
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        q = r.case.query
+        fam = fit.gpu_family(q.gpu)
+        groups.setdefault((fam, q.precision, r.case.metric), []).append(abs(r.relative_error))
+        groups.setdefault((fam, "all", r.case.metric), []).append(abs(r.relative_error))
+    lines = ["  family     precision  metric      rows  median |error|"]
+    for (fam, prec, metric), errs in sorted(groups.items()):
+        lines.append(f"  {fam:10s} {prec:10s} {metric:10s} {len(errs):5d}  {100 * median(errs):6.1f} %")
+    return lines
+
+
 def write_cv_residuals(path: Path, in_sample: list, out_of_fold: list, folds: list[int]) -> None:
     """The record tests/test_calibration.py checks: in-sample and out-of-fold prediction per row."""
     import csv
@@ -253,6 +278,7 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="store the fit in solver/perf/calibration.py")
     parser.add_argument("--cv", action="store_true", help="cross-validated errors, bands and coverage")
     parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help=f"folds for --cv (default {DEFAULT_FOLDS})")
+    parser.add_argument("--families", action="store_true", help="in-sample errors by GPU family and precision")
     args = parser.parse_args()
     started = time.perf_counter()
     cases, skipped = fit.all_cases()
@@ -267,10 +293,15 @@ def main() -> int:
     for k, v in memory.items():
         print(f"  {k:30s} {v}")
     report("In-sample (fitted to every row):", rows)
+    if args.families:
+        print("In-sample by GPU family and precision:")
+        print("\n".join(family_table([r for r in rows if r.case.metric in fit.PERFORMANCE_METRICS])))
     bands = None
     if args.cv:
         oof = cross_validated(cases, values, args.folds)
         report(f"{args.folds}-fold cross-validated (each row predicted by a fit without its fold):", oof)
+        print(f"Cross-validated ({args.folds} folds) by GPU family and precision:")
+        print("\n".join(family_table(oof)))
         bands = fit.error_bands(oof)
         print("Error bands (80 % conformal quantile of out-of-fold |error|) and held-out coverage:")
         for key, (inside, n) in held_out_coverage(oof).items():

@@ -38,9 +38,9 @@ def test_library_shapes_reproduce_the_published_parameter_count(name):
     m = MODEL_LIBRARY[name]
     assert m.params_from_shapes_b() == pytest.approx(m.params_b, rel=0.01)
     assert m.attention_heads % m.kv_heads == 0
-    if m.is_moe:  # active = total minus the experts a token skips
+    if m.is_moe:  # active = total minus the experts a token skips (and a vision encoder)
         skipped = m.expert_params_b * (1 - m.active_experts / m.experts)
-        assert m.compute_params_b == pytest.approx(m.params_b - skipped, rel=0.01)
+        assert m.compute_params_b == pytest.approx(m.params_from_shapes_b() - skipped - m.vision_params_b, rel=0.01)
 
 
 def test_names_aliases_and_hugging_face_ids_resolve():
@@ -50,6 +50,42 @@ def test_names_aliases_and_hugging_face_ids_resolve():
     assert get_model("no-such-model") is None
     assert all(target in MODEL_LIBRARY for target in ALIASES.values())
     assert {"llama-3.2-1b", "gemma-2-27b", "mixtral-8x22b", "phi-3-mini"} <= set(model_names())
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+    ("LLAMA-3.3-70B", "llama-3.3-70b"),  # case-insensitive
+    ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama-3.3-70b"),  # weight-format suffixes
+    ("amd/Llama-3.1-70B-Instruct-FP8-KV", "llama-3.1-70b"),
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3.1-8b"),  # the old "Meta-" prefix
+    ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),  # -chat, -hf
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick"),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),  # release dates
+    ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-235b-a22b"),
+    ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+    ("Qwen/Qwen3-32B-AWQ", "qwen3-32b"),
+    ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    ("mistralai/Mistral-Large-Instruct-2411", "mistral-large-123b"),
+    ("mistralai/Mistral-Small-24B-Instruct-2501", "mistral-small-24b"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),  # versions
+    ("google/gemma-2-9b-it", "gemma-2-9b"),  # -it
+])
+def test_hugging_face_ids_and_common_suffixes_resolve(name, expected):
+    assert get_model(name).name == expected
+
+
+@pytest.mark.parametrize("name", ["llama-3.3-70b", "llama-4-scout", "llama-4-maverick", "deepseek-v3", "deepseek-r1",
+                                  "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b",
+                                  "gpt-oss-120b", "mistral-small-24b", "mistral-large-123b", "mixtral-8x22b"])
+def test_todays_open_models_are_in_the_library(name):
+    assert name in MODEL_LIBRARY and MODEL_LIBRARY[name].source.startswith("huggingface.co/")
+
+
+def test_suffix_stripping_does_not_invent_models():
+    for name in ("qwen3-70b-instruct", "llama-5-8b", "gpt-4", "deepseek-v2"):
+        assert get_model(name) is None, name
 
 
 # ---------------------------------------------------------------- the brief's rules

@@ -14,13 +14,19 @@ from solver.catalog.types import GpuType
 from solver.models.library import ModelArch
 from solver.perf import calibration as _fit
 
-# Bytes per stored weight. q4_k_m (llama.cpp GGUF) keeps some tensors at 6 bits, so its
-# effective size is fitted from published file sizes (see calibration.py).
+# Bytes per stored weight (and per KV-cache element for fp16/bf16/fp8). q4_k_m (llama.cpp
+# GGUF) keeps some tensors at 6 bits, so its effective size is fitted from published file
+# sizes (see calibration.py). fp4 and int4 carry their block scales (see calibration.py).
 BYTES_PER_ELEMENT = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0,
+                     "fp4": _fit.FP4_BITS_PER_WEIGHT / 8, "int4": _fit.INT4_BITS_PER_WEIGHT / 8,
                      "q4_k_m": _fit.Q4_K_M_BITS_PER_WEIGHT / 8}
 PRECISIONS = tuple(BYTES_PER_ELEMENT)
-# "tensorrt-llm-0.9" is the engine of the calibration rows (kept to reproduce them).
-ENGINES = ("vllm", "tensorrt-llm", "sglang", "llama.cpp", "tensorrt-llm-0.9")
+# KV-cache element types a service may ask for (engine_options.kv_cache_dtype); "auto" is None.
+KV_PRECISIONS = ("fp16", "bf16", "fp8")
+# Engine ids, with versions where public measurements show a version running slower:
+# "tensorrt-llm-0.9" is the engine of the calibration rows (eager kernel launches, kept to
+# reproduce them); "vllm-0.5" is vLLM before 0.6's scheduler rewrite (see ENGINE_FACTORS).
+ENGINES = ("vllm", "tensorrt-llm", "sglang", "llama.cpp", "tensorrt-llm-0.9", "vllm-0.5")
 # Engines of calibration rows only (not offered to users): their constants are nuisance
 # parameters that let those rows inform the shared physics.
 CALIBRATION_ENGINES = ("lmdeploy-0.1",)
@@ -67,6 +73,12 @@ class Calibration:
     # Bands per "<metric>.<regime>" (regime "memory" or "compute"); a metric without its
     # regime here takes the pooled band above.
     error_bands: tuple[tuple[str, float], ...] = _fit.ERROR_BANDS_BY_REGIME
+    # Added with issue 12:
+    fp4_compute_efficiency: float = _fit.FP4_COMPUTE_EFFICIENCY  # fp4 GEMMs: fraction of the fp16 efficiency
+    amd_bandwidth_efficiency: float = _fit.AMD_BANDWIDTH_EFFICIENCY  # AMD Instinct (ROCm kernels) in place of the NVIDIA figure
+    amd_compute_efficiency: float = _fit.AMD_COMPUTE_EFFICIENCY
+    amd_layer_overhead_us: float = _fit.AMD_LAYER_OVERHEAD_US  # per layer per pass, vLLM on ROCm (graphs)
+    moe_compute_efficiency: float = _fit.MOE_COMPUTE_EFFICIENCY  # routed-expert GEMMs: fraction of the dense rate
 
     def engine_factor(self, engine: str) -> float:
         return dict(self.engine_factors).get(engine, 1.0)
@@ -134,8 +146,8 @@ _POOLED_BANDS = {"error_band": "throughput", "ttft_error_band": "ttft", "tpot_er
 def _engine_key(key: str) -> str | None:
     for prefix in ("engine_factor.", "engine_factor_"):
         if key.startswith(prefix):
-            name = key[len(prefix):].replace("_", "-").replace("llama-cpp", "llama.cpp").replace("-0-9", "-0.9")
-            name = name.replace("-0-1", "-0.1")
+            name = key[len(prefix):].replace("_", "-").replace("llama-cpp", "llama.cpp").replace("-0-9", "-0.9") \
+                .replace("-0-5", "-0.5").replace("-0-1", "-0.1")
             return name if name in ENGINES + CALIBRATION_ENGINES else None
     return None
 
@@ -157,7 +169,7 @@ class PerfQuery:
     instances_per_replica: int = 1  # >1: pipeline stages on several instances (inter-node fabric)
     inter_node_gbs: float | None = None  # GB/s per instance over the inter-node fabric
     batch: int | None = None  # pin the batch instead of searching for the best
-    kv_precision: str | None = None  # defaults to fp8 for fp8 weights, else 16-bit
+    kv_precision: str | None = None  # KV-cache elements; None ("auto"): fp8 for fp8 weights, else 16-bit
     calibration: Calibration = field(default_factory=Calibration)
     # Added with issue 3:
     pipeline_stages: int | None = None  # None: one stage per instance; llama.cpp's layer split sets it

@@ -41,6 +41,11 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 BENCHMARKS_CSV = DATA_DIR / "llm_benchmarks.csv"
 # Published measurements of the product's default engine (vLLM); same columns as BENCHMARKS_CSV.
 ENGINE_REFERENCE_CSV = DATA_DIR / "engine_reference.csv"
+# Product-owned calibration rows (issue 12): public measurements on today's hardware and
+# precisions (B200/GB200/RTX PRO 6000 at fp4, H100/H200 at fp8 with current TensorRT-LLM,
+# MI300X with vLLM on ROCm), each row with its source; kept apart from the verbatim copy.
+PRODUCT_CSV = DATA_DIR / "llm_benchmarks_product.csv"
+CALIBRATION_CSVS = (BENCHMARKS_CSV, PRODUCT_CSV)
 # Latency under load (the queueing model's data); its rows without queueing calibrate the physics.
 UNDER_LOAD_CSV = DATA_DIR / "llm_latency_under_load.csv"
 # Written by `scripts/fit_calibration.py --cv --write`: each performance row's in-sample and
@@ -48,20 +53,33 @@ UNDER_LOAD_CSV = DATA_DIR / "llm_latency_under_load.csv"
 CV_RESIDUALS_CSV = DATA_DIR / "cv_residuals.csv"
 
 # BEGIN FITTED (written by scripts/fit_calibration.py; edit there, not here)
-BANDWIDTH_EFFICIENCY = 0.899
-KV_BANDWIDTH_EFFICIENCY = 0.809
-COMPUTE_EFFICIENCY = 0.789
-FP8_COMPUTE_EFFICIENCY = 0.915
-LAYER_OVERHEAD_US = 124.0
-GRAPH_LAYER_OVERHEAD_US = 70.4
-LINK_EFFICIENCY = 0.522
-NVLINK_EFFICIENCY = 0.456
-REQUEST_OVERHEAD_MS = 12.2
-LLAMA_CPP_LAYER_OVERHEAD_US = 75.2
-LLAMA_CPP_BANDWIDTH_GBS = 1163.0
-LMDEPLOY_LAYER_OVERHEAD_US = 80.6
-ACTIVATION_PASSES = 13.42
+BANDWIDTH_EFFICIENCY = 0.907
+KV_BANDWIDTH_EFFICIENCY = 0.77
+COMPUTE_EFFICIENCY = 0.767
+FP8_COMPUTE_EFFICIENCY = 0.9
+LAYER_OVERHEAD_US = 128.5
+GRAPH_LAYER_OVERHEAD_US = 78.6
+LINK_EFFICIENCY = 0.539
+NVLINK_EFFICIENCY = 0.378
+REQUEST_OVERHEAD_MS = 12.66
+LLAMA_CPP_LAYER_OVERHEAD_US = 77.8
+LLAMA_CPP_BANDWIDTH_GBS = 1171.0
+LMDEPLOY_LAYER_OVERHEAD_US = 72.5
+ACTIVATION_PASSES = 9.57
+FP4_COMPUTE_EFFICIENCY = 0.69
+MOE_COMPUTE_EFFICIENCY = 0.157
+AMD_BANDWIDTH_EFFICIENCY = 0.361
+AMD_COMPUTE_EFFICIENCY = 0.412
+AMD_LAYER_OVERHEAD_US = 29.4
 # END FITTED
+
+# Stored bits per weight of the 4-bit formats, block scales included (not fitted):
+# NVFP4 = 4-bit E2M1 values + one FP8 (E4M3) scale per 16 (4.5 bits; NVIDIA, "Introducing
+# NVFP4", developer.nvidia.com/blog); MXFP4 (gpt-oss) has one 8-bit scale per 32 (4.25) -
+# the larger NVFP4 figure is used. AWQ/GPTQ int4 = 4 bits + an FP16 scale and a 4-bit zero
+# point per group of 128 (the usual group size): 4 + 16/128 + 4/128 = 4.16 bits.
+FP4_BITS_PER_WEIGHT = 4.5
+INT4_BITS_PER_WEIGHT = 4.16
 
 # From the memory rows directly (see fit_calibration.py `memory_constants`):
 Q4_K_M_BITS_PER_WEIGHT = 4.86  # GGUF q4_k_m file size / parameters (8B: 4.90, 70B: 4.82 bits)
@@ -85,6 +103,7 @@ MAX_BATCH = 256  # vLLM max_num_seqs default: concurrent sequences per replica
 #             min(max(tokens / context x 512, 2048), 4096) requests, so at least 2048 run at once)
 # A fraction of None takes the TP-dependent SGLang default below.
 ENGINE_POLICIES = (("vllm", "total", USABLE_MEMORY_FRACTION, MAX_BATCH),
+                   ("vllm-0.5", "total", USABLE_MEMORY_FRACTION, MAX_BATCH),
                    ("sglang", "static", None, 2048),
                    ("tensorrt-llm", "free", 0.90, 2048),
                    ("tensorrt-llm-0.9", "free", 0.90, 2048),
@@ -94,34 +113,47 @@ SGLANG_MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.
 # Engines that answer requests through a serving loop (scheduler, tokenizer, streaming):
 # their TTFT carries REQUEST_OVERHEAD_MS. The TensorRT-LLM 0.9 rows time the engine alone
 # (gptSessionBenchmark) and llama-bench times decode only.
-SERVING_ENGINES = ("vllm", "sglang", "tensorrt-llm", "lmdeploy-0.1")
+SERVING_ENGINES = ("vllm", "vllm-0.5", "sglang", "tensorrt-llm", "lmdeploy-0.1")
 # Per all-reduce call on a switched NVLink fabric (vLLM/TRT one-shot kernels); per ring
 # step on point-to-point NVLink (V100 hybrid cube-mesh) and PCIe; per transfer between
 # pipeline stages on InfiniBand. NCCL-tests small-message latencies are of this order.
-LINK_LATENCY_US = (("nvswitch", 8.0), ("nvlink", 3.0), ("pcie", 5.0), ("infiniband", 20.0))
+# AMD's Infinity Fabric (xGMI) joins the 8 GPUs of an MI300X/MI325X platform all-to-all;
+# vLLM's ROCm custom all-reduce is one-shot like on NVSwitch, so it pays one latency per call.
+LINK_LATENCY_US = (("nvswitch", 8.0), ("nvlink", 3.0), ("pcie", 5.0), ("infiniband", 20.0), ("xgmi", 8.0))
 # NVSwitch generations that reduce in the switch (NVLink SHARP, "NVLS", from Hopper): an
 # all-reduce sends each byte to the switch once and receives the sum once, instead of
 # 2(TP-1)/TP times around a ring (NVIDIA/nccl issue 1031: "NVLink SHARP is an AllReduce
 # offload system over NVLink"; NVIDIA/nccl-tests issue 196: "On H100 we have NVLink SHARP").
 IN_SWITCH_REDUCTION_ARCHITECTURES = ("Hopper", "Blackwell")
 
-# Engines, as speed factors on the fitted physics (all 1.0: no measurement in hand shows
-# one of today's engines beating the physics the others follow). The engines differ in
-# fixed per-layer time instead: "tensorrt-llm-0.9" (the calibration rows: eager kernel
-# launches) pays LAYER_OVERHEAD_US; vLLM, SGLang and current TensorRT-LLM replay CUDA
-# graphs and pay GRAPH_LAYER_OVERHEAD_US; llama.cpp and LMDeploy 0.1 (calibration only)
-# have their own constants. The seed's "TensorRT-LLM about 2x vLLM" matches vLLM before
-# 0.6, whose CPU scheduling overhead halved throughput (Lambda's vLLM 0.5.4 -> 0.6.0
-# benchmark: 3032 -> 8088 tok/s on Llama 3.1 8B); it is not assumed. A workload can still
-# set engine_factor.<engine>.
+# Engines, as speed factors on the fitted physics, each with its evidence (the engines also
+# differ in fixed per-layer time: "tensorrt-llm-0.9" - the calibration rows, eager kernel
+# launches - pays LAYER_OVERHEAD_US in every pass; vLLM, SGLang and current TensorRT-LLM
+# replay CUDA graphs for decode steps (GRAPH_LAYER_OVERHEAD_US) and launch prefill passes
+# eagerly (LAYER_OVERHEAD_US); llama.cpp and LMDeploy 0.1 (calibration only) have their own
+# constants). A workload overrides any of them with engine_factor.<engine>.
+#  - vllm 1.0: the reference; the vLLM rows (engine_reference.csv, llm_benchmarks_product.csv,
+#    the no-queue rows of llm_latency_under_load.csv) are predicted by the same physics.
+#  - sglang 1.0: SGLang's own comparison at saturation on ShareGPT (sgl-project/sglang
+#    benchmark/benchmark_vllm_060/README.md, in shared/data/calibration/llm_latency_under_load.csv)
+#    measured 4282 vs 4132 output tok/s against vLLM 0.6.0 on Llama-3.1-8B/A100 (+3.6 %):
+#    within the error band, so no factor.
+#  - tensorrt-llm 1.0: its rows in llm_benchmarks_product.csv (trtllm-bench, PyTorch backend)
+#    are reproduced by the physics with the graph per-layer time; no factor is supported.
+#  - vllm-0.5 0.45: vLLM's 0.6.0 release post (blog.vllm.ai/2024/09/05/perf-update.html)
+#    measured 2.7x the throughput of v0.5.3 on Llama 3 8B (1 x H100) and 1.8x on 70B
+#    (4 x H100), ShareGPT; 0.45 is the geometric mean of 1/2.7 and 1/1.8. The CPU scheduling
+#    overhead of <0.6 is what the seed's "TensorRT-LLM about 2x vLLM" reflected.
+#  - llama.cpp, tensorrt-llm-0.9, lmdeploy-0.1 1.0: their rows are fitted through their own
+#    per-layer times.
 ENGINE_FACTORS = (("vllm", 1.0), ("tensorrt-llm", 1.0), ("sglang", 1.0), ("llama.cpp", 1.0),
-                  ("tensorrt-llm-0.9", 1.0), ("lmdeploy-0.1", 1.0))
+                  ("tensorrt-llm-0.9", 1.0), ("vllm-0.5", 0.45), ("lmdeploy-0.1", 1.0))
 
 # BEGIN BANDS (written by scripts/fit_calibration.py --cv --write)
-ERROR_BAND_THROUGHPUT = 0.14
+ERROR_BAND_THROUGHPUT = 0.18
 ERROR_BAND_TPOT = 0.16
 ERROR_BAND_TTFT = 0.27
-ERROR_BANDS_BY_REGIME = (('throughput.compute', 0.14), ('throughput.memory', 0.15), ('tpot.memory', 0.16), ('ttft.compute', 0.15), ('ttft.memory', 0.27))
+ERROR_BANDS_BY_REGIME = (('throughput.compute', 0.18), ('throughput.memory', 0.17), ('tpot.memory', 0.16), ('ttft.compute', 0.15), ('ttft.memory', 0.29))
 # END BANDS
 
 # ---------------------------------------------------------------- benchmark rows -> queries
@@ -133,12 +165,16 @@ GPU_NAMES = {
     "H100-PCIe-80GB": "H100-PCIe", "A40-48GB": "A40", "RTX-A6000-48GB": "RTX-A6000",
     "RTX-6000-Ada-48GB": "RTX-6000-Ada", "RTX-4090-24GB": "RTX-4090", "RTX-3090-24GB": "RTX-3090",
     "A10G-24GB": "A10G", "A100-SXM-40GB": "A100-40GB",
+    "B200": "B200", "GB200": "GB200", "RTX-PRO-6000-Server": "RTX-PRO-6000", "MI300X": "MI300X",
     # llm_latency_under_load.csv spellings. LMDeploy's "A100-80G" is one of an 8-GPU server's (SXM).
     "H100-80GB-HBM3 (SXM)": "H100-SXM", "A100-SXM4-40GB": "A100-40GB", "L4-24GB": "L4", "H200-141GB": "H200",
     "A100-80GB": "A100-80GB", "H100-80GB": "H100-SXM", "MI300X-192GB": "MI300X", "B200-179GB (HGX)": "B200",
 }
 MODEL_NAMES = {"Llama-2-7B": "llama-2-7b", "Llama-2-70B": "llama-2-70b", "Llama-3-8B": "llama-3.1-8b",
                "Llama-3-70B": "llama-3.1-70b", "DeepSeek-R1-Distill-Llama-8B": "llama-3.1-8b",
+               "Llama-3.1-8B": "llama-3.1-8b", "Llama-3.1-70B": "llama-3.1-70b", "Llama-3.3-70B": "llama-3.3-70b",
+               "Llama-3.1-405B": "llama-3.1-405b", "Qwen3-30B-A3B": "qwen3-30b-a3b", "Llama-4-Scout": "llama-4-scout",
+               "gpt-oss-20b": "gpt-oss-20b", "gpt-oss-120b": "gpt-oss-120b",
                # Llama 3 and 3.1 share their shapes (3.1 only extends the context).
                "Meta-Llama-3-8B-Instruct": "llama-3.1-8b", "Meta-Llama-3-70B-Instruct": "llama-3.1-70b",
                "Llama-3.1-8B-Instruct": "llama-3.1-8b", "Llama-3.1-70B-Instruct": "llama-3.1-70b",
@@ -148,6 +184,15 @@ PERFORMANCE_METRICS = ("throughput", "tpot", "ttft")
 # medians (input ~280, output ~310 tokens). A p50 TTFT is the TTFT of the median prompt;
 # TPOT at one request at a time hardly depends on the lengths.
 SHAREGPT_MEDIAN_TOKENS = (280, 310)
+# GPU families for reporting errors (docs/performance-model.md, "Residuals by family").
+FAMILIES = (("Blackwell", "Blackwell"), ("Hopper", "Hopper"), ("Ampere", "Ampere"), ("Ada", "Ada"),
+            ("Volta", "Volta"), ("Turing", "Turing"))
+
+
+def gpu_family(gpu) -> str:
+    if gpu.vendor == "AMD":
+        return "AMD"
+    return next((name for name, prefix in FAMILIES if gpu.architecture.startswith(prefix)), "other")
 
 
 @dataclass(frozen=True)
@@ -160,11 +205,13 @@ class BenchmarkCase:
     measured: float  # in the unit of `metric` (tok/s per GPU, ms, GiB)
     query: object  # PerfQuery
     num_gpus: int
-    source: str = "llm_benchmarks"  # the CSV's stem
+    dataset: str = "llm_benchmarks"  # the CSV's stem
+    max_batch: int | None = None  # the run's scheduler cap (max-load rows), kept through refits
+    tpot_from_latency: bool = False  # a fixed-batch end-to-end latency, compared per output token
 
     @property
     def key(self) -> str:
-        return f"{self.source}:{self.row}"
+        return f"{self.dataset}:{self.row}"
 
 
 @dataclass(frozen=True)
@@ -172,7 +219,7 @@ class SkippedRow:
     row: int
     label: str
     reason: str
-    source: str = "llm_benchmarks"
+    source: str = "llm_benchmarks"  # the CSV's stem
 
 
 def load_rows(path: Path = BENCHMARKS_CSV) -> list[dict[str, str]]:
@@ -186,8 +233,10 @@ def benchmark_cases(calibration=None, path: Path = BENCHMARKS_CSV) -> tuple[list
     skipped: list[SkippedRow] = []
     for i, r in enumerate(load_rows(path), start=1):
         label = f"{r['model']} {r['precision']} {r['gpu']} x{r['num_gpus'] or '-'} {r['metric']}"
+        if r.get("input_len") and r.get("output_len") and path != BENCHMARKS_CSV:
+            label += f" {r['input_len']}/{r['output_len']}"
         try:
-            case = _case(i, label, r, calibration, path.stem)
+            case = _case(i, label, r, calibration, dataset=path.stem)
         except _Unusable as exc:
             skipped.append(SkippedRow(i, label, str(exc), path.stem))
             continue
@@ -221,9 +270,10 @@ def no_queue_cases(calibration=None, path: Path = UNDER_LOAD_CSV) -> tuple[list[
 
 
 def all_cases(calibration=None) -> tuple[list[BenchmarkCase], list[SkippedRow]]:
-    """Every calibration case of the three CSVs (what the constants are fitted to)."""
+    """Every calibration case (what the constants are fitted to): the calibration set, the
+    product's rows, the vLLM engine reference and the no-queue rows under load."""
     cases, skipped = [], []
-    for found, left in (benchmark_cases(calibration), benchmark_cases(calibration, ENGINE_REFERENCE_CSV),
+    for found, left in (calibration_cases(calibration), benchmark_cases(calibration, ENGINE_REFERENCE_CSV),
                         no_queue_cases(calibration)):
         cases += found
         skipped += left
@@ -232,6 +282,17 @@ def all_cases(calibration=None) -> tuple[list[BenchmarkCase], list[SkippedRow]]:
 
 class _Unusable(Exception):
     pass
+
+
+def calibration_cases(calibration=None) -> tuple[list[BenchmarkCase], list[SkippedRow]]:
+    """The calibration CSVs: the verbatim calibration set and the product's own rows."""
+    cases: list[BenchmarkCase] = []
+    skipped: list[SkippedRow] = []
+    for path in CALIBRATION_CSVS:
+        c, sk = benchmark_cases(calibration, path)
+        cases += c
+        skipped += sk
+    return cases, skipped
 
 
 def _engine_id(text: str) -> str:
@@ -249,7 +310,7 @@ def _interconnect(gpu, n: int) -> str:
     return "nvlink" if n > 1 and gpu.nvlink_gbs and gpu.form_factor == "SXM" else "pcie" if n > 1 else "none"
 
 
-def _case(i: int, label: str, r: dict[str, str], calibration, source: str) -> BenchmarkCase:
+def _case(i: int, label: str, r: dict[str, str], calibration, dataset: str = "llm_benchmarks") -> BenchmarkCase:
     from solver.catalog import default_catalog
     from solver.models.library import get_model
     from solver.perf.api import Calibration, PerfQuery
@@ -260,30 +321,41 @@ def _case(i: int, label: str, r: dict[str, str], calibration, source: str) -> Be
     cal = calibration or Calibration()
     engine = _engine_id(r["engine"])
     if r["metric"] == "vram_gb" or r["unit"] == "GiB":
-        return _memory_case(i, label, r, model, engine, cal, source)
+        return _memory_case(i, label, r, model, engine, cal, dataset)
     gpu = default_catalog().gpus[GPU_NAMES[r["gpu"]]]
     n = int(r["num_gpus"])
     layer_split = "layer split" in r["tp"]
-    batch = int(r["batch_or_concurrency"])
+    pp = int(r.get("pp") or 1)
+    max_load = r["batch_or_concurrency"] == "max"  # requests queued at once: the scheduler fills the batch
+    batch = None if max_load else int(r["batch_or_concurrency"])
+    max_batch = int(r["max_batch"]) if r.get("max_batch") else None
     prompt = int(r["input_len"] or 0)  # llama-bench tg rows generate from an empty prompt
     output = int(r["output_len"])
-    query = PerfQuery(model=model, gpu=gpu, gpus_per_replica=n, interconnect=_interconnect(gpu, n),
+    # A max-load row ran with the scheduler cap it states: the engine option, kept through refits.
+    query = PerfQuery(model=model, gpu=gpu, gpus_per_replica=n, interconnect=_interconnect(gpu, n), max_batch=max_batch,
                       usable_memory_gib=gpu.memory_gib, precision=r["precision"], engine=engine,
                       prompt_tokens=prompt, output_tokens=output, batch=batch, calibration=cal,
-                      pipeline_stages=n if layer_split else None, batching="static")
+                      pipeline_stages=n if layer_split else (pp if pp > 1 else None),
+                      batching=r.get("batching") or "static", kv_precision=r.get("kv_cache_dtype") or None)
+    extra = dict(dataset=dataset, max_batch=max_batch)
     if r["metric"] == "tokens_per_s_per_gpu":
-        return BenchmarkCase(i, label, "throughput", float(r["value"]), query, n, source)
+        return BenchmarkCase(i, label, "throughput", float(r["value"]), query, n, **extra)
+    if r["metric"] == "tokens_per_s_total":
+        return BenchmarkCase(i, label, "throughput", float(r["value"]) / n, query, n, **extra)
+    if r["metric"] == "latency_s":  # fixed batch end to end: compared per output token
+        return BenchmarkCase(i, label, "tpot", float(r["value"]) * 1000.0 / output, query, n, tpot_from_latency=True,
+                             **extra)
     if r["metric"] == "ttft_ms":
-        return BenchmarkCase(i, label, "ttft", float(r["value"]), query, n, source)
+        return BenchmarkCase(i, label, "ttft", float(r["value"]), query, n, **extra)
     if r["metric"] == "output_tokens_per_s" and batch == 1:
         # Batch-1 decode speed is the inverse of the time per output token.
-        return BenchmarkCase(i, label, "tpot", 1000.0 / float(r["value"]), query, n, source)
+        return BenchmarkCase(i, label, "tpot", 1000.0 / float(r["value"]), query, n, **extra)
     if r["metric"] == "tpot_ms":
-        return BenchmarkCase(i, label, "tpot", float(r["value"]), query, n, source)
+        return BenchmarkCase(i, label, "tpot", float(r["value"]), query, n, **extra)
     raise _Unusable(f"metric {r['metric']} is not predicted")
 
 
-def _memory_case(i: int, label: str, r: dict[str, str], model, engine: str, cal, source: str) -> BenchmarkCase:
+def _memory_case(i: int, label: str, r: dict[str, str], model, engine: str, cal, dataset: str) -> BenchmarkCase:
     from solver.catalog import default_catalog
     from solver.perf.api import PerfQuery
 
@@ -296,11 +368,11 @@ def _memory_case(i: int, label: str, r: dict[str, str], model, engine: str, cal,
                       precision=r["precision"], engine=engine, prompt_tokens=1, output_tokens=1, calibration=cal,
                       batching="continuous", batch=1)
     if kv:
-        return BenchmarkCase(i, label, "kv_cache_gib", float(kv.group(1)), query, 1, source)
-    return BenchmarkCase(i, label, "weights_gib", float(r["value"]), query, 1, source)
+        return BenchmarkCase(i, label, "kv_cache_gib", float(kv.group(1)), query, 1, dataset)
+    return BenchmarkCase(i, label, "weights_gib", float(r["value"]), query, 1, dataset)
 
 
-def _no_queue_case(i: int, label: str, r: dict[str, str], calibration, source: str) -> BenchmarkCase:
+def _no_queue_case(i: int, label: str, r: dict[str, str], calibration, dataset: str) -> BenchmarkCase:
     from solver.catalog import default_catalog
     from solver.models.library import get_model
     from solver.perf.api import Calibration, PerfQuery
@@ -353,7 +425,7 @@ def _no_queue_case(i: int, label: str, r: dict[str, str], calibration, source: s
                       interconnect=_interconnect(gpu, n), usable_memory_gib=gpu.memory_gib, precision=precision,
                       engine=engine, prompt_tokens=prompt, output_tokens=output, batch=batch,
                       calibration=calibration or Calibration(), batching="static" if closed_loop else "continuous")
-    return BenchmarkCase(i, label, kind_of, value, query, n, source)
+    return BenchmarkCase(i, label, kind_of, value, query, n, dataset)
 
 
 # ---------------------------------------------------------------- residuals
@@ -373,20 +445,26 @@ def predict(case: BenchmarkCase, calibration=None) -> tuple[float, str]:
 
     Performance rows are predicted at the measured batch whether or not the model would
     fit that batch in memory: the measurement shows it ran, and the memory rows test the
-    memory model apart.
+    memory model apart. Max-load rows (no batch stated) take the batch the model would
+    choose under the run's cap and memory.
     """
     from dataclasses import replace
 
-    from solver.perf.llm import memory_budget, timings
+    from solver.perf.llm import estimate, memory_budget, timings
 
     q = case.query if calibration is None else replace(case.query, calibration=calibration)
     if case.metric == "weights_gib":
         return memory_budget(q).weights_gib, ""
     if case.metric == "kv_cache_gib":
         return memory_budget(q).kv_capacity_gib(1), ""
+    if q.batch is None:  # a max-load row: the scheduler filled the batch up to its cap and memory
+        e = estimate(q)
+        q = replace(q, batch=max(e.batch, 1))
     t = timings(q)
     if case.metric == "throughput":
         return t.output_tokens_per_s / case.num_gpus, t.throughput_regime  # the rows are per GPU
+    if case.tpot_from_latency:  # a fixed batch end to end, per output token
+        return t.latency_ms / max(q.output_tokens, 1), t.tpot_regime
     if case.metric == "tpot":
         return t.tpot_ms, t.tpot_regime
     return t.ttft_ms, t.ttft_regime

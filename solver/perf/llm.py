@@ -51,16 +51,22 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from solver.perf import calibration as _fit
-from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, PerfEstimate, PerfQuery
+from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
 
 GIB = 1024**3
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads are 16-bit
 LOGIT_BYTES = 4.0  # fp32 logits of each sequence sampled in a pass
 PCIE_GBS_PER_DIRECTION = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}  # x16 link
-# Weights stay 16-bit for the vocabulary matrices under fp8/int8 serving (vLLM, TRT-LLM
-# quantise the linear layers of the transformer blocks only).
-VOCAB_KEPT_16BIT = ("fp8", "int8")
-COMPUTE_PRECISION = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "q4_k_m": "fp16"}
+# Weights stay 16-bit for the vocabulary matrices (and a vision encoder) under quantised
+# serving: vLLM's quantisation configs and NVIDIA ModelOpt checkpoints quantise the linear
+# layers of the transformer blocks and leave the embedding and lm_head unquantised
+# (ModelOpt hf_quant_config "exclude_modules": ["lm_head"]; vLLM applies quantised linear
+# methods to decoder-layer linears, lm_head is a plain ParallelLMHead unless asked).
+VOCAB_KEPT_16BIT = ("fp8", "int8", "fp4", "int4")
+# The tensor-core rate each weight precision's GEMMs run at: int4 (AWQ/GPTQ) and q4_k_m
+# are weight-only - dequantised and multiplied at 16 bits.
+COMPUTE_PRECISION = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "fp4": "fp4", "int4": "fp16",
+                     "q4_k_m": "fp16"}
 
 
 # ---------------------------------------------------------------- engine policies and memory
@@ -154,9 +160,15 @@ class _Setup:
     experts: int
     active_experts: int
     body_flops_per_token: float
+    expert_flops_per_token: float  # the routed experts' share of body_flops_per_token
+    moe_compute_efficiency: float  # routed experts' grouped GEMMs: fraction of the dense GEMM rate
     lm_head_flops_per_token: float
-    kv_bytes_per_token: float
-    attn_flops_per_token_ctx: float  # x context length, decode or prefill
+    kv_layer_bytes: float  # KV bytes per token per layer (per GPU)
+    full_layers: float  # per stage, attending to the whole context
+    windowed_layers: float  # per stage, attending to at most `window` tokens
+    window: float
+    attn_decode_flops: float  # per context token per layer (decode)
+    attn_prefill_flops: float  # per causal pair per layer (prefill)
     hidden: int
     bw: float  # bytes/s, streaming weights
     kv_bw: float  # bytes/s, reading the KV cache
@@ -188,6 +200,8 @@ class _Pass:
 
 
 def kv_precision(q: PerfQuery) -> str:
+    """The KV cache's element type: the service's engine_options.kv_cache_dtype, else the
+    engines' default - fp8 beside fp8 weights (the calibration's fp8 rows), 16-bit otherwise."""
     if q.kv_precision:
         return q.kv_precision
     return "fp8" if q.precision == "fp8" else "fp16"
@@ -202,30 +216,35 @@ def parallelism(q: PerfQuery) -> tuple[int, int]:
 def weight_bytes_total(q: PerfQuery) -> float:
     m = q.model
     wb = BYTES_PER_ELEMENT[q.precision]
-    vocab_params = m.vocab_size * m.hidden_size * (1 if m.tied_embeddings else 2)
-    vocab_bytes = vocab_params * (2.0 if q.precision in VOCAB_KEPT_16BIT else wb)
-    return (m.params_b * 1e9 - vocab_params) * wb + vocab_bytes
+    kept = (m.vocab_params_b + m.vision_params_b) * 1e9  # not quantised by the engines
+    kept_bytes = kept * (2.0 if q.precision in VOCAB_KEPT_16BIT else wb)
+    return (m.params_b * 1e9 - kept) * wb + kept_bytes
+
+
+def kv_gib_per_sequence(q: PerfQuery, tokens: float) -> float:
+    """KV cache of one sequence of `tokens` tokens on one GPU: sliding-window layers keep at
+    most the window; MLA keeps one latent per layer on every TP rank."""
+    m = q.model
+    tp, pp = parallelism(q)
+    per_layer = m.kv_elements_per_token_layer(tp) * BYTES_PER_ELEMENT[kv_precision(q)]
+    return per_layer * m.kv_tokens(tokens) / pp / GIB
 
 
 def _intermediate_per_gpu(q: PerfQuery) -> float:
     """MLP width one token passes through on one GPU (the routed experts' for MoE)."""
-    m = q.model
-    return m.intermediate_size * (m.active_experts if m.is_moe else 1) / parallelism(q)[0]
+    return q.model.active_mlp_width / parallelism(q)[0]
 
 
 def memory_budget(q: PerfQuery) -> MemoryBudget:
     m, cal = q.model, q.calibration
     tp, pp = parallelism(q)
-    kvb = BYTES_PER_ELEMENT[kv_precision(q)]
-    kv_heads_per_gpu = math.ceil(m.kv_heads / tp)  # KV heads are replicated when TP exceeds them
-    kv_per_token = 2 * (m.layers / pp) * kv_heads_per_gpu * m.head_dim * kvb
     intermediate = _intermediate_per_gpu(q)
     return MemoryBudget(
         memory_gib=q.usable_memory_gib,
         policy=engine_policy(q),
         weights_gib=weight_bytes_total(q) / (tp * pp) / GIB,
         overhead_gib=cal.runtime_overhead_gib,
-        kv_gib_per_sequence=(q.prompt_tokens + q.output_tokens) * kv_per_token / GIB,
+        kv_gib_per_sequence=kv_gib_per_sequence(q, q.prompt_tokens + q.output_tokens),
         activation_gib_per_token=(4 * m.hidden_size + 2 * intermediate) * ACTIVATION_BYTES / GIB,
         logits_gib_per_sequence=m.vocab_size * LOGIT_BYTES / GIB,
         static_prompt_tokens=q.prompt_tokens if q.batching == "static" else None,
@@ -243,11 +262,21 @@ def _tp_link(q: PerfQuery, tp: int) -> tuple[float, float, float]:
     if tp <= 1:
         return 1.0, 0.0, 0.0
     ring = 2 * (tp - 1) / tp
-    if q.interconnect == "nvlink" and gpu.nvlink_gbs:
+    domain = gpu.nvlink_domain_gpus
+    if q.interconnect == "nvlink" and gpu.nvlink_gbs and (domain is None or tp <= domain):
         bw = gpu.nvlink_gbs / 2 * 1e9
-        switched = not gpu.architecture.startswith(("Volta", "Pascal"))  # V100 boards: NVLink mesh, no NVSwitch
-        latency_us = cal.link_latency_us("nvswitch") if switched else cal.link_latency_us("nvlink") * 2 * (tp - 1)
-        traffic = min(ring, 1.0) if switched and _in_switch_reduction(q) else ring
+        traffic = ring
+        if gpu.vendor == "AMD":
+            # xGMI joins the platform's GPUs pairwise, all to all: a TP group of t GPUs uses
+            # t - 1 of each GPU's domain - 1 links (nvlink_gbs is the aggregate over all of them).
+            bw *= (tp - 1) / max((domain or 8) - 1, 1)
+            latency_us = cal.link_latency_us("xgmi")
+        elif not gpu.architecture.startswith(("Volta", "Pascal")):
+            latency_us = cal.link_latency_us("nvswitch")
+            if _in_switch_reduction(q):
+                traffic = min(ring, 1.0)
+        else:  # V100 boards: NVLink mesh, no NVSwitch
+            latency_us = cal.link_latency_us("nvlink") * 2 * (tp - 1)
         return bw * cal.nvlink_efficiency, traffic, latency_us * 1e-6
     bw = PCIE_GBS_PER_DIRECTION.get(gpu.pcie_gen or 4, 31.5) * 1e9
     latency_us = cal.link_latency_us("pcie") * 2 * (tp - 1)
@@ -266,9 +295,23 @@ def _stage_link(q: PerfQuery, pp: int) -> tuple[float, float]:
     return PCIE_GBS_PER_DIRECTION.get(gen, 31.5) * 1e9 * cal.link_efficiency, cal.link_latency_us("pcie") * 1e-6
 
 
-def _bandwidth(q: PerfQuery, efficiency: float) -> float:
-    """Achieved memory bandwidth, bytes/s. llama.cpp's batch-1 kernels keep too few loads in
-    flight to saturate HBM: their achieved bandwidth levels off near a fitted ceiling."""
+def _efficiencies(q: PerfQuery) -> tuple[float, float]:
+    """(achieved fraction of datasheet bandwidth, of dense FLOP/s): AMD Instinct GPUs run
+    ROCm kernels with their own fitted fractions (docs/performance-model.md, "AMD")."""
+    cal = q.calibration
+    if q.gpu.vendor == "AMD":
+        return cal.amd_bandwidth_efficiency, cal.amd_compute_efficiency
+    return cal.bandwidth_efficiency, cal.compute_efficiency
+
+
+def _bandwidth(q: PerfQuery, kv: bool = False) -> float:
+    """Achieved memory bandwidth, bytes/s, streaming weights or (kv) gathering KV-cache pages;
+    KV reads keep the NVIDIA ratio of the two on AMD too. llama.cpp's batch-1 kernels keep too
+    few loads in flight to saturate HBM: their achieved bandwidth levels off near a fitted ceiling."""
+    cal = q.calibration
+    efficiency = _efficiencies(q)[0]
+    if kv:
+        efficiency *= cal.kv_bandwidth_efficiency / cal.bandwidth_efficiency
     gbs = q.gpu.memory_bandwidth_gbs * efficiency
     if q.engine == "llama.cpp":
         gbs = min(gbs, q.calibration.llama_cpp_bandwidth_gbs)
@@ -287,6 +330,9 @@ def _layer_overhead_us(q: PerfQuery) -> tuple[float, float]:
         return cal.llama_cpp_layer_overhead_us, cal.llama_cpp_layer_overhead_us
     if q.engine == "lmdeploy-0.1":
         return cal.lmdeploy_layer_overhead_us, cal.lmdeploy_layer_overhead_us
+    if q.gpu.vendor == "AMD":  # vLLM on ROCm (HIP graphs); prefill adds the eager launches as on NVIDIA
+        eager = cal.amd_layer_overhead_us + max(cal.layer_overhead_us - cal.graph_layer_overhead_us, 0.0)
+        return cal.amd_layer_overhead_us, eager
     return cal.graph_layer_overhead_us, cal.layer_overhead_us
 
 
@@ -297,11 +343,17 @@ def _setup(q: PerfQuery) -> _Setup:
     total_bytes = weight_bytes_total(q)
     expert_bytes = m.expert_params_b * 1e9 * BYTES_PER_ELEMENT[q.precision]
     kvb = BYTES_PER_ELEMENT[kv_precision(q)]
-    low_precision_peak = gpu.tflops(COMPUTE_PRECISION[q.precision]) if q.precision in ("fp8", "int8") else None
-    if low_precision_peak:  # 8-bit GEMMs on 8-bit tensor cores
-        flops = low_precision_peak * 1e12 * cal.compute_efficiency * cal.fp8_compute_efficiency
+    compute_eff = _efficiencies(q)[1]
+    low_precision_peak = gpu.tflops(COMPUTE_PRECISION[q.precision]) if q.precision in ("fp8", "int8", "fp4") else None
+    if low_precision_peak and q.precision == "fp4":  # FP4 GEMMs on FP4 tensor cores (Blackwell)
+        flops = low_precision_peak * 1e12 * compute_eff * cal.fp4_compute_efficiency
+    elif low_precision_peak:  # 8-bit GEMMs on 8-bit tensor cores
+        flops = low_precision_peak * 1e12 * compute_eff * cal.fp8_compute_efficiency
     else:  # 16-bit GEMMs (weight-only formats dequantise to 16 bits)
-        flops = (gpu.tflops(COMPUTE_PRECISION[q.precision]) or gpu.tflops("fp16")) * 1e12 * cal.compute_efficiency
+        flops = (gpu.tflops(COMPUTE_PRECISION[q.precision]) or gpu.tflops("fp16")) * 1e12 * compute_eff
+    qk_dec, v_dec = m.attention_dims(decode=True)
+    qk_pre, v_pre = m.attention_dims(decode=False)
+    heads_per_gpu = m.attention_heads / tp
     link_bw, traffic, ar_latency = _tp_link(q, tp)
     stage_bw, stage_latency = _stage_link(q, pp)
     return _Setup(
@@ -310,15 +362,21 @@ def _setup(q: PerfQuery) -> _Setup:
         expert_weight_bytes=expert_bytes * per_gpu,
         experts=m.experts, active_experts=m.active_experts,
         body_flops_per_token=2 * m.body_params_b * 1e9 * per_gpu,
+        expert_flops_per_token=2 * m.expert_params_b * (m.active_experts / m.experts) * 1e9 * per_gpu,
+        moe_compute_efficiency=cal.moe_compute_efficiency,
         lm_head_flops_per_token=2 * m.lm_head_params_b * 1e9 * per_gpu,
-        kv_bytes_per_token=2 * (m.layers / pp) * math.ceil(m.kv_heads / tp) * m.head_dim * kvb,
-        attn_flops_per_token_ctx=4 * (m.layers / pp) * (m.attention_heads / tp) * m.head_dim,
+        kv_layer_bytes=m.kv_elements_per_token_layer(tp) * kvb,
+        full_layers=m.full_attention_layers / pp,
+        windowed_layers=m.windowed_layers / pp,
+        window=float(m.sliding_window or 0),
+        attn_decode_flops=2 * (qk_dec + v_dec) * heads_per_gpu,
+        attn_prefill_flops=2 * (qk_pre + v_pre) * heads_per_gpu,
         hidden=m.hidden_size,
-        bw=_bandwidth(q, cal.bandwidth_efficiency),
-        kv_bw=_bandwidth(q, cal.kv_bandwidth_efficiency),
+        bw=_bandwidth(q),
+        kv_bw=_bandwidth(q, kv=True),
         activation_bytes_per_token=cal.activation_passes * (m.hidden_size + _intermediate_per_gpu(q)) * ACTIVATION_BYTES,
         flops=flops,
-        attn_flops=gpu.tflops("fp16") * 1e12 * cal.compute_efficiency,
+        attn_flops=gpu.tflops("fp16") * 1e12 * compute_eff,
         link_bw=link_bw, allreduce_traffic=traffic, allreduce_latency_s=ar_latency,
         stage_link_bw=stage_bw, stage_latency_s=stage_latency,
         layer_overhead_s=_layer_overhead_us(q)[0] * 1e-6,
@@ -343,9 +401,16 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eage
     t_weights = weight_bytes / s.bw
     t_act = tokens * s.layers * s.activation_bytes_per_token / s.bw  # elementwise kernels: they add
     t_gemm_flops = gemm_flops / s.flops
-    t_kv = n_dec * ctx * s.kv_bytes_per_token / s.kv_bw
-    t_attn_flops = s.attn_flops_per_token_ctx * n_dec * ctx / s.attn_flops
-    t_prefill_attn = s.attn_flops_per_token_ctx * n_pre * prompt / 2 / s.attn_flops  # causal: half the pairs
+    if s.experts > 1 and s.expert_flops_per_token:
+        # Routed experts multiply in grouped GEMMs (plus routing, token permutation and
+        # activation quantisation per expert), which public MoE rows show running at a small
+        # fraction of the dense GEMM rate; fitted (docs/performance-model.md, "MoE").
+        t_gemm_flops += s.expert_flops_per_token * tokens * (1.0 / s.moe_compute_efficiency - 1.0) / s.flops
+    kv_tokens = s.full_layers * ctx + s.windowed_layers * min(ctx, s.window)  # token-layers of KV read
+    t_kv = n_dec * kv_tokens * s.kv_layer_bytes / s.kv_bw
+    t_attn_flops = s.attn_decode_flops * n_dec * kv_tokens / s.attn_flops
+    pairs = s.full_layers * prompt / 2 + s.windowed_layers * _window_pairs(prompt, s.window)  # causal pairs per token
+    t_prefill_attn = s.attn_prefill_flops * n_pre * pairs / s.attn_flops
     t_comm = 0.0
     if s.tp > 1:
         t_comm = 2 * s.layers * (s.allreduce_traffic * tokens * s.hidden * ACTIVATION_BYTES / s.link_bw
@@ -362,6 +427,13 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eage
     total = sum(terms.values()) / s.engine_factor
     return _Pass(total, max(terms, key=terms.get), t_weights + t_kv + t_act,
                  t_gemm_flops + t_attn_flops + t_prefill_attn)
+
+
+def _window_pairs(prompt: float, window: float) -> float:
+    """Mean number of earlier tokens a prompt token attends to under a sliding window."""
+    if prompt <= window:
+        return prompt / 2
+    return window - window * window / (2 * prompt)
 
 
 def _pipelined(s: _Setup, batch: float, n_dec: float, ctx: float, n_pre: float, prompt: float,
@@ -464,9 +536,14 @@ def _unsupported(q: PerfQuery) -> str:
         return f"unknown precision {q.precision!r}; use one of {', '.join(BYTES_PER_ELEMENT)}"
     if q.precision == "fp8" and not gpu.supports_fp8:
         return f"{gpu.name} has no FP8 support (Hopper, Ada and newer only)"
+    if q.precision == "fp4" and not gpu.supports("fp4"):
+        return f"{gpu.name} has no FP4 tensor cores (Blackwell only: B200, GB200, RTX PRO 6000)"
+    if q.precision == "int4" and not gpu.supports("int4"):
+        return (f"{gpu.name} has no 4-bit weight-only (AWQ/GPTQ) kernels in the engines "
+                "(NVIDIA Volta or newer; not AMD GPUs)")
     if q.precision == "bf16" and not gpu.supports("bf16"):
         return f"{gpu.name} has no BF16 support; use fp16"
-    if kv_precision(q) not in BYTES_PER_ELEMENT or (kv_precision(q) == "fp8" and not gpu.supports_fp8):
+    if kv_precision(q) not in KV_PRECISIONS or (kv_precision(q) == "fp8" and not gpu.supports_fp8):
         return f"KV-cache precision {kv_precision(q)} is not supported on {gpu.name}"
     if not gpu.memory_bandwidth_gbs or not gpu.tflops("fp16"):
         return f"{gpu.name} has no memory-bandwidth or FP16 FLOP/s figure in the catalog to estimate from"
