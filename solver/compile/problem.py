@@ -13,6 +13,7 @@ No pydantic, no OR-Tools here.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from solver.catalog.types import Offer
@@ -46,7 +47,7 @@ class Config:
     error_band: float = 0.0
     instances_per_replica: int = 1  # > 1: the replica spans instances over the inter-node fabric
 
-    @property
+    @functools.cached_property  # read millions of times by pruning and model building
     def key(self) -> str:
         span = f"x{self.instances_per_replica}inst" if self.instances_per_replica > 1 else ""
         return f"{self.service}@{self.offer_id}:{self.gpus_per_replica}gpu{span}:{self.precision or 'measured'}"
