@@ -2,10 +2,11 @@
 
 How the constants were fitted (reproduce with `python scripts/fit_calibration.py`):
 
-* The data are three CSVs in `solver/perf/data/` (see `data/PROVENANCE.md`):
+* The data are the CSVs in `solver/perf/data/` (see `data/PROVENANCE.md`):
   `llm_benchmarks.csv`, a verbatim copy of the project's calibration set (TensorRT-LLM 0.9
   static-batching throughput and batch-1 TTFT on H100/H200/L40S/A100 with TP 1-8;
   llama.cpp batch-1 decode on nine GPUs; weight-file sizes; one vLLM memory split);
+  `llm_benchmarks_product.csv`, the product's rows on today's hardware (issue 12);
   `engine_reference.csv`, two batch-1 vLLM decode measurements; and
   `llm_latency_under_load.csv`, a verbatim copy of the project's latency-under-load set,
   of which only the rows without queueing are used here (one request at a time, and
