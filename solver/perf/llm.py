@@ -95,7 +95,7 @@ class _Setup:
     body_flops_per_token: float
     expert_flops_per_token: float  # the routed experts' share of body_flops_per_token
     moe_compute_efficiency: float  # routed experts' grouped GEMMs: fraction of the dense GEMM rate
-    lm_head_flops_per_token: float
+    lm_head_flops_per_token: float  # in units of the GEMM rate: scaled when the head stays 16-bit
     kv_layer_bytes: float  # KV bytes per token per layer (per GPU)
     full_layers: float  # per stage, attending to the whole context
     windowed_layers: float  # per stage, attending to at most `window` tokens
@@ -260,7 +260,10 @@ def _setup(q: PerfQuery) -> _Setup:
         body_flops_per_token=2 * m.body_params_b * 1e9 * per_gpu,
         expert_flops_per_token=2 * m.expert_params_b * (m.active_experts / m.experts) * 1e9 * per_gpu,
         moe_compute_efficiency=cal.moe_compute_efficiency,
-        lm_head_flops_per_token=2 * m.lm_head_params_b * 1e9 * per_gpu,
+        # The output head stays 16-bit under quantised serving, so it multiplies at the 16-bit
+        # rate: its FLOPs are counted in units of the quantised GEMM rate.
+        lm_head_flops_per_token=2 * m.lm_head_params_b * 1e9 * per_gpu * (
+            flops / (gpu.tflops("fp16") * 1e12 * compute_eff) if q.precision in VOCAB_KEPT_16BIT else 1.0),
         kv_layer_bytes=m.kv_elements_per_token_layer(tp) * kvb,
         full_layers=m.full_attention_layers / pp,
         windowed_layers=m.windowed_layers / pp,
