@@ -74,7 +74,7 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution) -> EvalReport:
         offer = offers_by_id[a.offer_id]
         builder.offers = [offer]
         builder.rejections = []
-        recomputed = [c for c in builder.for_service(demands[a.service])
+        recomputed = [c for c in builder.for_service(demands[a.service], prune=False)
                       if c.gpus_per_replica == a.gpus_per_replica and c.precision == a.precision
                       and c.instances_per_replica == a.instances_per_replica]
         if not recomputed:

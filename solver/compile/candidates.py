@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import OrderedDict
 from dataclasses import replace
 
 from solver.catalog.types import Catalog, GpuType, Offer
@@ -69,32 +68,50 @@ def _cached_estimate(q: PerfQuery):
     return estimate(q)
 
 
-class CandidateCache:
-    """(service performance key, offer hardware, calibration) -> that pair's configurations
-    and rejections. Bounded (least recently used out) and safe to share between threads."""
+class _Key:
+    """A cache key whose hash is computed once (tuples of dataclasses rehash every time)."""
 
-    def __init__(self, max_entries: int = 50_000):
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple):
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self._hash == other._hash and self.value == other.value
+
+
+class CandidateCache:
+    """(service performance, offer hardware, calibration) -> that pair's pruned
+    configurations and rejections. Bounded: when full, the older half is dropped (a
+    plain dict keeps insertion order, so hits cost no bookkeeping). Thread-safe."""
+
+    def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple, tuple[tuple[Config, ...], tuple[Rejection, ...]]] = OrderedDict()
+        self._entries: dict[tuple[_Key, _Key], tuple[tuple[Config, ...], tuple[Rejection, ...]]] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get(self, key: tuple):
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-            else:
-                self.misses += 1
-            return found
+    def get(self, key: tuple[_Key, _Key]):
+        found = self._entries.get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
 
-    def put(self, key: tuple, value) -> None:
+    def put(self, key: tuple[_Key, _Key], value) -> None:
         with self._lock:
+            if len(self._entries) >= self.max_entries:
+                for old in list(self._entries)[: len(self._entries) // 2]:
+                    del self._entries[old]
             self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def clear(self) -> None:
         with self._lock:
@@ -120,20 +137,29 @@ class CandidateBuilder:
         self.calibration = calibration
         self.cache = cache
         self.rejections: list[Rejection] = []
+        self._offer_keys: dict[int, _Key] = {}  # by position in self.offers
 
-    def for_service(self, svc: ServiceDemand) -> list[Config]:
+    def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
+        """The service's configurations on every offer (pruned of those another of the same
+        offer dominates, unless `prune` is False: the evaluator wants them all)."""
         configs: list[Config] = []
-        perf_key = svc.performance_key()
-        for offer in self.offers:
+        service_key = None
+        if self.cache is not None and prune:
+            # Pruning inside one offer depends on max_replicas being set (see pruning.py).
+            service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
+        for i, offer in enumerate(self.offers):
             self.stop.check("candidate configurations")  # one offer's estimates take a few ms
-            gpu = self.catalog.gpus[offer.gpu]
-            key = None
-            found = None
-            if self.cache is not None:
-                key = (perf_key, _offer_hardware(offer, gpu, self.catalog.usable_memory_gib(offer)), self.calibration)
+            key = found = None
+            if service_key is not None:
+                offer_key = self._offer_keys.get(i)
+                if offer_key is None or offer_key.value[0] != offer.id:
+                    offer_key = self._offer_keys[i] = _Key(_offer_hardware(
+                        offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
+                key = (service_key, offer_key)
                 found = self.cache.get(key)
             if found is None:
-                found = _OfferCandidates(self, svc, offer, gpu).build()
+                mine, rejected = _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]).build()
+                found = (tuple(prune_configs(list(mine), svc)) if prune else mine, rejected)
                 if key is not None:
                     self.cache.put(key, found)
             mine, rejected = found
@@ -158,7 +184,7 @@ class _OfferCandidates:
         self.rejections: list[Rejection] = []
 
     def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
-        svc, offer, model = self.svc, self.offer, self.svc.model
+        offer, model = self.offer, self.svc.model
         configs: list[Config] = []
         for g in replica_sizes(offer.gpus_per_instance):
             configs.extend(self._measured(g))
@@ -233,10 +259,12 @@ class _OfferCandidates:
                     continue
                 mem = max(mem or 0.0, e.memory_gib_per_gpu)
                 if svc.size_with_error_band:
-                    # Size for the pessimistic end of the band: slower tokens, fewer requests.
-                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), e.ttft_ms * (1 + e.ttft_error_band),
-                                           e.tpot_ms * (1 + e.tpot_error_band), e.latency_ms * (1 + e.tpot_error_band),
-                                           e.batch, e.binding_limit))
+                    # Size for the pessimistic end of the bands (of the estimate's regimes):
+                    # slower tokens, fewer requests - as the model checked the SLOs.
+                    ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
+                    latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
+                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), ttft_hi,
+                                           e.tpot_ms * (1 + e.tpot_error_band), latency_hi, e.batch, e.binding_limit))
                 else:
                     perfs.append(ClassPerf(e.requests_per_s, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit))
             if fail is not None:
@@ -266,17 +294,16 @@ class _OfferCandidates:
 
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
         svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
-        ttft_shrink = 1.0 + cal.ttft_error_band if svc.size_with_error_band else 1.0
-        shrink = 1.0 + cal.tpot_error_band if svc.size_with_error_band else 1.0
+        # size_with_error_band: the model checks the SLOs against the pessimistic end of the
+        # band of each estimate's regime (memory- or compute-bound).
         return PerfQuery(
             model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
             usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
-            ttft_slo_ms=slo.ttft_ms / ttft_shrink if slo.ttft_ms else None,
-            tpot_slo_ms=slo.tpot_ms / shrink if slo.tpot_ms else None,
-            latency_slo_ms=slo.latency_ms / shrink if slo.latency_ms else None,
+            ttft_slo_ms=slo.ttft_ms, tpot_slo_ms=slo.tpot_ms, latency_slo_ms=slo.latency_ms,
             instances_per_replica=span, inter_node_gbs=self.offer.inter_node_gbs, calibration=cal,
-            kv_precision=svc.kv_cache_dtype,
+            kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
+            size_with_error_band=svc.size_with_error_band,
         )
 
     def _reject(self, g, precision, kind, reason):
@@ -294,7 +321,7 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
     for svc in problem.services:
-        mine = prune_configs(builder.for_service(svc), svc)
+        mine = builder.for_service(svc)
         configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas))
     return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
                    filtered_out=problem.filtered_out + tuple(dominated))

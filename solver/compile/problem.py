@@ -13,6 +13,7 @@ No pydantic, no OR-Tools here.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from solver.catalog.types import Offer
@@ -46,7 +47,7 @@ class Config:
     error_band: float = 0.0
     instances_per_replica: int = 1  # > 1: the replica spans instances over the inter-node fabric
 
-    @property
+    @functools.cached_property  # read millions of times by pruning and model building
     def key(self) -> str:
         span = f"x{self.instances_per_replica}inst" if self.instances_per_replica > 1 else ""
         return f"{self.service}@{self.offer_id}:{self.gpus_per_replica}gpu{span}:{self.precision or 'measured'}"
@@ -128,6 +129,8 @@ class ServiceDemand:
     profiles: tuple[Profile, ...] = ()
     size_with_error_band: bool = False
     kv_cache_dtype: str | None = None  # engine_options.kv_cache_dtype; None = "auto"
+    max_batch: int | None = None  # engine_options.max_batch; None: the engine's default
+    kv_cache_memory_fraction: float | None = None  # engine_options.kv_cache_memory_fraction; None: the engine's
 
     @property
     def total_demand(self) -> float:
@@ -137,7 +140,8 @@ class ServiceDemand:
         """Everything but the name and demand levels that decides a configuration's
         per-replica performance: services (or scenarios) equal in it share candidates."""
         return (self.unit, self.class_names, self.class_tokens, self.model, self.precisions, self.engine,
-                self.slo, self.profiles, self.size_with_error_band, self.kv_cache_dtype)
+                self.slo, self.profiles, self.size_with_error_band, self.kv_cache_dtype, self.max_batch,
+                self.kv_cache_memory_fraction)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def _violation(err: dict, prefix: str) -> FieldViolation:
     fix = _FIXES.get(err["type"], "")
     if "To fix:" in msg:
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
-    if not msg.endswith("."):
+    if not msg.endswith((".", "?")):
         msg += "."
     return FieldViolation(_path(tuple(err["loc"]), prefix), msg, fix)
 
@@ -186,12 +186,35 @@ class MeasuredProfile(_Strict):
 
 
 class EngineOptions(_Strict):
-    """Engine settings that change what a replica holds or how fast it runs."""
+    """The serving engine's own settings where they differ from its defaults: what a replica
+    holds and how it batches (docs/performance-model.md, "Engines")."""
 
     kv_cache_dtype: Literal["auto", "fp16", "bf16", "fp8"] = Field(
         default="auto", description="KV-cache element type, separate from the weight precision. auto: the "
         "engines' default (fp8 beside fp8 weights, else 16-bit); fp8 halves the KV cache and needs an "
         "FP8-capable GPU (Ada, Hopper, Blackwell, MI300)")
+    max_batch: int | None = Field(default=None, gt=0, le=100_000, description="cap on concurrent sequences per "
+                                  "replica (vLLM max_num_seqs, TensorRT-LLM max_batch_size, SGLang "
+                                  "max_running_requests); default: the engine's own (vLLM 256, TensorRT-LLM 2048, "
+                                  "SGLang 2048)")
+    kv_cache_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="the engine's memory setting, in its own meaning: vLLM "
+        "gpu_memory_utilization (of all GPU memory; default 0.9), TensorRT-LLM kv_cache_free_gpu_memory_fraction "
+        "(of the memory weights and activations leave; default 0.9), SGLang mem_fraction_static (weights and KV "
+        "pool, of all GPU memory; default 0.88 at TP1 to 0.79 at TP16)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_options(cls, data):
+        if isinstance(data, dict):
+            from solver.suggest import did_you_mean
+
+            known = list(cls.model_fields)
+            for key in data:
+                if key not in known:
+                    raise ValueError(f"unknown engine option {key!r}{did_you_mean(str(key), known) or '.'} "
+                                     f"To fix: use {', '.join(known)}")
+        return data
 
 
 class Service(_Strict):
