@@ -42,6 +42,10 @@ def cmd_solve(args) -> int:
     from solver.workload.documents import parse_workload
 
     progress = _progress_printer() if sys.stderr.isatty() and not args.quiet else None
+    if progress is not None:  # progress callbacks make SCIP print two spurious ERROR lines
+        from solver.optimize.backends import stderr_filter
+
+        stderr_filter.install()
     try:
         workload = parse_workload(data)
         result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
