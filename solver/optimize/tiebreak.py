@@ -23,7 +23,7 @@ from solver.optimize.formulation import Formulation, gpu_objective
 from solver.optimize.linear import SolveOutcome
 
 TIE_BREAK_NODES = 200
-TIE_BREAK_MAX_INTEGER_VARIABLES = 500  # the second MIP only below this model size
+TIE_BREAK_MAX_INTEGER_VARIABLES = 200  # the second MIP only below this model size
 COST_TOLERANCE_USD_PER_HOUR = 1e-6  # the cost MIP's absolute gap: "the same cost"
 
 
