@@ -159,7 +159,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6)))
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
     services = []
     for s in problem.services:
         views = []
@@ -189,8 +189,10 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
             total_cap = capacity[0]
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
+        llm = s.model is not None
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(utilization, 4), list(s.class_names), views))
+                                      round(utilization, 4), list(s.class_names), views,
+                                      model=s.model_label if llm else None, engine=s.engine if llm else None))
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:

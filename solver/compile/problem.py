@@ -150,6 +150,7 @@ class Problem:
     offers: tuple[Offer, ...]  # filtered, priced for the chosen tier
     configs: tuple[Config, ...]
     rejections: tuple[Rejection, ...] = ()
+    dominated: tuple[Config, ...] = ()  # pruned as dominated: never in a plan, but explanations quote them
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # GPU type -> GPUs
     offer_limits: dict[str, int] = field(default_factory=dict)  # offer id -> instances
     budget_usd_per_hour: float | None = None
