@@ -129,6 +129,10 @@ def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> 
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in instances.items() if problem.offer(o).gpu == gpu)
         if used > quota:
             return None, f"would need {used} {gpu} GPUs; the quota is {quota}"
+    if problem.same_region == "fleet":
+        regions = {(problem.offer(o).provider, problem.offer(o).region) for o in instances}
+        if len(regions) > 1:
+            return None, "would put the fleet in two regions (constraints.same_region is fleet)"
     cost = sum(problem.offer(o).price_usd_per_hour * n for o, n in instances.items())
     if problem.budget_usd_per_hour is not None and cost > problem.budget_usd_per_hour + 1e-9:
         return None, f"would cost ${cost:.4f}/hour, above the budget"
