@@ -192,9 +192,12 @@ def cmd_catalog(args) -> int:
             print(json.dumps(rows, indent=2))
         else:
             from solver.output.render import _table
-            print(_table(["gpu", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS", "nvlink GB/s", "consumer"],
-                         [[g["name"], f"{g['memory_gib']:g}", str(g["memory_bandwidth_gbs"] or "-"), str(g["fp16_tflops"] or "-"),
-                           str(g["fp8_tflops"] or "-"), str(g["nvlink_gbs"] or "-"), "yes" if g["consumer"] else ""] for g in rows]))
+            print(_table(["gpu", "vendor", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS", "fp4 TFLOPS",
+                          "nvlink GB/s", "nvlink domain", "int4", "consumer"],
+                         [[g["name"], g["vendor"], f"{g['memory_gib']:g}", str(g["memory_bandwidth_gbs"] or "-"),
+                           str(g["fp16_tflops"] or "-"), str(g["fp8_tflops"] or "-"), str(g["fp4_tflops"] or "-"),
+                           str(g["nvlink_gbs"] or "-"), str(g["nvlink_domain_gpus"] or "-"),
+                           "yes" if g["supports_int4"] else "", "yes" if g["consumer"] else ""] for g in rows]))
         return EXIT_OK
     offers = list(catalog.offers)
     for field, value in (("gpu", args.gpu), ("provider", args.provider), ("region", args.region)):

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.loader import default_catalog, load_catalog_file
-from solver.catalog.types import Catalog, Offer
+from solver.catalog.types import PRECISIONS, Catalog, Offer
 from solver.errors import FieldViolation, InputError
 from solver.models.library import ModelArch, get_model, model_names
 from solver.workload.schema import InlineModel, Workload
@@ -44,6 +44,13 @@ def model_arch(model: str | InlineModel) -> ModelArch:
     arch = get_model(model)
     assert arch is not None, "check_references runs first"
     return arch
+
+
+def _precision_hardware(precision: str) -> str:
+    return {"fp4": "FP4 needs FP4 tensor cores (Blackwell only: B200, GB200, RTX PRO 6000).",
+            "fp8": "FP8 needs FP8 tensor cores (Ada, Hopper, Blackwell, MI300).",
+            "int4": "int4 weight-only (AWQ/GPTQ) kernels exist for NVIDIA Volta or newer only.",
+            "bf16": "this GPU has no BF16 support."}.get(precision, "not supported on this GPU.")
 
 
 def check_references(workload: Workload, catalog: Catalog) -> None:
@@ -81,7 +88,15 @@ def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
                 "use a library model (`solver-cli estimate --list-models`) or describe it inline "
                 "(params_b, layers, hidden_size, attention_heads, kv_heads, head_dim)"))
         for j, prof in enumerate(_items(svc.get("profiles"))):
-            unknown_gpu(f"services[{i}].profiles[{j}].gpu", prof.get("gpu"))
+            gpu, precision = prof.get("gpu"), prof.get("precision")
+            unknown_gpu(f"services[{i}].profiles[{j}].gpu", gpu)
+            if isinstance(gpu, str) and gpu in gpus and isinstance(precision, str) and precision in PRECISIONS \
+                    and not gpus[gpu].supports(precision):
+                problems.append(FieldViolation(
+                    f"services[{i}].profiles[{j}].precision",
+                    f"{gpu} cannot run {precision}: {_precision_hardware(precision)}",
+                    f"correct the profile's precision or GPU; {gpu} supports "
+                    f"{', '.join(x for x in PRECISIONS if gpus[gpu].supports(x))}"))
             if prof.get("offer") is not None:
                 unknown_offer(f"services[{i}].profiles[{j}].offer", prof.get("offer"))
     c = data.get("constraints") if isinstance(data.get("constraints"), dict) else {}
