@@ -10,13 +10,22 @@ token lengths, SLOs, precisions, engine, profiles), the offer's hardware and the
 calibration — never on demand, prices, quotas or the budget. So the candidates of one
 (service, offer) pair are cached across calls (`CandidateCache`): review scenarios and
 repeated scheduler calls that change only demand, prices or limits rebuild nothing.
+
+Estimates are made in bulk: every (service, offer) pair's build first says which
+performance queries it needs, the builder estimates all of them at once
+(`solver.perf.estimate_many`, numpy arrays) in chunks that each end well within 100 ms
+(a cancel or deadline is checked between chunks), and the builds then finish with the
+results - the same configurations and rejections, in the same order, as one at a time.
+Estimates are also cached by query across calls (`ESTIMATES`, least recently used out).
 """
 
 from __future__ import annotations
 
-import functools
 import threading
-from dataclasses import replace
+from collections import OrderedDict
+from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
+from typing import Generator, Sequence
 
 from solver.catalog.types import Catalog, GpuType, Offer
 from solver.compile.compiled import compile_problem
@@ -24,7 +33,7 @@ from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejectio
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
 from solver.interrupt import NEVER, Stop
 from solver.models.library import ModelArch
-from solver.perf import Calibration, PerfQuery, estimate
+from solver.perf import Calibration, PerfEstimate, PerfQuery, estimate_many
 from solver.workload.schema import Workload
 
 
@@ -74,9 +83,97 @@ def _slo_kind(reason: str) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=200_000)
-def _cached_estimate(q: PerfQuery):
-    return estimate(q)
+_HASHES: dict[int, tuple[object, int]] = {}  # id -> (object, hash): see _hash_once
+
+
+def _hash_once(obj) -> int:
+    """hash(obj), remembered per object: a query's model, GPU and calibration are frozen
+    dataclasses whose hash walks every field, and thousands of queries share a few of them."""
+    hit = _HASHES.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    if len(_HASHES) >= 4096:
+        _HASHES.clear()
+    h = hash(obj)
+    _HASHES[id(obj)] = (obj, h)  # the reference keeps the id from being reused
+    return h
+
+
+_QUERY_OBJECTS = ("model", "gpu", "calibration")
+_query_values = attrgetter(*(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS))
+
+
+class _QueryKey:
+    """A PerfQuery as a dictionary key, hashed once (and cheaply); equal queries, equal keys."""
+
+    __slots__ = ("query", "_parts", "_hash")
+
+    def __init__(self, q: PerfQuery):
+        self.query = q
+        values = _query_values(q)
+        self._parts = (q.model, q.gpu, q.calibration, values)  # compared item by item, identity first
+        self._hash = hash((_hash_once(q.model), _hash_once(q.gpu), _hash_once(q.calibration), values))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self._hash == other._hash and self._parts == other._parts
+
+
+class EstimateCache:
+    """PerfQuery -> PerfEstimate, shared by services, calls and threads; the least recently
+    used entries go first when full. Misses are estimated together (`estimate_many`)."""
+
+    CHUNK = 2048  # queries per batch: tens of ms each, so a cancel or deadline bites between them
+
+    def __init__(self, max_entries: int = 200_000):
+        self.max_entries = max_entries
+        self._data: OrderedDict[_QueryKey, PerfEstimate] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get_many(self, queries: Sequence[PerfQuery], stop: Stop = NEVER) -> list[PerfEstimate]:
+        out: list[PerfEstimate | None] = [None] * len(queries)
+        missing: dict[_QueryKey, list[int]] = {}
+        data = self._data
+        with self._lock:
+            for i, q in enumerate(queries):
+                key = _QueryKey(q)
+                e = data.get(key)
+                if e is None:
+                    missing.setdefault(key, []).append(i)
+                else:
+                    data.move_to_end(key)
+                    out[i] = e
+            self.misses += len(missing)
+            self.hits += len(queries) - len(missing)
+        todo = list(missing)
+        for start in range(0, len(todo), self.CHUNK):
+            stop.check("candidate configurations")
+            chunk = todo[start:start + self.CHUNK]
+            made = estimate_many([key.query for key in chunk])
+            with self._lock:
+                for key, e in zip(chunk, made):
+                    data[key] = e
+                    data.move_to_end(key)
+                while len(data) > self.max_entries:
+                    data.popitem(last=False)
+            for key, e in zip(chunk, made):
+                for i in missing[key]:
+                    out[i] = e
+        return out
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+
+ESTIMATES = EstimateCache()
 
 
 class _Key:
@@ -171,38 +268,115 @@ class CandidateBuilder:
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
         """The service's configurations on every offer (pruned of those another of the same
         offer dominates, unless `prune` is False: the evaluator wants them all)."""
-        configs: list[Config] = []
-        cached = None
-        if self.cache is not None and prune:
-            # Pruning inside one offer depends on max_replicas being set (see pruning.py).
-            cached = self.cache.service(_Key((svc.performance_key(), svc.max_replicas is None, self.calibration)))
-        for i, offer in enumerate(self.offers):
-            self.stop.check("candidate configurations")  # one offer's estimates take a few ms
-            found = offer_key = None
-            if cached is not None:
-                offer_key = self._offer_keys.get(i)
-                if offer_key is None or offer_key.value[0] != offer.id:
-                    offer_key = self._offer_keys[i] = _Key(_offer_hardware(
-                        offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
-                found = self.cache.get(cached, offer_key)
-            if found is None:
-                mine, rejected = _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]).build()
-                kept = tuple(prune_configs(list(mine), svc)) if prune else mine
-                kept_ids = {id(c) for c in kept}
-                found = (kept, rejected, tuple(c for c in mine if id(c) not in kept_ids))
+        return self.for_services([svc], prune)[0]
+
+    def for_services(self, services: Sequence[ServiceDemand], prune: bool = True) -> list[list[Config]]:
+        """`for_service` of each service, with the estimates of all of them made together.
+        Rejections and dominated configurations are added in service, then offer, order."""
+        rows: list[tuple[ServiceDemand, list]] = []  # per service: per offer, a cached tuple or a _Build
+        builds: dict[tuple, _Build] = {}  # one build per (service key, offer key) missing from the cache
+        fresh: list[_Build] = []
+        for svc in services:
+            service_key = cached = None
+            if self.cache is not None and prune:
+                # Pruning inside one offer depends on max_replicas being set (see pruning.py).
+                service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
+                cached = self.cache.service(service_key)
+            mine: list = []
+            for i, offer in enumerate(self.offers):
+                self.stop.check("candidate configurations")
+                found = offer_key = None
                 if cached is not None:
-                    self.cache.put(cached, offer_key, found)
-            mine, rejected, dominated = found
-            if mine and mine[0].service != svc.name:  # cached for another service with the same performance key
-                mine = tuple(replace(c, service=svc.name) for c in mine)
-            if rejected and rejected[0].service != svc.name:
-                rejected = tuple(replace(r, service=svc.name) for r in rejected)
-            if dominated and dominated[0].service != svc.name:
-                dominated = tuple(replace(c, service=svc.name) for c in dominated)
-            configs.extend(mine)
-            self.rejections.extend(rejected)
-            self.dominated.extend(dominated)
-        return configs
+                    offer_key = self._offer_keys.get(i)
+                    if offer_key is None or offer_key.value[0] != offer.id:
+                        offer_key = self._offer_keys[i] = _Key(_offer_hardware(
+                            offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
+                    found = builds.get((service_key, offer_key)) or self.cache.get(cached, offer_key)
+                if found is None:
+                    found = _Build(_OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), service_key, offer_key)
+                    fresh.append(found)
+                    if cached is not None:
+                        builds[(service_key, offer_key)] = found
+                mine.append(found)
+            rows.append((svc, mine))
+        self._run(fresh)
+        for b in fresh:
+            self.stop.check("candidate configurations")
+            svc = b.offer.svc
+            kept = tuple(prune_configs(list(b.configs), svc)) if prune else b.configs
+            kept_ids = {id(c) for c in kept}
+            b.found = (kept, b.rejections, tuple(c for c in b.configs if id(c) not in kept_ids))
+            if b.service_key is not None:
+                self.cache.put(self.cache.service(b.service_key), b.offer_key, b.found)
+        out: list[list[Config]] = []
+        for svc, mine in rows:
+            configs: list[Config] = []
+            for found in mine:
+                mine_, rejected, dominated = found.found if isinstance(found, _Build) else found
+                if mine_ and mine_[0].service != svc.name:  # built for another service with the same performance key
+                    mine_ = tuple(replace(c, service=svc.name) for c in mine_)
+                if rejected and rejected[0].service != svc.name:
+                    rejected = tuple(replace(r, service=svc.name) for r in rejected)
+                if dominated and dominated[0].service != svc.name:
+                    dominated = tuple(replace(c, service=svc.name) for c in dominated)
+                configs.extend(mine_)
+                self.rejections.extend(rejected)
+                self.dominated.extend(dominated)
+            out.append(configs)
+        return out
+
+    def _run(self, builds: list[_Build]) -> None:
+        """Drive the builds together: each round, every build that waits for estimates gets
+        them from one bulk request (a few rounds: single instances, then 2-, then 4-instance
+        replicas where a model fits no single instance)."""
+        waiting: list[_Build] = []
+        for b in builds:
+            self.stop.check("candidate configurations")
+            b.advance(None, waiting)
+        while waiting:
+            estimates = ESTIMATES.get_many([q for b in waiting for q in b.asked], self.stop)
+            now, waiting, at = waiting, [], 0
+            for b in now:
+                self.stop.check("candidate configurations")
+                n = len(b.asked)
+                b.advance(estimates[at:at + n], waiting)
+                at += n
+
+
+@dataclass(eq=False)
+class _Build:
+    """One (service, offer) pair's configurations being built (see _OfferCandidates.build)."""
+
+    offer: _OfferCandidates
+    service_key: _Key | None
+    offer_key: _Key | None
+    steps: Generator | None = None
+    asked: list[PerfQuery] = field(default_factory=list)
+    configs: tuple[Config, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    found: tuple | None = None  # (kept, rejected, dominated) once built
+
+    def advance(self, estimates: list[PerfEstimate] | None, waiting: list[_Build]) -> None:
+        """Send the estimates asked for; the build asks for more (and waits) or finishes."""
+        if self.steps is None:
+            self.steps = self.offer.build()
+        try:
+            self.asked = self.steps.send(estimates)
+            waiting.append(self)
+        except StopIteration as done:
+            self.configs, self.rejections = done.value
+            self.asked = []
+
+
+@dataclass(eq=False)
+class _Plan:
+    """One precision of one replica size: why it cannot be estimated, or its queries and
+    (once made) their estimates."""
+
+    precision: str
+    why: tuple[str, str] | None
+    queries: list[PerfQuery]
+    estimates: list[PerfEstimate] = field(default_factory=list)
 
 
 class _OfferCandidates:
@@ -216,16 +390,20 @@ class _OfferCandidates:
         self.usable_gib = builder.catalog.usable_memory_gib(offer)
         self.rejections: list[Rejection] = []
 
-    def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
+    def build(self) -> Generator[list[PerfQuery], list[PerfEstimate], tuple[tuple[Config, ...], tuple[Rejection, ...]]]:
+        """A generator: yields the performance queries it needs, is sent their estimates (a
+        list in the same order), and returns (configurations, rejections)."""
         offer, model = self.offer, self.svc.model
         configs: list[Config] = []
         sizes = replica_sizes(offer.gpus_per_instance)
+        plans = {g: self._plan(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
+        yield from self._estimate(plans.values())
         for g in sizes:
             configs.extend(self._measured(g))
-            if model is not None and not self._has_profile(g):
-                configs.extend(self._estimated(model, g, 1))
+            if g in plans:
+                configs.extend(self._estimated(g, 1, plans[g]))
         if model is not None and offer.inter_node_fabric:
-            configs.extend(self._spanning(model))
+            configs.extend((yield from self._spanning(model)))
         self._unplannable_profiles(sizes)
         return tuple(configs), tuple(self.rejections)
 
@@ -284,26 +462,48 @@ class _OfferCandidates:
                          f"no measured profile for {offer.gpu} and the service has no LLM model to estimate from")
         return out
 
-    def _estimated(self, model: ModelArch, g: int, span: int) -> list[Config]:
-        svc, offer, gpu = self.svc, self.offer, self.gpu
-        out = []
+    def _plan(self, model: ModelArch, g: int, span: int) -> list[_Plan]:
+        """Per precision: why the model cannot be estimated on this replica, or the queries
+        (one per request class) to estimate."""
+        svc, gpu = self.svc, self.gpu
+        plans = []
         for precision in svc.precisions:
+            why = None
             if not gpu.supports(precision):
-                self._reject(g * span, precision, "precision", f"{gpu.name} does not support {precision}")
-                continue
-            if not gpu.llm_estimates:
-                self._reject(g * span, precision, "unsupported",
-                             f"{gpu.name} has no calibrated LLM estimate; add a measured profile")
-                continue
-            if model.attention_heads % g:
-                self._reject(g * span, precision, "unsupported",
-                             f"{g}-way tensor parallelism does not divide {model.attention_heads} attention heads")
+                why = ("precision", f"{gpu.name} does not support {precision}")
+            elif not gpu.llm_estimates:
+                why = ("unsupported", f"{gpu.name} has no calibrated LLM estimate; add a measured profile")
+            elif model.attention_heads % g:
+                why = ("unsupported", f"{g}-way tensor parallelism does not divide {model.attention_heads} attention heads")
+            queries = [] if why else [self._query(model, g * span, span, precision, t.prompt_tokens, t.output_tokens)
+                                      for t in svc.class_tokens]
+            plans.append(_Plan(precision, why, queries))
+        return plans
+
+    @staticmethod
+    def _estimate(plans_per_size) -> Generator[list[PerfQuery], list[PerfEstimate], None]:
+        """Ask for the plans' queries at once; hand each plan its estimates."""
+        plans = [p for per_size in plans_per_size for p in per_size]
+        queries = [q for p in plans for q in p.queries]
+        if not queries:
+            return
+        estimates = yield queries
+        at = 0
+        for p in plans:
+            p.estimates = estimates[at:at + len(p.queries)]
+            at += len(p.queries)
+
+    def _estimated(self, g: int, span: int, plans: list[_Plan]) -> list[Config]:
+        svc, offer = self.svc, self.offer
+        out = []
+        for plan in plans:
+            precision = plan.precision
+            if plan.why is not None:
+                self._reject(g * span, precision, *plan.why)
                 continue
             perfs: list[ClassPerf] = []
             mem, band, fail = None, 0.0, None
-            for tokens in svc.class_tokens:
-                e = _cached_estimate(self._query(model, g * span, span, precision, tokens.prompt_tokens,
-                                                 tokens.output_tokens))
+            for e in plan.estimates:  # one per request class, in class order
                 if not e.feasible and e.reason_kind in ("vram", "unsupported"):
                     fail = (e.reason_kind, e.reason)
                     break
@@ -332,7 +532,7 @@ class _OfferCandidates:
                               instances_per_replica=span))
         return out
 
-    def _spanning(self, model: ModelArch) -> list[Config]:
+    def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
         whole = self.offer.gpus_per_instance
         single = [r for r in self.rejections if r.gpus_per_replica == whole]
@@ -340,7 +540,9 @@ class _OfferCandidates:
             return []
         out: list[Config] = []
         for span in (2, 4):
-            found = self._estimated(model, whole, span)
+            plans = self._plan(model, whole, span)
+            yield from self._estimate([plans])
+            found = self._estimated(whole, span, plans)
             out.extend(found)
             if found:
                 break
@@ -374,8 +576,7 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     builder = CandidateBuilder(catalog, offers, problem.calibration, cache, stop)
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
-    for svc in problem.services:
-        mine = builder.for_service(svc)
+    for mine in builder.for_services(problem.services):
         configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas))
     return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
                    dominated=tuple(builder.dominated),

@@ -44,13 +44,22 @@ are reserved for the engine's per-pass token budget and the logits of its batch 
 
 Throughput rises and TTFT/TPOT grow with B, so the best batch is the largest one that
 fits in memory, the engine's batch cap and the SLOs: found by bisection (~10 passes).
+
+One implementation serves one query and many: every function from the memory budget on
+takes plain numbers (one query, at Python speed, numpy not even imported) or numpy arrays
+of many queries (`estimate_many`: the planner's thousands of candidate configurations,
+evaluated in lockstep - the bisection over the batch advances every query one step per
+pass over the arrays). A query gives the same bits alone or in a batch.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, fields, is_dataclass
 from functools import cached_property
+from operator import attrgetter
+from typing import Sequence
 
 from solver.perf import calibration as _fit
 from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
@@ -69,6 +78,143 @@ VOCAB_KEPT_16BIT = ("fp8", "int8", "fp4", "int4")
 # are weight-only - dequantised and multiplied at 16 bits.
 COMPUTE_PRECISION = {"fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8", "fp4": "fp4", "int4": "fp16",
                      "q4_k_m": "fp16"}
+# A pass's largest term (PerfEstimate.step_bound); _Pass.bound is an index into this.
+BOUNDS = ("memory_bandwidth", "compute", "interconnect", "overhead")
+_VRAM, _SLO = len(BOUNDS), len(BOUNDS) + 1  # binding limits beyond the bounds
+_LIMITS = BOUNDS + ("vram", "slo")
+# Reason kinds of an estimate (index 0: none); SLO kinds in the order they are checked.
+_KINDS = ("", "ttft", "tpot", "latency", "vram")
+_KIND_VRAM = 4
+_SLO_LABELS = ("", "TTFT", "TPOT", "latency")
+
+
+# ---------------------------------------------------------------- numbers or arrays
+# The few operations that differ between plain numbers and numpy arrays. numpy is imported
+# only when arrays arrive (the CLI's one-service solves never pay for it).
+_PLAIN = (float, int, bool)
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _is_scalar(x) -> bool:
+    return type(x) in _PLAIN or getattr(x, "ndim", 0) == 0
+
+
+def _where(cond, a, b):
+    if cond is True:  # comparisons of numbers give the bool singletons: the common case first
+        return a
+    if cond is False:
+        return b
+    if _is_scalar(cond):
+        return a if cond else b
+    return _np().where(cond, a, b)
+
+
+def _maximum(a, b):
+    if (type(a) in _PLAIN or _is_scalar(a)) and (type(b) in _PLAIN or _is_scalar(b)):
+        return b if b > a else a  # as max(a, b)
+    return _np().maximum(a, b)
+
+
+def _minimum(a, b):
+    if (type(a) in _PLAIN or _is_scalar(a)) and (type(b) in _PLAIN or _is_scalar(b)):
+        return b if b < a else a  # as min(a, b)
+    return _np().minimum(a, b)
+
+
+def _and(a, b):
+    if (a is True or a is False or _is_scalar(a)) and (b is True or b is False or _is_scalar(b)):
+        return bool(a) and bool(b)
+    return _np().logical_and(a, b)
+
+
+def _not(a):
+    if a is True or a is False or _is_scalar(a):
+        return not a
+    return _np().logical_not(a)
+
+
+def _any(a) -> bool:
+    if a is True or a is False:
+        return a
+    return bool(a) if _is_scalar(a) else bool(a.any())
+
+
+def _trunc(x):
+    """int(x): toward zero (whole numbers stay exact)."""
+    if _is_scalar(x):
+        return int(x)
+    return _np().trunc(x).astype(_np().int64)
+
+
+def _ceil(x):
+    return math.ceil(x) if _is_scalar(x) else _np().ceil(x)
+
+
+def _power(base, exponent):
+    """base ** exponent; arrays element by element through Python's pow, because numpy's
+    vectorised pow may differ in the last bit and a query must give the same bits alone
+    or in a batch (it is only needed for MoE rows)."""
+    if _is_scalar(base) and _is_scalar(exponent):
+        return base ** exponent
+    np = _np()
+    b, e = np.broadcast_arrays(np.asarray(base, dtype=float), np.asarray(exponent, dtype=float))
+    return np.array([x ** y for x, y in zip(b.ravel().tolist(), e.ravel().tolist())], dtype=float).reshape(b.shape)
+
+
+def _first_max(values: Sequence):
+    """Index of the largest value (the first of equals), as max(..., key=...) picks it."""
+    for v in values:
+        if not _is_scalar(v):
+            np = _np()
+            return np.argmax(np.stack(np.broadcast_arrays(*values)), axis=0)
+    best, index = values[0], 0
+    for i in range(1, len(values)):
+        if values[i] > best:
+            best, index = values[i], i
+    return index
+
+
+class _Rows:
+    """Some rows of array-valued inputs, so that a lockstep search works on the queries that
+    still need it. `_rows(mask)`: numbers (or every row) need no selection."""
+
+    def __init__(self, idx):
+        self.idx = idx
+
+    def take(self, x):
+        if self.idx is None:
+            return x
+        if is_dataclass(x):
+            return type(x)(**{f.name: self.take(getattr(x, f.name)) for f in fields(x)})
+        return x if _is_scalar(x) else x[self.idx]
+
+    def put(self, full, part):
+        """`full` with these rows replaced by `part`."""
+        if self.idx is None:
+            return part
+        if is_dataclass(full):
+            return type(full)(**{f.name: self.put(getattr(full, f.name), getattr(part, f.name)) for f in fields(full)})
+        out = full.copy()
+        out[self.idx] = part
+        return out
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+
+_EVERY = _Rows(None)
+
+
+def _rows(mask) -> _Rows:
+    """The rows where `mask` holds (numbers: the one query; only called where it holds)."""
+    if type(mask) is bool or _is_scalar(mask) or mask.all():
+        return _EVERY
+    return _Rows(mask.nonzero()[0])
 
 
 # ---------------------------------------------------------------- engine policies and memory
@@ -94,10 +240,11 @@ def engine_policy(q: PerfQuery) -> EnginePolicy:
     cap = q.max_batch or cal.max_batch or cap
     return EnginePolicy(kind, fraction, cap, max(cal.activation_tokens, 1))
 
-
 @dataclass(frozen=True)
 class MemoryBudget:
-    """Per GPU, GiB. Activations, and so the KV room, depend on the batch."""
+    """Per GPU, GiB. Activations, and so the KV room, depend on the batch. Fields and
+    arguments are numbers (one query) or arrays (many; `static_prompt_tokens` is then -1
+    for continuous batching)."""
 
     memory_gib: float  # the GPU's memory (the engine's fraction is applied below)
     policy: EnginePolicy
@@ -108,47 +255,54 @@ class MemoryBudget:
     logits_gib_per_sequence: float
     static_prompt_tokens: int | None  # static batching: every prompt of the batch in one pass
 
-    def activation_gib(self, batch: int) -> float:
+    def activation_gib(self, batch):
         """Continuous batching: the engine reserves a pass of its token budget and the logits
         of its batch cap (vLLM profiles exactly that); a batch above either needs more.
         Static batching: the batch's prompts go through in one pass, B x P tokens."""
-        if self.static_prompt_tokens is not None:
-            tokens = batch * max(self.static_prompt_tokens, 1)
-            return tokens * self.activation_gib_per_token + batch * self.logits_gib_per_sequence
-        tokens = max(self.policy.token_budget, batch)
-        return tokens * self.activation_gib_per_token + max(self.policy.max_batch, batch) * self.logits_gib_per_sequence
+        continuous = (_maximum(self.policy.token_budget, batch) * self.activation_gib_per_token
+                      + _maximum(self.policy.max_batch, batch) * self.logits_gib_per_sequence)
+        prompt = self.static_prompt_tokens
+        if prompt is None:
+            return continuous
+        static = batch * _maximum(prompt, 1) * self.activation_gib_per_token + batch * self.logits_gib_per_sequence
+        return _where(prompt >= 0, static, continuous)
 
-    def kv_capacity_gib(self, batch: int = 1) -> float:
-        f, a = self.policy.memory_fraction, self.activation_gib(batch)
-        if self.policy.kv_policy == "free":  # TensorRT-LLM: a fraction of what is left
-            return f * (self.memory_gib - self.weights_gib - self.overhead_gib - a)
-        if self.policy.kv_policy == "static":  # SGLang: activations live outside the static pool
-            spill = max(a + self.overhead_gib - (1 - f) * self.memory_gib, 0.0)
-            return f * self.memory_gib - self.weights_gib - spill
-        return f * self.memory_gib - self.weights_gib - self.overhead_gib - a  # vLLM
+    def kv_capacity_gib(self, batch=1):
+        f, a, kind = self.policy.memory_fraction, self.activation_gib(batch), self.policy.kv_policy
+        free = f * (self.memory_gib - self.weights_gib - self.overhead_gib - a)  # TensorRT-LLM: a fraction of what is left
+        spill = _maximum(a + self.overhead_gib - (1 - f) * self.memory_gib, 0.0)
+        static = f * self.memory_gib - self.weights_gib - spill  # SGLang: activations live outside the static pool
+        total = f * self.memory_gib - self.weights_gib - self.overhead_gib - a  # vLLM
+        return _where(kind == "free", free, _where(kind == "static", static, total))
 
-    def fits(self, batch: int) -> bool:
+    def fits(self, batch):
         return batch * self.kv_gib_per_sequence <= self.kv_capacity_gib(batch) + 1e-12
 
     @cached_property
-    def max_batch(self) -> int:
-        """The largest batch whose KV cache fits beside the activations it needs."""
-        if self.kv_gib_per_sequence <= 0:
-            return 10**9
-        if not self.fits(1):
-            return 0
-        hi = int(self.kv_capacity_gib(1) / self.kv_gib_per_sequence)  # room only shrinks as the batch grows
-        if self.fits(hi):
-            return hi
-        lo = 1  # fits; hi does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if self.fits(mid) else (lo, mid)
-        return lo
+    def max_batch(self):
+        """The largest batch whose KV cache fits beside the activations it needs (room only
+        shrinks as the batch grows): the whole-room guess if it fits, else bisection."""
+        kv = self.kv_gib_per_sequence
+        sized = kv > 0
+        fits_one = self.fits(1)
+        guess = _trunc(self.kv_capacity_gib(1) / _where(sized, kv, 1.0))
+        guess_fits = self.fits(guess)
+        lo = 1
+        hi = _where(_and(_and(sized, fits_one), _not(guess_fits)), guess, 1)  # lo fits; hi does not
+        while True:
+            active = hi - lo > 1
+            if not _any(active):
+                break
+            rows = _rows(active)
+            lo_, hi_ = rows.take(lo), rows.take(hi)
+            mid = (lo_ + hi_) // 2
+            ok = rows.take(self).fits(mid)
+            lo = rows.put(lo + 0 * hi, _where(ok, mid, lo_))
+            hi = rows.put(hi, _where(ok, hi_, mid))
+        return _where(_not(sized), 10**9, _where(_not(fits_one), 0, _where(guess_fits, guess, lo)))
 
-    def used_gib(self, batch: int) -> float:
+    def used_gib(self, batch):
         return self.weights_gib + self.activation_gib(batch) + self.overhead_gib + batch * self.kv_gib_per_sequence
-
 
 @dataclass(frozen=True)
 class _Setup:
@@ -189,18 +343,20 @@ class _Setup:
     request_overhead_s: float
     token_overhead_s: float  # host time per sequence sampled in a step (host-scheduled serving engines)
 
-
 @dataclass(frozen=True)
 class _Pass:
     seconds: float
-    bound: str  # largest term
+    bound: int  # index into BOUNDS of the largest term
     memory_s: float  # weights and KV cache read
     compute_s: float  # GEMM and attention FLOPs
 
     @property
-    def regime(self) -> str:
-        return "memory" if self.memory_s >= self.compute_s else "compute"
+    def memory_bound(self):
+        return self.memory_s >= self.compute_s
 
+    @property
+    def regime(self) -> str:
+        return _regime(self.memory_bound)
 
 def kv_precision(q: PerfQuery) -> str:
     """The KV cache's element type: the service's engine_options.kv_cache_dtype, else the
@@ -224,13 +380,24 @@ def weight_bytes_total(q: PerfQuery) -> float:
     return (m.params_b * 1e9 - kept) * wb + kept_bytes
 
 
-def kv_gib_per_sequence(q: PerfQuery, tokens: float) -> float:
+def kv_gib_per_sequence(q: PerfQuery, tokens):
     """KV cache of one sequence of `tokens` tokens on one GPU: sliding-window layers keep at
     most the window; MLA keeps one latent per layer on every TP rank."""
+    return _kv_gib(*_kv_factors(q), tokens)
+
+
+def _kv_factors(q: PerfQuery) -> tuple:
+    """(KV bytes per token and layer per GPU, full-attention layers, windowed layers, window, stages)."""
     m = q.model
     tp, pp = parallelism(q)
     per_layer = m.kv_elements_per_token_layer(tp) * BYTES_PER_ELEMENT[kv_precision(q)]
-    return per_layer * m.kv_tokens(tokens) / pp / GIB
+    return per_layer, m.full_attention_layers, m.windowed_layers, m.sliding_window or 0, pp
+
+
+def _kv_gib(per_layer, full_layers, windowed_layers, window, pp, tokens):
+    """As `ModelArch.kv_tokens`, for numbers or arrays: windowed layers keep at most the window."""
+    kv_tokens = full_layers * tokens + windowed_layers * _where(window > 0, _minimum(tokens, window), tokens)
+    return per_layer * kv_tokens / pp / GIB
 
 
 def _intermediate_per_gpu(q: PerfQuery) -> float:
@@ -396,72 +563,83 @@ def _setup(q: PerfQuery) -> _Setup:
         token_overhead_s=cal.token_overhead_us * 1e-6 if q.engine in _fit.HOST_SCHEDULED_ENGINES else 0.0,
     )
 
-
 # ---------------------------------------------------------------- one pass, one batch
-def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eager: bool = False,
-          host: bool = True) -> _Pass:
+def _pass(s: _Setup, n_dec, ctx, n_pre, prompt, eager=False, host=True) -> _Pass:
     """One forward pass of one pipeline stage (per GPU of its TP group); `eager`: a pass
     that prefills a prompt for its first token (no CUDA graph); `host`: count the engine's
     per-sequence host time here (a pipeline counts it once per step instead)."""
     tokens = n_dec + n_pre
-    touched = 1.0
-    if s.experts > 1:  # distinct experts that at least one token is routed to
-        touched = 1.0 - (1.0 - s.active_experts / s.experts) ** max(tokens, 1.0)
-    weight_bytes = s.dense_weight_bytes + s.expert_weight_bytes * touched
-    sampled = n_dec + (n_pre / prompt if prompt else 0.0)
+    moe = s.experts > 1
+    weight_bytes = s.dense_weight_bytes + s.expert_weight_bytes * _touched(s, moe, tokens)
+    sampled = n_dec + _prompts(n_pre, prompt)
     gemm_flops = s.body_flops_per_token * tokens + s.lm_head_flops_per_token * sampled
     t_weights = weight_bytes / s.bw
     t_act = tokens * s.layers * s.activation_bytes_per_token / s.bw  # elementwise kernels: they add
     t_gemm_flops = gemm_flops / s.flops
-    if s.experts > 1 and s.expert_flops_per_token:
-        # Routed experts multiply in grouped GEMMs (plus routing, token permutation and
-        # activation quantisation per expert), which the public FP4 MoE rows show running at
-        # a fraction of the dense GEMM rate; fitted (docs/performance-model.md, "MoE").
-        t_gemm_flops += s.expert_flops_per_token * tokens * (1.0 / s.moe_compute_efficiency - 1.0) / s.flops
-    kv_tokens = s.full_layers * ctx + s.windowed_layers * min(ctx, s.window)  # token-layers of KV read
+    # Routed experts multiply in grouped GEMMs (plus routing, token permutation and
+    # activation quantisation per expert), which the public FP4 MoE rows show running at
+    # a fraction of the dense GEMM rate; fitted (docs/performance-model.md, "MoE").
+    grouped = _and(moe, s.expert_flops_per_token != 0)
+    t_gemm_flops = _where(grouped, t_gemm_flops + s.expert_flops_per_token * tokens * (
+        1.0 / _where(grouped, s.moe_compute_efficiency, 1.0) - 1.0) / s.flops, t_gemm_flops)
+    kv_tokens = s.full_layers * ctx + s.windowed_layers * _minimum(ctx, s.window)  # token-layers of KV read
     t_kv = n_dec * kv_tokens * s.kv_layer_bytes / s.kv_bw
     t_attn_flops = s.attn_decode_flops * n_dec * kv_tokens / s.attn_flops
     pairs = s.full_layers * prompt / 2 + s.windowed_layers * _window_pairs(prompt, s.window)  # causal pairs per token
     t_prefill_attn = s.attn_prefill_flops * n_pre * pairs / s.attn_flops
-    t_comm = 0.0
-    if s.tp > 1:
-        t_comm = 2 * s.layers * (s.allreduce_traffic * tokens * s.hidden * ACTIVATION_BYTES / s.link_bw
-                                 + s.allreduce_latency_s)
-    t_over = s.layers * (s.prefill_layer_overhead_s if eager else s.layer_overhead_s)
-    if host:  # the engine's host work per sequence (scheduling, sampling, output processing)
-        t_over += s.token_overhead_s * sampled
-    terms = {
-        "memory_bandwidth": (t_weights if t_weights >= t_gemm_flops else 0.0) + (t_kv if t_kv >= t_attn_flops else 0.0)
-        + t_act,
-        "compute": (t_gemm_flops if t_gemm_flops > t_weights else 0.0)
-        + (t_attn_flops if t_attn_flops > t_kv else 0.0) + t_prefill_attn,
-        "interconnect": t_comm,
-        "overhead": t_over,
-    }
-    total = sum(terms.values()) / s.engine_factor
-    return _Pass(total, max(terms, key=terms.get), t_weights + t_kv + t_act,
-                 t_gemm_flops + t_attn_flops + t_prefill_attn)
+    t_comm = _where(s.tp > 1, 2 * s.layers * (s.allreduce_traffic * tokens * s.hidden * ACTIVATION_BYTES / s.link_bw
+                                              + s.allreduce_latency_s), 0.0)
+    t_over = s.layers * _where(eager, s.prefill_layer_overhead_s, s.layer_overhead_s)
+    # The engine's host work per sequence (scheduling, sampling, output processing).
+    t_over = _where(host, t_over + s.token_overhead_s * sampled, t_over)
+    terms = (  # in BOUNDS order
+        _where(t_weights >= t_gemm_flops, t_weights, 0.0) + _where(t_kv >= t_attn_flops, t_kv, 0.0) + t_act,
+        _where(t_gemm_flops > t_weights, t_gemm_flops, 0.0) + _where(t_attn_flops > t_kv, t_attn_flops, 0.0)
+        + t_prefill_attn,
+        t_comm,
+        t_over,
+    )
+    total = (terms[0] + terms[1] + terms[2] + terms[3]) / s.engine_factor
+    return _Pass(total, _first_max(terms), t_weights + t_kv + t_act, t_gemm_flops + t_attn_flops + t_prefill_attn)
 
 
-def _window_pairs(prompt: float, window: float) -> float:
+def _touched(s: _Setup, moe, tokens):
+    """Share of the routed experts that at least one of `tokens` tokens goes to (1: dense)."""
+    if not _any(moe):
+        return 1.0
+    rows = _rows(moe)
+    share = 1.0 - _power(1.0 - rows.take(s.active_experts) / rows.take(s.experts), _maximum(rows.take(tokens), 1.0))
+    return rows.put(_where(moe, 0.0, 1.0), share)
+
+
+def _prompts(n_pre, prompt):
+    """Prompts whose tokens a pass prefills (each samples its first token): n_pre / prompt."""
+    has = prompt != 0
+    return _where(has, n_pre / _where(has, prompt, 1.0), 0.0)
+
+
+def _window_pairs(prompt, window):
     """Mean number of earlier tokens a prompt token attends to under a sliding window."""
-    if prompt <= window:
-        return prompt / 2
-    return window - window * window / (2 * prompt)
+    inside = prompt <= window
+    return _where(inside, prompt / 2, window - window * window / (2 * _where(inside, 1.0, prompt)))
 
 
-def _pipelined(s: _Setup, batch: float, n_dec: float, ctx: float, n_pre: float, prompt: float,
-               eager: bool = False) -> _Pass:
+def _pipelined(s: _Setup, batch, n_dec, ctx, n_pre, prompt, eager=False) -> _Pass:
     """Time for every in-flight sequence to advance one pass through all stages."""
-    if s.pp <= 1:
+    single = s.pp <= 1
+    if single is True:  # one stage (a number): the pass itself
         return _pass(s, n_dec, ctx, n_pre, prompt, eager)
-    micro = max(min(s.pp, int(batch)), 1)  # micro-batches keep the stages busy
-    stage = _pass(s, n_dec / micro, ctx, n_pre / micro, prompt, eager, host=False)
+    micro = _maximum(_minimum(s.pp, _trunc(batch)), 1)  # micro-batches keep the stages busy (1 for one stage)
+    stage = _pass(s, n_dec / micro, ctx, n_pre / micro, prompt, eager, host=single)
     hand_off = (n_dec + n_pre) / micro * s.hidden * ACTIVATION_BYTES / s.stage_link_bw + s.stage_latency_s
     # A micro-batch crosses all stages; with `micro` of them in flight a stage is busy micro x stage.
-    seconds = max(s.pp * stage.seconds + (s.pp - 1) * hand_off, micro * stage.seconds)
-    seconds += s.token_overhead_s * (n_dec + (n_pre / prompt if prompt else 0.0)) / s.engine_factor
-    return _Pass(seconds, stage.bound, stage.memory_s, stage.compute_s)
+    seconds = _maximum(s.pp * stage.seconds + (s.pp - 1) * hand_off, micro * stage.seconds)
+    seconds = seconds + s.token_overhead_s * (n_dec + _prompts(n_pre, prompt)) / s.engine_factor
+    return _Pass(_where(single, stage.seconds, seconds), stage.bound, stage.memory_s, stage.compute_s)
+
+
+def _regime(memory_bound) -> str:
+    return "memory" if memory_bound else "compute"
 
 
 @dataclass(frozen=True)
@@ -472,78 +650,198 @@ class _Point:
     latency_s: float
     requests_per_s: float
     output_tokens_per_s: float
-    bound: str
-    ttft_regime: str
-    tpot_regime: str
+    bound: int  # index into BOUNDS: the decode step's largest term
+    ttft_memory: bool  # the first token's pass is memory-bound
+    tpot_memory: bool  # the decode step is memory-bound
+
+    @property
+    def throughput_memory(self):
+        """The regime of the phase that takes most of a request's time."""
+        decode = self.latency_s - self.ttft_s
+        return _where(decode >= self.ttft_s, self.tpot_memory, self.ttft_memory)
+
+    @property
+    def ttft_regime(self) -> str:
+        return _regime(self.ttft_memory)
+
+    @property
+    def tpot_regime(self) -> str:
+        return _regime(self.tpot_memory)
 
     @property
     def throughput_regime(self) -> str:
-        """The regime of the phase that takes most of a request's time."""
-        decode = self.latency_s - self.ttft_s
-        return self.tpot_regime if decode >= self.ttft_s else self.ttft_regime
+        return _regime(self.throughput_memory)
 
 
-def _continuous(s: _Setup, q: PerfQuery, batch: int) -> _Point:
-    p, o = float(q.prompt_tokens), float(max(q.output_tokens, 1))
+def _select(cond, a: _Point, b: _Point) -> _Point:
+    """a where cond, else b (field by field)."""
+    if _is_scalar(cond):
+        return a if cond else b
+    return _Point(*(_where(cond, getattr(a, f.name), getattr(b, f.name)) for f in fields(_Point)))
+
+
+def _continuous(s: _Setup, p, o, batch) -> _Point:
+    """p prompt tokens, o >= 1 output tokens (floats)."""
     # The other B - 1 sequences' prompts ride along in the decode steps; a request's own
     # prompt is prefilled in the step that makes its first token (its TTFT).
     step = _pipelined(s, batch, batch, p + o / 2, (batch - 1) * p / o, p)
-    chunks = max(math.ceil(p / s.chunk_tokens), 1)
+    chunks = _maximum(_ceil(p / s.chunk_tokens), 1)
     first = _pipelined(s, batch, batch - 1, p + o / 2, p / chunks, p, eager=True)
     wait = 0.5 * step.seconds * (1 - 1 / batch)  # an idle engine (batch 1) starts at once
     ttft = wait + chunks * first.seconds + s.request_overhead_s
     latency = ttft + (o - 1) * step.seconds
     rps = batch / latency
-    return _Point(batch, ttft, step.seconds, latency, rps, rps * o, step.bound, first.regime, step.regime)
+    return _Point(batch, ttft, step.seconds, latency, rps, rps * o, step.bound, first.memory_bound, step.memory_bound)
 
 
-def _static(s: _Setup, q: PerfQuery, batch: int) -> _Point:
-    p, o = float(q.prompt_tokens), float(max(q.output_tokens, 1))
-    prefill = _pipelined(s, batch, 0, 0, batch * p, p, eager=True) if p else None
+def _static(s: _Setup, p, o, batch) -> _Point:
     step = _pipelined(s, batch, batch, p + o / 2, 0, p)
-    first = prefill.seconds + s.request_overhead_s if prefill else step.seconds
+    prefill = _pipelined(s, batch, 0, 0, batch * p, p, eager=True)  # unused without a prompt
+    has_prompt = p != 0
+    first = _where(has_prompt, prefill.seconds + s.request_overhead_s, step.seconds)
     total = first + (o - 1) * step.seconds
     return _Point(batch, first, step.seconds, total, batch / total, batch * o / total, step.bound,
-                  (prefill or step).regime, step.regime)
+                  _where(has_prompt, prefill.memory_bound, step.memory_bound), step.memory_bound)
 
 
-def _evaluate(s: _Setup, q: PerfQuery, batch: int) -> _Point:
-    return _static(s, q, batch) if q.batching == "static" else _continuous(s, q, batch)
+@dataclass(frozen=True)
+class _Ask:
+    """What a query asks of a configuration beyond its hardware: lengths, batching, SLOs and
+    how to check them (numbers, or arrays of many queries)."""
+
+    prompt: float
+    output: float  # at least 1
+    static: bool  # static batching
+    ttft_slo_ms: float  # inf: none
+    tpot_slo_ms: float
+    latency_slo_ms: float
+    with_band: bool  # size_with_error_band
+    pinned: bool  # the batch is given
+    pin: int  # the given batch (0 if none)
+    # The calibration's error bands per metric and regime of the pass.
+    band_throughput_memory: float
+    band_throughput_compute: float
+    band_ttft_memory: float
+    band_ttft_compute: float
+    band_tpot_memory: float
+    band_tpot_compute: float
+
+
+_BANDS_OF: dict[int, tuple] = {}  # id(calibration) -> (calibration, bands): usually one, the default
+
+
+def _bands_of(cal) -> tuple[float, ...]:
+    """The `_Ask.band_*` values of a calibration, in field order."""
+    hit = _BANDS_OF.get(id(cal))
+    if hit is not None and hit[0] is cal:
+        return hit[1]
+    bands = tuple(cal.band(metric, regime) for metric in ("throughput", "ttft", "tpot") for regime in ("memory", "compute"))
+    if len(_BANDS_OF) >= 64:
+        _BANDS_OF.clear()
+    _BANDS_OF[id(cal)] = (cal, bands)  # the reference keeps the id from being reused
+    return bands
+
+
+def _ask(q: PerfQuery) -> _Ask:
+    inf = math.inf
+    return _Ask(float(q.prompt_tokens), float(max(q.output_tokens, 1)), q.batching == "static",
+                inf if q.ttft_slo_ms is None else q.ttft_slo_ms, inf if q.tpot_slo_ms is None else q.tpot_slo_ms,
+                inf if q.latency_slo_ms is None else q.latency_slo_ms, bool(q.size_with_error_band),
+                q.batch is not None, q.batch or 0, *_bands_of(q.calibration))
+
+
+def _evaluate(s: _Setup, a: _Ask, batch) -> _Point:
+    static = a.static
+    if _is_scalar(static):
+        return (_static if static else _continuous)(s, a.prompt, a.output, batch)
+    if not static.any():
+        return _continuous(s, a.prompt, a.output, batch)
+    if static.all():
+        return _static(s, a.prompt, a.output, batch)
+    return _select(static, _static(s, a.prompt, a.output, batch), _continuous(s, a.prompt, a.output, batch))
 
 
 # ---------------------------------------------------------------- bands and SLOs
-def _bands(q: PerfQuery, pt: _Point | None = None) -> dict:
-    """The error bands of the estimate's regimes (pooled per metric when there is no point)."""
+def _bands(q: PerfQuery) -> dict:
+    """The pooled error bands per metric (an estimate without a point to take regimes from)."""
     cal = q.calibration
-    if pt is None:
-        return {"error_band": cal.error_band, "ttft_error_band": cal.ttft_error_band,
-                "tpot_error_band": cal.tpot_error_band}
-    return {"error_band": cal.band("throughput", pt.throughput_regime),
-            "ttft_error_band": cal.band("ttft", pt.ttft_regime), "tpot_error_band": cal.band("tpot", pt.tpot_regime)}
+    return {"error_band": cal.error_band, "ttft_error_band": cal.ttft_error_band, "tpot_error_band": cal.tpot_error_band}
 
 
-def _checked(q: PerfQuery, pt: _Point) -> tuple[float, float, float]:
+def _point_bands(a: _Ask, pt: _Point) -> tuple:
+    """(throughput, TTFT, TPOT) error bands of the point's regimes."""
+    return (_where(pt.throughput_memory, a.band_throughput_memory, a.band_throughput_compute),
+            _where(pt.ttft_memory, a.band_ttft_memory, a.band_ttft_compute),
+            _where(pt.tpot_memory, a.band_tpot_memory, a.band_tpot_compute))
+
+
+def _checked(a: _Ask, pt: _Point) -> tuple:
     """(TTFT, TPOT, latency) in ms as the SLOs see them: with size_with_error_band, the
     pessimistic end of each band."""
-    ttft, tpot = pt.ttft_s * 1e3, pt.tpot_s * 1e3
-    if not q.size_with_error_band:
-        return ttft, tpot, pt.latency_s * 1e3
-    b = _bands(q, pt)
-    ttft_hi, decode_hi = ttft * (1 + b["ttft_error_band"]), (pt.latency_s - pt.ttft_s) * 1e3 * (1 + b["tpot_error_band"])
-    return ttft_hi, tpot * (1 + b["tpot_error_band"]), ttft_hi + decode_hi
+    ttft, tpot, latency = pt.ttft_s * 1e3, pt.tpot_s * 1e3, pt.latency_s * 1e3
+    if _is_scalar(a.with_band) and not a.with_band:
+        return ttft, tpot, latency
+    ttft_band = _where(pt.ttft_memory, a.band_ttft_memory, a.band_ttft_compute)
+    tpot_band = _where(pt.tpot_memory, a.band_tpot_memory, a.band_tpot_compute)
+    ttft_hi, decode_hi = ttft * (1 + ttft_band), (pt.latency_s - pt.ttft_s) * 1e3 * (1 + tpot_band)
+    return (_where(a.with_band, ttft_hi, ttft), _where(a.with_band, tpot * (1 + tpot_band), tpot),
+            _where(a.with_band, ttft_hi + decode_hi, latency))
 
 
-def _violation(q: PerfQuery, pt: _Point) -> tuple[str, str]:
-    ttft, tpot, latency = _checked(q, pt)
-    margin = " with the error band" if q.size_with_error_band else ""
-    checks = (("ttft", "TTFT", q.ttft_slo_ms, ttft), ("tpot", "TPOT", q.tpot_slo_ms, tpot),
-              ("latency", "latency", q.latency_slo_ms, latency))
-    for kind, label, bound, value in checks:
-        if bound is not None and value > bound:
-            return kind, f"misses the {label} SLO: {value:.1f} ms{margin} > {bound:g} ms even at batch {pt.batch}"
-    return "", ""
+def _violation(a: _Ask, pt: _Point) -> tuple:
+    """(kind: index into _KINDS, 0 if every SLO holds; the checked value of that SLO)."""
+    ttft, tpot, latency = _checked(a, pt)
+    over_ttft, over_tpot, over_latency = ttft > a.ttft_slo_ms, tpot > a.tpot_slo_ms, latency > a.latency_slo_ms
+    kind = _where(over_ttft, 1, _where(over_tpot, 2, _where(over_latency, 3, 0)))
+    return kind, _where(over_ttft, ttft, _where(over_tpot, tpot, latency))
+
+# ---------------------------------------------------------------- the best batch
+def _search(s: _Setup, mem: MemoryBudget, a: _Ask, max_batch) -> tuple:
+    """The batch each query runs at, for queries whose single sequence fits in memory:
+    the pinned batch, else the largest batch within memory and the engine's cap that meets
+    the SLOs - the cap itself, or found by bisection (every query in lockstep).
+    Returns (point, binding limit: index into _LIMITS, reason kind: index into _KINDS,
+    the checked value of the missed SLO)."""
+    engine_cap = mem.policy.max_batch
+    cap = _minimum(max_batch, engine_cap)
+    pt = _evaluate(s, a, _where(a.pinned, _maximum(a.pin, 1), cap))
+    kind, value = _violation(a, pt)
+    pinned_vram = _and(a.pinned, a.pin > max_batch)
+    kind = _where(pinned_vram, _KIND_VRAM, kind)
+    limit = _where(pinned_vram, _VRAM, _where(kind != 0, _SLO, _where(
+        _and(_not(a.pinned), max_batch <= engine_cap), _VRAM, pt.bound)))
+    lower = _and(_not(a.pinned), kind != 0)  # the largest batch misses an SLO: search below it
+    if _any(lower):
+        rows = _rows(lower)
+        s_, a_, cap_ = rows.take(s), rows.take(a), rows.take(cap)
+        one = cap_ - cap_ + 1
+        low = _evaluate(s_, a_, one)
+        kind_low, value_low = _violation(a_, low)
+        meets = kind_low == 0
+        best = _bisect(s_, a_, one, _where(meets, cap_, one), low)  # lo meets the SLOs, hi misses them
+        pt = rows.put(pt, _select(meets, best, low))
+        kind, value = rows.put(kind, kind_low), rows.put(value, value_low)
+        limit = rows.put(limit, _SLO + 0 * kind_low)
+    return pt, limit, kind, value
 
 
+def _bisect(s: _Setup, a: _Ask, lo, hi, best: _Point) -> _Point:
+    """Largest batch in [lo, hi) that meets the SLOs, given that lo does (its point: best)
+    and hi does not; each round evaluates only the queries still searching."""
+    while True:
+        active = hi - lo > 1
+        if not _any(active):
+            return best
+        rows = _rows(active)
+        lo_, hi_, a_ = rows.take(lo), rows.take(hi), rows.take(a)
+        mid = (lo_ + hi_) // 2
+        pt = _evaluate(rows.take(s), a_, mid)
+        misses = _violation(a_, pt)[0] != 0
+        lo, hi = rows.put(lo, _where(misses, lo_, mid)), rows.put(hi, _where(misses, mid, hi_))
+        best = rows.put(best, _select(misses, rows.take(best), pt))
+
+
+# ---------------------------------------------------------------- estimates
 def _unsupported(q: PerfQuery) -> str:
     gpu, m = q.gpu, q.model
     tp, pp = parallelism(q)
@@ -577,40 +875,176 @@ def _unsupported(q: PerfQuery) -> str:
     return ""
 
 
-# ---------------------------------------------------------------- estimates
-def _result(q: PerfQuery, s: _Setup, mem: MemoryBudget, pt: _Point, limit: str, feasible: bool = True,
-            reason: str = "", kind: str = "") -> PerfEstimate:
-    return PerfEstimate(
-        feasible=feasible, reason=reason, reason_kind=kind, batch=pt.batch,
-        memory_gib_per_gpu=mem.used_gib(pt.batch), weights_gib_per_gpu=mem.weights_gib,
-        ttft_ms=pt.ttft_s * 1e3, tpot_ms=pt.tpot_s * 1e3, latency_ms=pt.latency_s * 1e3,
-        requests_per_s=pt.requests_per_s if feasible else 0.0,
-        output_tokens_per_s=pt.output_tokens_per_s if feasible else 0.0,
-        binding_limit=limit, max_batch_vram=mem.max_batch, kv_cache_gib_per_gpu=pt.batch * mem.kv_gib_per_sequence,
-        step_bound=pt.bound, tensor_parallel=s.tp, pipeline_stages=s.pp, **_bands(q, pt),
-    )
-
-
 def estimate(q: PerfQuery) -> PerfEstimate:
-    why = _unsupported(q)
-    if why:
-        return PerfEstimate(False, why, "unsupported", **_bands(q))
-    mem = memory_budget(q)
-    s = _setup(q)
-    if mem.max_batch < 1:
-        need = mem.used_gib(1)
-        room = mem.kv_capacity_gib(1)
-        return PerfEstimate(
-            False, f"does not fit in VRAM: needs ~{need:.1f} GiB per GPU ({mem.weights_gib:.1f} GiB weights) at "
-            f"{q.precision} with {q.gpus_per_replica} GPU(s) per replica; {q.engine} at memory fraction "
-            f"{mem.policy.memory_fraction:g} of {mem.memory_gib:.1f} GiB leaves "
-            f"{f'{room:.1f} GiB' if room > 0 else 'no room'} for the KV cache, one sequence needs "
-            f"{mem.kv_gib_per_sequence:.2f} GiB",
-            "vram", memory_gib_per_gpu=need, weights_gib_per_gpu=mem.weights_gib, binding_limit="vram",
-            max_batch_vram=0, tensor_parallel=s.tp, pipeline_stages=s.pp, **_bands(q))
-    if q.batch is not None:
-        return _pinned(q, s, mem, q.batch)
-    return _best(q, s, mem)
+    return estimate_many([q])[0]
+
+
+# Below this many queries (and while numpy is not loaded yet), numbers one query at a time
+# beat importing numpy (~0.1 s) and arrays; the results are the same bits either way.
+_ARRAYS_FROM = 8
+_ARRAYS_FROM_COLD = 400
+
+
+def estimate_many(queries: Sequence[PerfQuery]) -> list[PerfEstimate]:
+    """`estimate` of each query, all at once: the physics runs on arrays of the queries
+    (the bisection over the batch in lockstep), which is what makes building thousands of
+    candidate configurations cheap. The results equal those of `estimate` one by one."""
+    queries = list(queries)
+    out: list[PerfEstimate | None] = [None] * len(queries)
+    cold = "numpy" not in sys.modules
+    if len(queries) < (_ARRAYS_FROM_COLD if cold else _ARRAYS_FROM):
+        for i, q in enumerate(queries):
+            why = _unsupported(q)
+            out[i] = (PerfEstimate(False, why, "unsupported", **_bands(q)) if why
+                      else _estimates([q], _setup(q), memory_budget(q), _ask(q))[0])
+        return out
+    shared = _Shared(queries)
+    for i, why in enumerate(shared.unsupported):
+        if why:
+            out[i] = PerfEstimate(False, why, "unsupported", **_bands(queries[i]))
+    ok = [i for i, why in enumerate(shared.unsupported) if not why]
+    if ok:
+        s, mem, a = shared.arrays(ok)
+        for i, e in zip(ok, _estimates([queries[i] for i in ok], s, mem, a)):
+            out[i] = e
+    return out
+
+
+# What a query's setup and memory budget depend on: everything but what `_Ask` holds.
+_ASKED = ("prompt_tokens", "output_tokens", "ttft_slo_ms", "tpot_slo_ms", "latency_slo_ms", "batch",
+          "size_with_error_band")
+_BY_IDENTITY = ("model", "gpu", "calibration")  # compared by identity within one call (cheap)
+_by_value = attrgetter(*(f.name for f in fields(PerfQuery) if f.name not in _ASKED + _BY_IDENTITY))
+
+
+class _Shared:
+    """Queries grouped by what their setup depends on: setups, memory budgets and the
+    unsupported check once per group, gathered into arrays per query."""
+
+    def __init__(self, queries: list[PerfQuery]):
+        self.queries = queries
+        groups: dict[tuple, int] = {}
+        self.group = group = []
+        self.reps: list[PerfQuery] = []
+        for q in queries:
+            key = (id(q.model), id(q.gpu), id(q.calibration), _by_value(q))
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = len(self.reps)
+                self.reps.append(q)
+            group.append(g)
+        why = [_unsupported(q) for q in self.reps]
+        self.unsupported = [why[g] for g in group]
+
+    def arrays(self, rows: list[int]) -> tuple[_Setup, MemoryBudget, _Ask]:
+        np = _np()
+        queries = [self.queries[i] for i in rows]
+        group = np.array(self.group, dtype=np.int64)[rows]
+        used = sorted(set(group.tolist()))
+        local = np.zeros(len(self.reps), dtype=np.int64)
+        local[used] = np.arange(len(used))
+        at = local[group]  # each row's group among those used
+        reps = [self.reps[g] for g in used]
+
+        def column(values):
+            return np.array(values)[at]
+
+        setups = [_setup(q) for q in reps]
+        s = _Setup(**{f.name: column([getattr(u, f.name) for u in setups]) for f in fields(_Setup)})
+        budgets = [memory_budget(q) for q in reps]
+        policy = EnginePolicy(*(column([getattr(b.policy, f.name) for b in budgets]) for f in fields(EnginePolicy)))
+        factors = [_kv_factors(q) for q in reps]
+        tokens = np.array([q.prompt_tokens + q.output_tokens for q in queries])
+        static = np.array([q.batching == "static" for q in queries])
+        mem = MemoryBudget(
+            memory_gib=column([b.memory_gib for b in budgets]), policy=policy,
+            weights_gib=column([b.weights_gib for b in budgets]), overhead_gib=column([b.overhead_gib for b in budgets]),
+            kv_gib_per_sequence=_kv_gib(*(column([f[k] for f in factors]) for k in range(5)), tokens),
+            activation_gib_per_token=column([b.activation_gib_per_token for b in budgets]),
+            logits_gib_per_sequence=column([b.logits_gib_per_sequence for b in budgets]),
+            static_prompt_tokens=np.where(static, np.array([q.prompt_tokens for q in queries]), -1),
+        )
+        bands = [_bands_of(q.calibration) for q in reps]
+        inf = math.inf
+        a = _Ask(
+            prompt=np.array([float(q.prompt_tokens) for q in queries]),
+            output=np.array([float(max(q.output_tokens, 1)) for q in queries]),
+            static=static,
+            ttft_slo_ms=np.array([inf if q.ttft_slo_ms is None else q.ttft_slo_ms for q in queries], dtype=float),
+            tpot_slo_ms=np.array([inf if q.tpot_slo_ms is None else q.tpot_slo_ms for q in queries], dtype=float),
+            latency_slo_ms=np.array([inf if q.latency_slo_ms is None else q.latency_slo_ms for q in queries],
+                                    dtype=float),
+            with_band=np.array([bool(q.size_with_error_band) for q in queries]),
+            pinned=np.array([q.batch is not None for q in queries]),
+            pin=np.array([q.batch or 0 for q in queries], dtype=np.int64),
+            **{f.name: column([b[k] for b in bands]) for k, f in enumerate(fields(_Ask)[-6:])},
+        )
+        return s, mem, a
+
+
+def _values(x, n: int) -> list:
+    """A column as Python numbers, one per query."""
+    return [x] * n if _is_scalar(x) else x.tolist()
+
+
+def _estimates(queries: list[PerfQuery], s: _Setup, mem: MemoryBudget, a: _Ask) -> list[PerfEstimate]:
+    """Estimates of supported queries whose inputs are numbers (one query) or arrays."""
+    n = len(queries)
+    max_batch = mem.max_batch
+    fits = max_batch >= 1
+    out: list[PerfEstimate] = []
+    tp, pp, weights = _values(s.tp, n), _values(s.pp, n), _values(mem.weights_gib, n)
+    if _any(fits):
+        rows = _rows(fits)
+        mem_, a_ = rows.take(mem), rows.take(a)
+        pt, limit, kind, value = _search(rows.take(s), mem_, a_, rows.take(max_batch))
+        m = n if rows.idx is None else len(rows)
+        cols = zip(*(_values(x, m) for x in (
+            pt.batch, mem_.used_gib(pt.batch), pt.ttft_s * 1e3, pt.tpot_s * 1e3, pt.latency_s * 1e3, pt.requests_per_s,
+            pt.output_tokens_per_s, limit, rows.take(max_batch), pt.batch * mem_.kv_gib_per_sequence, pt.bound,
+            *_point_bands(a_, pt), kind, value)))
+    if not _all(fits):
+        rows = _rows(_not(fits))
+        bad = rows.take(mem)
+        m = n if rows.idx is None else len(rows)
+        too_big = zip(*(_values(x, m) for x in (bad.used_gib(1), bad.kv_capacity_gib(1), bad.policy.memory_fraction,
+                                                 bad.memory_gib, bad.kv_gib_per_sequence)))
+    fits = _values(fits, n)
+    for i, q in enumerate(queries):
+        if not fits[i]:
+            need, room, fraction, memory_gib, kv = next(too_big)
+            out.append(PerfEstimate(
+                False, f"does not fit in VRAM: needs ~{need:.1f} GiB per GPU ({weights[i]:.1f} GiB weights) at "
+                f"{q.precision} with {q.gpus_per_replica} GPU(s) per replica; {q.engine} at memory fraction "
+                f"{fraction:g} of {memory_gib:.1f} GiB leaves {f'{room:.1f} GiB' if room > 0 else 'no room'} for the "
+                f"KV cache, one sequence needs {kv:.2f} GiB",
+                "vram", memory_gib_per_gpu=need, weights_gib_per_gpu=weights[i], binding_limit="vram",
+                max_batch_vram=0, tensor_parallel=tp[i], pipeline_stages=pp[i], **_bands(q)))
+            continue
+        (batch, used, ttft, tpot, latency, rps, tokens_per_s, limit_, most, kv_gib, bound, band, ttft_band, tpot_band,
+         kind_, value_) = next(cols)
+        feasible = kind_ == 0
+        reason = ""
+        if kind_ == _KIND_VRAM:
+            reason = (f"batch {q.batch} does not fit in VRAM: at most {most} sequences of "
+                      f"{q.prompt_tokens + q.output_tokens} tokens")
+        elif kind_:
+            margin = " with the error band" if q.size_with_error_band else ""
+            slo = (q.ttft_slo_ms, q.tpot_slo_ms, q.latency_slo_ms)[kind_ - 1]
+            reason = (f"misses the {_SLO_LABELS[kind_]} SLO: {value_:.1f} ms{margin} > {slo:g} ms "
+                      f"even at batch {batch}")
+        out.append(PerfEstimate(
+            feasible=feasible, reason=reason, reason_kind=_KINDS[kind_], batch=batch, memory_gib_per_gpu=used,
+            weights_gib_per_gpu=weights[i], ttft_ms=ttft, tpot_ms=tpot, latency_ms=latency,
+            requests_per_s=rps if feasible else 0.0, output_tokens_per_s=tokens_per_s if feasible else 0.0,
+            binding_limit=_LIMITS[limit_], max_batch_vram=most, kv_cache_gib_per_gpu=kv_gib, step_bound=BOUNDS[bound],
+            tensor_parallel=tp[i], pipeline_stages=pp[i], error_band=band, ttft_error_band=ttft_band,
+            tpot_error_band=tpot_band))
+    return out
+
+
+def _all(a) -> bool:
+    return bool(a) if _is_scalar(a) else bool(a.all())
 
 
 @dataclass(frozen=True)
@@ -631,40 +1065,6 @@ def timings(q: PerfQuery) -> Timings:
     why = _unsupported(q)
     if why:
         raise ValueError(why)
-    pt = _evaluate(_setup(q), q, max(q.batch or 1, 1))
+    pt = _evaluate(_setup(q), _ask(q), max(q.batch or 1, 1))
     return Timings(pt.ttft_s * 1e3, pt.tpot_s * 1e3, pt.latency_s * 1e3, pt.output_tokens_per_s, pt.ttft_regime,
                    pt.tpot_regime, pt.throughput_regime)
-
-
-def _pinned(q: PerfQuery, s: _Setup, mem: MemoryBudget, batch: int) -> PerfEstimate:
-    pt = _evaluate(s, q, max(batch, 1))
-    if batch > mem.max_batch:
-        return _result(q, s, mem, pt, "vram", False,
-                       f"batch {batch} does not fit in VRAM: at most {mem.max_batch} sequences of "
-                       f"{q.prompt_tokens + q.output_tokens} tokens", "vram")
-    kind, why = _violation(q, pt)
-    if kind:
-        return _result(q, s, mem, pt, "slo", False, why, kind)
-    return _result(q, s, mem, pt, pt.bound)
-
-
-def _best(q: PerfQuery, s: _Setup, mem: MemoryBudget) -> PerfEstimate:
-    engine_cap = mem.policy.max_batch
-    cap = min(mem.max_batch, engine_cap)
-    top = _evaluate(s, q, cap)
-    if not _violation(q, top)[0]:
-        return _result(q, s, mem, top, "vram" if mem.max_batch <= engine_cap else top.bound)
-    low = _evaluate(s, q, 1)
-    kind, why = _violation(q, low)
-    if kind:
-        return _result(q, s, mem, low, "slo", False, why, kind)
-    lo, hi = 1, cap  # lo meets the SLOs, hi misses them
-    best = low
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        pt = _evaluate(s, q, mid)
-        if _violation(q, pt)[0]:
-            hi = mid
-        else:
-            lo, best = mid, pt
-    return _result(q, s, mem, best, "slo")
