@@ -44,16 +44,24 @@ class PlanOptions:
     base_dir: str | None = None  # where relative catalog files are resolved
     catalog: Catalog | None = None  # pre-resolved catalog (reviews reuse one)
     check: bool = True  # run the independent evaluator on the answer
+    # Called with each stage's name as it starts ("candidates", "diagnose", "model", "mip",
+    # "tie_break", "evaluate", "explain"): the gRPC server reports stages and stops a
+    # cancelled call at the next one (an exception raised here leaves plan()).
+    on_stage: Callable[[str], None] | None = None
+    explain_deadline: float | None = None  # time.monotonic() by which explanations stop (a call's deadline)
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     options = options or PlanOptions()
+    stage = options.on_stage or _no_stage
     t0 = time.monotonic()
+    stage("candidates")
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     check_references(workload, catalog)
     timings: dict[str, float] = {}
     problem = build_problem(workload, catalog)
     timings["candidates_s"] = time.monotonic() - t0
+    stage("diagnose")
     unservable = diagnose_unservable(workload, catalog, problem)
     if unservable:
         raise InfeasibleError(unservable)
@@ -62,6 +70,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     deadline = t0 + time_limit
     backend = get_backend(options.backend or workload.solver.backend)
 
+    stage("model")
     greedy = greedy_solution(problem)
     configs = list(problem.configs)
     if greedy is not None and evaluate_quick(problem, greedy):
@@ -75,9 +84,11 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
+    stage("mip")
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
+        stage("diagnose")
         reasons = diagnose_infeasible(workload, problem, backend, deadline)
         raise InfeasibleError(reasons)
     if outcome.status == "cancelled":
@@ -88,10 +99,15 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     tie_break = "not needed"
     if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
         t1 = time.monotonic()
+        stage("tie_break")
         outcome, tie_break = _tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
     solution = extract(form, outcome.values)
     return _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings)
+
+
+def _no_stage(name: str) -> None:
+    pass
 
 
 def _relay(form: Formulation, on_progress):
@@ -217,6 +233,8 @@ def extract(form: Formulation, values: list[float]) -> Solution:
 
 def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings) -> PlanResult:
     t1 = time.monotonic()
+    stage = options.on_stage or _no_stage
+    stage("evaluate")
     report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
     by_key = {c.key: c for c in problem.configs}
@@ -278,7 +296,11 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
         if not report.ok:
             raise PlannerError("internal error: the plan failed independent evaluation: " + "; ".join(report.violations))
     if options.explain:
+        stage("explain")
         for sr in services:
+            deadline = time.monotonic() + 10.0
+            if options.explain_deadline is not None:
+                deadline = min(deadline, options.explain_deadline)
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
-                                               deadline=time.monotonic() + 10.0)
+                                               deadline=deadline)
     return result
