@@ -97,7 +97,10 @@ class PlannerClient:
         folder, or the current directory)."""
         request = self._solve_request(workload, time_limit_s, explain, backend, base_dir)
         response = self._call(self._stub.Solve, request, self._solve_timeout(time_limit_s, explain))
-        return convert.plan_from_proto(response.plan)
+        plan = convert.plan_from_proto(response.plan)
+        if response.deadline_exceeded:
+            raise _deadline_with_plan(plan)
+        return plan
 
     def solve_stream(self, workload: Workload, time_limit_s: float | None = None, explain: bool = False,
                      backend: str | None = None, base_dir: str | Path | None = None) -> Iterator[dict]:
@@ -111,7 +114,10 @@ class PlannerClient:
         def event_dict(event) -> dict:
             if event.WhichOneof("event") == "progress":
                 return {"event": "progress", **convert.to_dict(event.progress)}
-            return {"event": "plan", "plan": convert.plan_from_proto(event.plan)}
+            plan = convert.plan_from_proto(event.plan)
+            if event.deadline_exceeded:
+                raise _deadline_with_plan(plan)
+            return {"event": "plan", "plan": plan}
 
         yield from self._stream(self._stub.SolveStream, request, deadline, event_dict)
 
@@ -235,6 +241,15 @@ class PlannerClient:
             return False
         time.sleep(wait_s)
         return True
+
+
+def _deadline_with_plan(plan: dict) -> PlannerClientError:
+    """The call's deadline ended the solve before optimality was proven: reported like a
+    deadline (the CLI exits 4), with the best plan found in time."""
+    return PlannerClientError(
+        "DEADLINE_EXCEEDED", f"the call's deadline ended the solve after {plan.get('solve_time_s')} s, before the plan "
+        f"was proven optimal (gap {plan.get('optimality_gap')}); the best plan found is in best_plan. "
+        "To fix: give the call a longer deadline (timeout_s)", best_plan=plan, reason="DEADLINE_BEST_PLAN")
 
 
 def _bad_argument(field: str, message: str, fix: str) -> PlannerClientError:
