@@ -5,7 +5,10 @@
     .venv/bin/python bench/load_grpc.py --target host:port    # an already running server
 
 Prints, per workload and client count: solves completed, errors by status, solves/s and
-p50/p99 latency (client side, call to answer). The server runs in its own process, as
+p50/p99 latency (client side, call to answer), and the CPU time each solve cost: in the
+clients (this process), the server's own process, and its worker processes (from
+/proc; a spawned server only). The CPU split does not depend on how busy the machine
+is, the latency does: read the load average printed with each row. The server runs in its own process, as
 deployed, so that the clients' Python does not compete with it for the GIL. Each
 workload is solved once before measuring: the performance-model cache is warm, as it is
 on a server that has been up for a while.
@@ -37,7 +40,36 @@ SMALL = {"name": "small", "services": [{
 WORKLOADS = {"small": SMALL, "medium": json.loads((ROOT / "examples" / "llm-platform.json").read_text())}
 
 
-def run_load(target: str, workload: dict, clients: int, duration_s: float) -> dict:
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(pid: int) -> tuple[float, float]:
+    """(CPU seconds of the process itself, of all its descendants alive now), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    below, stack = 0.0, list(children.get(pid, []))
+    while stack:
+        p = stack.pop()
+        below += cpu_s(p)
+        stack.extend(children.get(p, []))
+    return cpu_s(pid), below
+
+
+def run_load(target: str, workload: dict, clients: int, duration_s: float, server_pid: int | None = None) -> dict:
     latencies_s: list[float] = []
     errors: Counter = Counter()
     lock = threading.Lock()
@@ -64,16 +96,27 @@ def run_load(target: str, workload: dict, clients: int, duration_s: float) -> di
         t.start()
     t_start = time.monotonic()
     stop_at.append(t_start + duration_s)
+    me0 = cpu_s(os.getpid())
+    server0 = tree_cpu_s(server_pid) if server_pid else None
     start.wait()
     for t in threads:
         t.join()
     elapsed_s = time.monotonic() - t_start
+    me1 = cpu_s(os.getpid())
+    server1 = tree_cpu_s(server_pid) if server_pid else None
     latencies_s.sort()
+    n = max(len(latencies_s), 1)
+    cpu = {"client_cpu_ms": round((me1 - me0) * 1000 / n, 2)}
+    if server0 is not None:
+        # Workers recycled during the row take their CPU with them: a lower bound then.
+        cpu["server_cpu_ms"] = round((server1[0] - server0[0]) * 1000 / n, 2)
+        cpu["workers_cpu_ms"] = round((server1[1] - server0[1]) * 1000 / n, 2)
     return {
         "clients": clients, "solves": len(latencies_s), "errors": dict(errors), "elapsed_s": round(elapsed_s, 2),
         "solves_per_s": round(len(latencies_s) / elapsed_s, 2),
         "p50_ms": round(_quantile(latencies_s, 0.50) * 1000, 1) if latencies_s else None,
         "p99_ms": round(_quantile(latencies_s, 0.99) * 1000, 1) if latencies_s else None,
+        **cpu, "load_avg_1m": os.getloadavg()[0],
     }
 
 
@@ -128,19 +171,22 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(f"server {target}, {os.cpu_count()} CPUs here, {args.duration_s:g} s per row"
                   + (f", max {args.max_concurrent_solves} concurrent solves" if proc else ""))
-            print(f"{'workload':<9}{'clients':>8}{'solves':>8}{'errors':>8}{'solves/s':>10}{'p50 ms':>10}{'p99 ms':>10}")
+            print(f"{'workload':<9}{'clients':>8}{'solves':>8}{'errors':>8}{'solves/s':>10}{'p50 ms':>10}{'p99 ms':>10}"
+                  f"{'CPU ms/solve: client':>22}{'server':>8}{'workers':>9}{'load':>7}")
         for name in args.workloads.split(","):
             workload = WORKLOADS[name]
             with PlannerClient(target, timeout_s=300) as c:
                 c.solve(workload)  # warm-up
             for clients in (int(n) for n in args.clients.split(",")):
-                row = run_load(target, workload, clients, args.duration_s)
+                row = run_load(target, workload, clients, args.duration_s, proc.pid if proc else None)
                 if args.json:
                     print(json.dumps({"workload": name, **row}))
                 else:
                     errs = sum(row["errors"].values())
                     print(f"{name:<9}{clients:>8}{row['solves']:>8}{errs:>8}{row['solves_per_s']:>10}"
-                          f"{row['p50_ms']!s:>10}{row['p99_ms']!s:>10}", flush=True)
+                          f"{row['p50_ms']!s:>10}{row['p99_ms']!s:>10}{row['client_cpu_ms']:>22}"
+                          f"{row.get('server_cpu_ms', '-')!s:>8}{row.get('workers_cpu_ms', '-')!s:>9}"
+                          f"{row['load_avg_1m']:>7.2f}", flush=True)
     finally:
         if proc is not None:
             proc.terminate()

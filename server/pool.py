@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import itertools
 import multiprocessing
+import multiprocessing.connection
 import os
 import threading
 import time
@@ -33,10 +34,12 @@ from server import logs
 from server.metrics import Metrics
 from server.status import WaitCancelled, WaitExpired
 
-COOPERATIVE_STOP_S = 0.04  # a cancelled job gets this long to stop by itself; then its worker is killed
+COOPERATIVE_STOP_S = 0.05  # a cancelled job gets this long to stop by itself; then its worker is killed
 POLL_S = 0.02  # how often a waiting call looks at its cancel event (answers wake it at once)
 START_TIMEOUT_S = 120.0  # a worker's start (fork + warm-up); generous for a loaded machine
-PRELOAD = ["server.preload"]
+# "__main__" first: the main module is imported once, in the forkserver, not again in
+# every worker (a program that embeds the server needs the usual `if __name__ == "__main__":`).
+PRELOAD = ["__main__", "server.preload"]
 
 
 class WorkerDied(Exception):
@@ -83,6 +86,7 @@ class WorkerPool:
         self._manager: threading.Thread | None = None
         self.restarts: collections.Counter = collections.Counter()  # why workers were replaced
         self.stops: collections.Counter = collections.Counter()  # (stage, how) of cancelled jobs
+        self.stop_times_s: collections.deque[float] = collections.deque(maxlen=1000)  # cancel -> worker free
 
     # ------------------------------------------------------------ lifecycle
     def start(self, wait: bool = True) -> "WorkerPool":
@@ -147,12 +151,16 @@ class WorkerPool:
                 worker.conn.send(("job", job_id, kind, payload))
             except (OSError, ValueError) as exc:
                 raise WorkerDied(f"could not hand the job to worker {worker.pid}: {exc}") from None
+            # A cancel event with a fileno (server.calls.CallCancel) wakes the wait at once;
+            # a plain threading.Event is looked at every POLL_S.
+            waitables = [worker.conn, cancel] if hasattr(cancel, "fileno") else [worker.conn]
+            timeout = None if len(waitables) == 2 else POLL_S
             while True:
                 if cancel.is_set():
-                    self._stop(worker, job_id)
+                    self._stop(worker, job_id, getattr(cancel, "set_at", None))
                     settled = True
                     raise Stopped(worker.stage, worker.stop_how)
-                if not worker.conn.poll(POLL_S):
+                if worker.conn not in multiprocessing.connection.wait(waitables, timeout):
                     continue
                 message = self._recv(worker)
                 if message[0] == "stage":
@@ -181,9 +189,10 @@ class WorkerPool:
             raise WorkerDied(f"the worker process {worker.pid} ended during the job (exit code {code}); "
                              f"it has been replaced. ({exc.__class__.__name__})") from None
 
-    def _stop(self, worker: Worker, job_id: int) -> None:
+    def _stop(self, worker: Worker, job_id: int, cancelled_at: float | None = None) -> None:
         """Ask the job to stop; give it COOPERATIVE_STOP_S, then kill the worker."""
         stage = worker.stage
+        cancelled_at = cancelled_at or time.monotonic()
         try:
             worker.cancel_conn.send(job_id)
         except (OSError, ValueError):
@@ -198,18 +207,22 @@ class WorkerPool:
                 break
             if message[0] == "done" and message[1] == job_id:
                 worker.stop_how = "cooperative"
-                self._record_stop(stage, "cooperative")
                 self._checkin(worker, message[2].rss_mib)
+                self._record_stop(stage, "cooperative", cancelled_at)
                 return
         worker.stop_how = "killed"
-        self._record_stop(stage, "killed")
         self._discard(worker, "killed")
+        self._record_stop(stage, "killed", cancelled_at)
 
-    def _record_stop(self, stage: str, how: str) -> None:
+    def _record_stop(self, stage: str, how: str, cancelled_at: float) -> None:
+        """Count a stopped job; the time from the cancel to a free worker slot is measured here."""
+        after_s = time.monotonic() - cancelled_at
         self.stops[(stage, how)] += 1
+        self.stop_times_s.append(after_s)
         if self._metrics is not None:
             self._metrics.stops.labels(stage, how).inc()
-        logs.event("worker.stop", stage=stage, how=how)
+            self._metrics.stop_latency.observe(after_s)
+        logs.event("worker.stop", stage=stage, how=how, after_ms=round(after_s * 1000, 1))
 
     # ------------------------------------------------------------ checkout / checkin
     def _checkout(self, cancel: threading.Event, deadline: float | None) -> Worker:

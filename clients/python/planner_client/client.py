@@ -296,6 +296,14 @@ def _workload_message(workload: Any, base_dir: str | Path | None = None) -> pb.W
     return msg
 
 
+def referenced_catalog_file(workload: Any, base_dir: str | Path | None = None) -> Path | None:
+    """The local catalog file a workload (dict, JSON/YAML text or path) names, resolved as
+    solve() resolves it, i.e. the file solve() would send along; None when it names none."""
+    if isinstance(workload, Path):
+        return _catalog_path(_peek(workload.read_text()), workload.parent if base_dir is None else base_dir)
+    return _catalog_path(_peek(workload) if isinstance(workload, str) else workload, base_dir)
+
+
 def _peek(text: str) -> Any:
     """The document as data, only to find a catalog file; the server reports syntax errors."""
     try:
