@@ -11,8 +11,10 @@ into statuses by server/errors.py.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import pickle
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -64,45 +66,49 @@ class PlannerServicer:
 
     def _job(self, kind: str, request: bytes, context, stream: bool = False) -> Iterator[bytes]:
         """One job in a worker, holding a solver slot: the worker's progress events (streams),
-        then its serialized answer. Counts solves by outcome."""
+        then its serialized answer. Solves are counted by outcome before the slot is given
+        back, so that a free slot always comes with its solve counted."""
         cancel = self._calls.enter(context)
-        outcome = "error"
+        counted = [kind != "solve"]
+
+        def count(outcome: str) -> None:
+            if not counted[0]:
+                counted[0] = True
+                self._metrics.solves.labels(outcome).inc()
+
         try:
             with self._gate.slot(context.time_remaining(), cancel):
-                remaining = context.time_remaining()
-                deadline = None if remaining is None else time.monotonic() + remaining
-                rid = logs.request_id_var.get()
-                payload = (request, deadline, stream, rid) if kind == "solve" else (request, rid)
-                t0 = time.monotonic()
-                result = None
                 try:
-                    for message in self._pool.run(kind, payload, cancel, deadline):
-                        if message[0] == "progress":
-                            yield message[2]
-                        else:
-                            result = message[2]
+                    remaining = context.time_remaining()
+                    deadline = None if remaining is None else time.monotonic() + remaining
+                    rid = logs.request_id_var.get()
+                    payload = (request, deadline, stream, rid) if kind == "solve" else (request, rid)
+                    t0 = time.monotonic()
+                    result = None
+                    try:
+                        # closing(): a stream whose caller left stops its job now, not at garbage collection.
+                        with contextlib.closing(self._pool.run(kind, payload, cancel, deadline)) as messages:
+                            for message in messages:
+                                if message[0] == "progress":
+                                    yield message[2]
+                                else:
+                                    result = message[2]
+                    finally:
+                        if kind == "solve":
+                            self._metrics.solve_latency.observe(time.monotonic() - t0)
+                    count(result.outcome)
+                    if result.failure is not None:
+                        raise Failed(result.failure)
                 finally:
-                    if kind == "solve":
-                        self._metrics.solve_latency.observe(time.monotonic() - t0)
-            outcome = result.outcome
-            if result.failure is not None:
-                raise Failed(result.failure)
+                    count(_outcome(sys.exc_info()[1]))
             yield result.payload
         except (Stopped, WaitCancelled) as exc:
-            outcome = "cancelled"
             raise self._cancelled(exc) from None
         except WorkerDied as exc:
-            outcome = "error"
             raise PlannerError(f"internal error: {exc}") from None
-        except Failed:
-            raise
-        except Exception as exc:
-            outcome = failure(exc, "-").outcome
-            raise
         finally:
+            count(_outcome(sys.exc_info()[1]))
             self._calls.leave(cancel)
-            if kind == "solve":
-                self._metrics.solves.labels(outcome).inc()
 
     def _cancelled(self, exc: Exception) -> Exception:
         where = f" in its {exc.stage} stage" if isinstance(exc, Stopped) else " while it waited for a solver slot"
@@ -162,6 +168,17 @@ class PlannerServicer:
     def GetCatalog(self, request: bytes, context) -> bytes:
         r = decode(pb.GetCatalogRequest, request)
         return _catalog_answer(r.gpu, r.provider, r.region)
+
+
+def _outcome(exc: BaseException | None) -> str:
+    """The solve outcome label of an error that ended a job."""
+    if isinstance(exc, (Stopped, WaitCancelled, GeneratorExit)):
+        return "cancelled"  # GeneratorExit: a stream whose caller went away
+    if isinstance(exc, WorkerDied):
+        return "error"
+    if isinstance(exc, Failed):
+        return exc.failure.outcome
+    return failure(exc, "-").outcome if exc is not None else "error"
 
 
 @functools.lru_cache(maxsize=64)
