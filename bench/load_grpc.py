@@ -126,11 +126,11 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-def spawn_server(max_concurrent_solves: int, max_queue: int) -> tuple[subprocess.Popen, str]:
+def spawn_server(max_concurrent_solves: int, max_queue: int, worker_nice: int = 5) -> tuple[subprocess.Popen, str]:
     """`solver-cli serve --port 0`; the port comes from its "server.listening" log line."""
     cli = Path(sys.executable).with_name("solver-cli")
     proc = subprocess.Popen([str(cli), "serve", "--port", "0", "--max-concurrent-solves", str(max_concurrent_solves),
-                             "--max-queue", str(max_queue)],
+                             "--max-queue", str(max_queue), "--worker-nice", str(worker_nice)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ports: queue.Queue = queue.Queue()
 
@@ -160,13 +160,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-concurrent-solves", type=int, default=os.cpu_count() or 1,
                    help="for the spawned server (default: CPU count)")
     p.add_argument("--max-queue", type=int, default=64, help="for the spawned server (default 64)")
+    p.add_argument("--worker-nice", type=int, default=5,
+                   help="for the spawned server (default 5, the server's; 0 gives the workers a fair share "
+                        "against other programs on a shared machine)")
     p.add_argument("--json", action="store_true", help="one JSON object per measurement instead of a table")
     args = p.parse_args(argv)
 
     proc = None
     target = args.target
     if target is None:
-        proc, target = spawn_server(args.max_concurrent_solves, args.max_queue)
+        proc, target = spawn_server(args.max_concurrent_solves, args.max_queue, args.worker_nice)
     try:
         if not args.json:
             print(f"server {target}, {os.cpu_count()} CPUs here, {args.duration_s:g} s per row"

@@ -51,6 +51,9 @@ def add_parser(subparsers) -> None:
                    help="recycle a worker process after this many jobs (default 1000)")
     s.add_argument("--worker-max-rss-mib", type=float, default=400.0, metavar="MIB",
                    help="recycle a worker process whose memory after a job is above this (default 400)")
+    s.add_argument("--worker-nice", type=int, default=5, metavar="N",
+                   help="CPU priority of the worker processes below the server's own (nice increment, 0-19; "
+                        "default 5: health checks and admission never wait behind solves)")
     s.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     s.set_defaults(func=run)
 
@@ -79,7 +82,7 @@ def run(args) -> int:
             metrics_port=args.metrics_port, metrics_address=args.metrics_address,
             metrics_token=args.metrics_token or os.environ.get(METRICS_TOKEN_ENV) or None, grace_s=args.grace_s,
             spare_workers=args.spare_workers, worker_max_jobs=args.worker_max_jobs,
-            worker_max_rss_mib=args.worker_max_rss_mib, log_level=args.log_level)
+            worker_max_rss_mib=args.worker_max_rss_mib, worker_nice=args.worker_nice, log_level=args.log_level)
         problems = config.check()
         if not 0 <= args.port <= 65535:
             problems.append(f"--port {args.port} is not a TCP port (0-65535).")

@@ -53,6 +53,7 @@ class ServerConfig:
     spare_workers: int = 1  # warm worker processes beyond one per solver slot
     worker_max_jobs: int = 1000  # a worker is recycled after this many jobs
     worker_max_rss_mib: float = 400.0  # ... or when its memory after a job is above this
+    worker_nice: int = 5  # workers' CPU priority below the server's own (0: the same)
     log_level: str | None = None  # workers log like the server (None: as the `planner.server` logger is set)
 
     def thread_count(self) -> int:
@@ -88,6 +89,8 @@ class ServerConfig:
             out.append("--worker-max-jobs must be at least 1.")
         if not self.worker_max_rss_mib > 0:
             out.append("--worker-max-rss-mib must be positive.")
+        if not 0 <= self.worker_nice <= 19:
+            out.append("--worker-nice must be between 0 and 19.")
         return out
 
 
@@ -150,7 +153,7 @@ def create_server(config: ServerConfig) -> tuple[PlannerServer, int]:
     if log_level is None and logs.log.handlers:
         log_level = logging.getLevelName(logs.log.level).lower()
     pool = WorkerPool(config.max_concurrent_solves, config.spare_workers, config.worker_max_jobs,
-                      config.worker_max_rss_mib, log_level, metrics)
+                      config.worker_max_rss_mib, log_level, metrics, config.worker_nice)
     calls = CallRegistry()
     interceptors = [ObserveInterceptor(metrics)]
     if config.token:

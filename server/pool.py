@@ -69,12 +69,13 @@ class Worker:
 
 class WorkerPool:
     def __init__(self, size: int, spare: int = 1, max_jobs: int = 1000, max_rss_mib: float = 400.0,
-                 log_level: str | None = None, metrics: Metrics | None = None):
+                 log_level: str | None = None, metrics: Metrics | None = None, nice: int = 5):
         if size < 1 or spare < 0 or max_jobs < 1 or max_rss_mib <= 0:
             raise ValueError("need size >= 1, spare >= 0, max_jobs >= 1 and max_rss_mib > 0")
         self.size, self.spare = size, spare
         self.max_jobs, self.max_rss_mib = max_jobs, max_rss_mib
         self._log_level = log_level
+        self._nice = nice
         self._metrics = metrics
         self._ctx = multiprocessing.get_context("forkserver")
         self._cond = threading.Condition()
@@ -322,7 +323,7 @@ class WorkerPool:
 
         conn, child_conn = self._ctx.Pipe(duplex=True)
         cancel_r, cancel_w = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(target=main, args=(child_conn, cancel_r, self._log_level),
+        process = self._ctx.Process(target=main, args=(child_conn, cancel_r, self._log_level, self._nice),
                                     daemon=True, name="planner-worker")
         process.start()
         child_conn.close()

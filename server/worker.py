@@ -40,6 +40,10 @@ from solver.errors import Cancelled, InputError, SolverTimeout
 MIN_SOLVE_S = 0.05  # below this the solver cannot even load the model
 MAX_TIME_LIMIT_S = 86_400.0  # the workload schema's own bound on solver.time_limit_s
 TRIM_ABOVE_MIB = 16  # give freed heap back to the system when a job grew the process by this much
+# Workers run at a lower CPU priority than the server's own process (ServerConfig.worker_nice,
+# default 5), so that health checks, admission and answers never wait behind solves for a
+# core (CFS weights: nice 0 gets 3x the CPU of nice 5 when both want it; an idle server
+# process costs the solves nothing).
 PR_SET_PDEATHSIG = 1
 
 
@@ -72,10 +76,15 @@ class Job:
 
 
 # ------------------------------------------------------------------ the process
-def main(conn, cancel_conn, log_level: str | None) -> None:
+def main(conn, cancel_conn, log_level: str | None, nice: int = 0) -> None:
     """The worker's entry point (a multiprocessing target)."""
     _die_with_parent()
     _drop_inherited_lifelines()
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group; the server decides
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if log_level:
