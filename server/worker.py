@@ -8,9 +8,10 @@ second. A worker runs one job at a time, on its main thread:
     worker -> parent, jobs pipe:    ("stage", job_id, name)*  ("progress", job_id, bytes)*  ("done", job_id, Result)
     parent -> worker, cancel pipe:  job_id
 
-A watcher thread reads the cancel pipe and sets the job's cancel event: plan() stops the
-MIP on it, and the stage callback raises Cancelled at the next stage boundary. A stage
-that does not come back in time is the pool's to end: it kills the worker.
+A watcher thread reads the cancel pipe and sets the job's cancel event: plan() checks it
+in every stage (solver.interrupt.Stop) and stops the MIP on it, and the stage callback
+raises Cancelled at the next stage boundary. A job that does not come back in time is
+the pool's to end: it kills the worker.
 
 Everything that can be slow or hostile happens here (protobuf decoding, YAML/JSON
 parsing, validation, the solve, explanations, conversion to the answer's bytes), so it
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 from server import convert, logs
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
-from server.requests import answer_margin_s, backend_name, decode, read_workload, solve_budget
+from server.requests import backend_name, decode, read_workload, solve_budget
 from server.status import Failure, failure
 from solver.errors import Cancelled, InputError, SolverTimeout
 
@@ -188,8 +189,6 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
     limit_s, by_deadline = solve_budget(requested_s, remaining_s)
     if limit_s < MIN_SOLVE_S:
         raise SolverTimeout(f"the call's deadline leaves {limit_s:.2f} s to solve. To fix: give the call a longer deadline")
-    # Explanations come after the solve; they stop in time for the answer to reach the caller.
-    explain_by = None if remaining_s is None else deadline - answer_margin_s(remaining_s) / 2
     on_progress = None
     if stream:
         def on_progress(p) -> None:
@@ -199,7 +198,7 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
                limit_from="deadline" if by_deadline else "request", explain=request.explain)
     result = plan(workload, PlanOptions(time_limit_s=limit_s, backend=backend, explain=request.explain,
                                         on_progress=on_progress, cancel=job.cancel, catalog=catalog,
-                                        on_stage=job.stage, explain_deadline=explain_by))
+                                        on_stage=job.stage))
     job.stage("answer")
     d = result.to_dict()
     late = by_deadline and d["status"] != "optimal"

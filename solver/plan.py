@@ -12,14 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from solver.optimize.backends import SolveOptions, get_backend
-from solver.compile.candidates import build_problem
+from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
+from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
-from solver.optimize.formulation import Formulation, build, gpu_objective
-from solver.optimize.headroom import fill_idle_gpus
+from solver.optimize.formulation import Formulation, build
+from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
@@ -29,9 +30,7 @@ from solver.workload.schema import Workload
 from solver.optimize.solution import Assignment, Solution
 
 
-# Tie-breaking never changes the cost, so it gets a bounded effort; a node limit (not
-# a time limit) keeps the outcome deterministic on a busy machine.
-TIE_BREAK_NODES = 200
+EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
 
 
 @dataclass
@@ -44,30 +43,30 @@ class PlanOptions:
     base_dir: str | None = None  # where relative catalog files are resolved
     catalog: Catalog | None = None  # pre-resolved catalog (reviews reuse one)
     check: bool = True  # run the independent evaluator on the answer
-    # Called with each stage's name as it starts ("candidates", "diagnose", "model", "mip",
-    # "tie_break", "evaluate", "explain"): the gRPC server reports stages and stops a
-    # cancelled call at the next one (an exception raised here leaves plan()).
+    # Candidate configurations by (service performance, offer hardware): shared across
+    # calls in this process; None recomputes everything.
+    cache: CandidateCache | None = SHARED_CACHE
+    # Called with each stage's name as it starts: "candidates", "model", "solve",
+    # "tie_break", "evaluate", "explain" (logs, progress, tests).
     on_stage: Callable[[str], None] | None = None
-    explain_deadline: float | None = None  # time.monotonic() by which explanations stop (a call's deadline)
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     options = options or PlanOptions()
-    stage = options.on_stage or _no_stage
     t0 = time.monotonic()
-    stage("candidates")
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     check_references(workload, catalog)
-    timings: dict[str, float] = {}
-    problem = build_problem(workload, catalog)
-    timings["candidates_s"] = time.monotonic() - t0
-    stage("diagnose")
-    unservable = diagnose_unservable(workload, catalog, problem)
-    if unservable:
-        raise InfeasibleError(unservable)
-
     time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
     deadline = t0 + time_limit
+    stop = Stop(options.cancel, deadline, time_limit)
+    stage = options.on_stage or (lambda name: None)
+    timings: dict[str, float] = {}
+    stage("candidates")
+    problem = build_problem(workload, catalog, options.cache, stop)
+    timings["candidates_s"] = time.monotonic() - t0
+    unservable = diagnose_unservable(problem, catalog)
+    if unservable:
+        raise InfeasibleError(unservable)
     backend = get_backend(options.backend or workload.solver.backend)
 
     stage("model")
@@ -79,35 +78,33 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         upper = solution_cost(problem, greedy)
         configs = [c for c in configs
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
-    form = build(problem, configs)
+    form = build(problem, configs, stop=stop)
     hint = _hint(form, greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
+    stage("solve")
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
-    stage("mip")
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
         stage("diagnose")
-        reasons = diagnose_infeasible(workload, problem, backend, deadline)
+        reasons = diagnose_infeasible(problem, backend, stop)
         raise InfeasibleError(reasons)
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
     if outcome.values is None:
         raise SolverTimeout(f"no feasible fleet found within {time_limit:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
-    tie_break = "not needed"
+    ties = "not needed"
     if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
         t1 = time.monotonic()
         stage("tie_break")
-        outcome, tie_break = _tie_break(form, backend, outcome, deadline, options.cancel)
+        outcome, ties = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
+    if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
+        stop.check("the tie-break")
     solution = extract(form, outcome.values)
-    return _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings)
-
-
-def _no_stage(name: str) -> None:
-    pass
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
 
 def _relay(form: Formulation, on_progress):
@@ -163,42 +160,6 @@ def _hint(form: Formulation, sol: Solution) -> list[float] | None:
     return values
 
 
-def _tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, cancel) -> tuple[SolveOutcome, str]:
-    """Among fleets of the optimal cost: fewest GPUs; then, on that fleet, most spare capacity."""
-    lm = form.model
-    saved_objective, saved_rows = lm.objective, len(lm.rows)
-    notes = []
-    values = first.values
-    try:
-        lm.row("tie_break_cost", form.cost_terms, ub=first.objective + 1e-6)
-        lm.objective = gpu_objective(form)
-        gpus = sum(c * values[i] for i, c in form.gpu_terms)
-        # The LP relaxation bounds the GPUs of any cheapest fleet in milliseconds; when it
-        # leaves no room below the plan's GPU count, the plan already has the fewest.
-        lp = backend.solve(lm, SolveOptions(time_limit_s=max(min(deadline - time.monotonic(), 5.0), 0.05),
-                                            relax_integrality=True))
-        if lp.status == "optimal" and lp.objective is not None and lp.objective > gpus - 1 + 1e-6:
-            notes.append("fewest GPUs")
-        else:
-            budget_s = min(deadline - time.monotonic(), max(first.solve_time_s, 0.5))
-            second = backend.solve(lm, SolveOptions(time_limit_s=max(budget_s, 0.05), hint=values,
-                                                    absolute_gap=0.5, node_limit=TIE_BREAK_NODES, cancel=cancel))
-            if second.values is not None:
-                values = second.values
-                notes.append("fewest GPUs" + ("" if second.status == "optimal" else " (best within the effort limit)"))
-        values, added = fill_idle_gpus(form, values)
-        if added:
-            notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
-    finally:
-        lm.objective = saved_objective
-        del lm.rows[saved_rows:]
-    if not notes:
-        return first, "skipped (time limit)"
-    merged = SolveOutcome(first.status, values, sum(c * values[i] for i, c in form.cost_terms),
-                          first.bound, first.solve_time_s, first.backend, first.detail)
-    return merged, ", ".join(notes)
-
-
 def extract(form: Formulation, values: list[float]) -> Solution:
     fleet = tuple(sorted((o, int(round(values[i]))) for o, i in form.n.items() if round(values[i]) > 0))
     by_key = {c.key: c for c in form.configs}
@@ -231,14 +192,13 @@ def extract(form: Formulation, values: list[float]) -> Solution:
     return Solution(fleet, tuple(out))
 
 
-def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings) -> PlanResult:
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
     t1 = time.monotonic()
-    stage = options.on_stage or _no_stage
-    stage("evaluate")
+    if options.check:
+        (options.on_stage or (lambda name: None))("evaluate")
     report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
     by_key = {c.key: c for c in problem.configs}
-    slo = {s.name: s.slo for s in workload.services}
     fleet = []
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
@@ -262,10 +222,8 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
                 c.precision, c.source, a.replicas, [round(t, 6) for t in thr], [round(r, 6) for r in a.routed],
                 round(used / a.replicas, 4), worst("ttft_ms"), worst("tpot_ms"), worst("latency_ms"),
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
-            for name in ("ttft_ms", "tpot_ms", "latency_ms"):
-                bound = getattr(slo[s.name], name)
-                if bound is not None:
-                    view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            for name, bound in s.slo.bounds():
+                view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -284,23 +242,22 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
         gap = 0.0 if outcome.status == "optimal" else round(gap, 6)
     info = SolverInfo(outcome.backend, outcome.solve_time_s, time.monotonic() - t0, gap, outcome.bound,
                       form.model.size, len(problem.configs), len(problem.rejections), len(problem.filtered_out),
-                      tie_break, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
-    result = PlanResult(outcome.status, workload.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
+                      ties, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
+    result = PlanResult(outcome.status, problem.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
                         fleet, services,
                         [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas]}
                          for p in (report.placements if report else [])],
-                        info, catalog=catalog.description, pricing=workload.constraints.pricing)
+                        info, catalog=catalog.description, pricing=problem.pricing)
     if report is not None:
         result.evaluation = {"ok": report.ok, "violations": report.violations,
                              "cost_usd_per_hour": round(report.cost_usd_per_hour, 6)}
         if not report.ok:
             raise PlannerError("internal error: the plan failed independent evaluation: " + "; ".join(report.violations))
     if options.explain:
-        stage("explain")
+        (options.on_stage or (lambda name: None))("explain")
+        # One budget for the whole explanation, never past the call's own deadline.
+        explain = Stop(options.cancel, min(deadline, time.monotonic() + EXPLAIN_BUDGET_S))
         for sr in services:
-            deadline = time.monotonic() + 10.0
-            if options.explain_deadline is not None:
-                deadline = min(deadline, options.explain_deadline)
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
-                                               deadline=deadline)
+                                               stop=explain)
     return result

@@ -63,7 +63,7 @@ STAGES = [
     ("read", {"yaml": yaml_alias_bomb()}, False),  # parsing a hostile document
     ("candidates", generated_workload(60), False),
     ("model", generated_workload(60), False),
-    ("mip", slow_workload(time_limit_s=120), False),
+    ("solve", slow_workload(time_limit_s=120), False),
     ("tie_break", generated_workload(60), False),
     ("explain", generated_workload(20, seed=3), True),
 ]
@@ -273,7 +273,7 @@ def test_at_the_end_of_the_grace_calls_in_flight_are_cancelled():
 
         caller = threading.Thread(target=solve)
         caller.start()
-        _wait_for(lambda: "mip" in planner.pool.busy_stages(), 60, "the solve running")
+        _wait_for(lambda: "solve" in planner.pool.busy_stages(), 60, "the solve running")
         t0 = time.monotonic()
         done = planner.stop(1.0)
         caller.join(30)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from solver.interrupt import NEVER, Stop
 from solver.optimize.linear import INF, LinearModel
 from solver.compile.problem import Config, Problem
 
@@ -68,7 +69,7 @@ def replica_upper_bound(c: Config, p: Problem) -> int:
 
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
-          quotas: bool = True) -> Formulation:
+          quotas: bool = True, stop: Stop = NEVER) -> Formulation:
     configs = list(problem.configs if configs is None else configs)
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
@@ -92,7 +93,8 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         f.gpu_terms.append((f.n[o.id], float(o.gpus_per_instance)))
     for c in configs:
         f.r[c.key] = lm.var(f"r[{c.key}]", 0, ub[c.key], integer=True)
-    _demand_rows(f)
+    stop.check("model building")
+    _demand_rows(f, stop)
     _replica_rows(f)
     _packing_rows(f, by_offer)
     if quotas:
@@ -103,9 +105,11 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     return f
 
 
-def _demand_rows(f: Formulation) -> None:
+def _demand_rows(f: Formulation, stop: Stop) -> None:
     p, lm = f.problem, f.model
-    for s in p.services:
+    for i, s in enumerate(p.services):
+        if i % 64 == 0:
+            stop.check("model building")
         mine = f.by_service.get(s.name, [])
         if len(s.class_demand) == 1:
             if s.class_demand[0] > 0:
