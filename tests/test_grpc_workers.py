@@ -103,11 +103,11 @@ def _idle_pids(planner) -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_deadline_inside_a_stage_that_cannot_stop_by_itself_frees_the_slot(server):
-    """Building the candidates of 60 services takes seconds and does not look at the cancel
-    flag; the call's 1 s deadline still frees the slot at once (the worker is killed)."""
+def test_a_deadline_inside_the_candidates_stage_frees_the_slot(server):
+    """Building the candidates of 60 services takes seconds; the call's 1 s deadline still
+    frees the slot in time (the stage stops at the solve's time limit, or its worker is
+    killed when the call's deadline passes first)."""
     planner, target = server
-    killed_before = planner.pool.restarts["killed"]
     with PlannerClient(target, timeout_s=1.0, retries=0) as client:
         t0 = time.monotonic()
         with pytest.raises(PlannerClientError) as err:
@@ -115,7 +115,6 @@ def test_a_deadline_inside_a_stage_that_cannot_stop_by_itself_frees_the_slot(ser
     assert err.value.code == "DEADLINE_EXCEEDED"
     _wait_for(lambda: planner.gate.running == 0, 10, "the slot being freed")
     assert time.monotonic() - t0 < 1.0 + STOP_BOUND_S + 1.0
-    assert planner.pool.restarts["killed"] == killed_before + 1
     with PlannerClient(target, timeout_s=60) as client:
         assert client.solve(SMALL)["status"] == "optimal"
 
