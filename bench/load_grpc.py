@@ -40,14 +40,19 @@ SMALL = {"name": "small", "services": [{
 WORKLOADS = {"small": SMALL, "medium": json.loads((ROOT / "examples" / "llm-platform.json").read_text())}
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (0 if it is gone)."""
+def cpu_s(pid: int, reaped_children: bool = False) -> float:
+    """User + system CPU seconds a process has used so far (0 if it is gone); with
+    reaped_children, plus that of its children that have ended and been waited for (a
+    recycled worker's CPU stays counted in the forkserver that forked it)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu_s(pid: int) -> tuple[float, float]:
@@ -64,7 +69,7 @@ def tree_cpu_s(pid: int) -> tuple[float, float]:
     below, stack = 0.0, list(children.get(pid, []))
     while stack:
         p = stack.pop()
-        below += cpu_s(p)
+        below += cpu_s(p, reaped_children=True)
         stack.extend(children.get(p, []))
     return cpu_s(pid), below
 
@@ -108,7 +113,6 @@ def run_load(target: str, workload: dict, clients: int, duration_s: float, serve
     n = max(len(latencies_s), 1)
     cpu = {"client_cpu_ms": round((me1 - me0) * 1000 / n, 2)}
     if server0 is not None:
-        # Workers recycled during the row take their CPU with them: a lower bound then.
         cpu["server_cpu_ms"] = round((server1[0] - server0[0]) * 1000 / n, 2)
         cpu["workers_cpu_ms"] = round((server1[1] - server0[1]) * 1000 / n, 2)
     return {
@@ -124,6 +128,26 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     """Nearest-rank quantile: the smallest value with at least q of the values at or below it."""
     rank = max(1, -(-int(q * 1000) * len(sorted_values) // 1000))  # ceil(q * n) without float error
     return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def reference_plan_ms(workload: dict, runs: int = 50) -> tuple[float, float]:
+    """plan() in this process, warm, same machine and minute: (median wall ms, CPU ms per
+    solve). What the service adds is the rest of each call's latency and CPU."""
+    import statistics
+
+    from solver.plan import plan
+    from solver.workload.documents import parse_workload
+
+    w = parse_workload(workload)
+    for _ in range(3):
+        plan(w)
+    walls = []
+    cpu0 = time.process_time()
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        plan(w)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls) * 1000, (time.process_time() - cpu0) * 1000 / runs
 
 
 def spawn_server(max_concurrent_solves: int, max_queue: int, worker_nice: int = 5) -> tuple[subprocess.Popen, str]:
@@ -178,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'CPU ms/solve: client':>22}{'server':>8}{'workers':>9}{'load':>7}")
         for name in args.workloads.split(","):
             workload = WORKLOADS[name]
+            if not args.json:
+                wall_ms, cpu_ms = reference_plan_ms(workload)
+                print(f"{name}: plan() in-process, warm: median {wall_ms:.1f} ms wall, {cpu_ms:.1f} ms CPU "
+                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
             with PlannerClient(target, timeout_s=300) as c:
                 c.solve(workload)  # warm-up
             for clients in (int(n) for n in args.clients.split(",")):

@@ -26,7 +26,7 @@ from server.errors import ErrorInterceptor
 from server.metrics import Metrics
 from server.metrics_http import serve_metrics
 from server.observe import ObserveInterceptor
-from server.pool import WorkerPool
+from server.pool import WorkerPool, stop_forkserver
 from server.service import SERVICE_NAME, PlannerServicer, add_to_server
 
 MIB = 1024 * 1024
@@ -234,6 +234,7 @@ def serve(config: ServerConfig) -> int:
                 logs.event("server.grace_cut_short", signal=received[-1])
                 planner.stop(0)
                 stopping.clear()
+        stop_forkserver()  # this process is about to exit: reap the workers' forkserver too
         logs.event("server.stopped")
     finally:
         for s, handler in previous.items():

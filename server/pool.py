@@ -227,20 +227,25 @@ class WorkerPool:
 
     # ------------------------------------------------------------ checkout / checkin
     def _checkout(self, cancel: threading.Event, deadline: float | None) -> Worker:
-        with self._cond:
-            while not self._idle:
-                if self._closed:
-                    raise WaitCancelled()
-                if cancel.is_set():
-                    raise WaitCancelled()
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise WaitExpired()
-                self._cond.wait(POLL_S)
-            worker = self._idle.popleft()
-            self._busy.add(worker)
-            worker.stage = "start"
-            worker.stop_how = ""
-            return worker
+        while True:
+            with self._cond:
+                while not self._idle:
+                    if self._closed:
+                        raise WaitCancelled()
+                    if cancel.is_set():
+                        raise WaitCancelled()
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise WaitExpired()
+                    self._cond.wait(POLL_S)
+                # Most recently used first: its caches are warm, and the other workers stay
+                # small (their pages still shared with the forkserver) unless load needs them.
+                worker = self._idle.pop()
+                self._busy.add(worker)
+                worker.stage = "start"
+                worker.stop_how = ""
+            if worker.process.is_alive():  # an idle worker may have died (killed from outside, OOM)
+                return worker
+            self._discard(worker, "died")
 
     def _checkin(self, worker: Worker, rss_mib: float) -> None:
         worker.jobs += 1
@@ -255,7 +260,7 @@ class WorkerPool:
             if self._closed:
                 pass
             else:
-                self._idle.append(worker)  # FIFO: workers take turns, so recycling spreads out
+                self._idle.append(worker)
                 self._cond.notify_all()
                 return
         self._kill(worker)
@@ -313,7 +318,7 @@ class WorkerPool:
                     if self._closed:
                         self._kill(worker)
                         return
-                    self._idle.append(worker)
+                    self._idle.appendleft(worker)  # new (cold) workers are used last
                 self._cond.notify_all()
             if worker is None:
                 time.sleep(min(0.5 * 2 ** min(failures, 6), 30.0))
@@ -366,6 +371,24 @@ def process_tree_memory_mib(pids: list[int]) -> dict[str, float]:
         except OSError:
             continue
     return {"rss_mib": rss, "pss_mib": pss}
+
+
+def stop_forkserver(timeout_s: float = 5.0) -> None:
+    """End the forkserver and multiprocessing's resource tracker and reap them (a server
+    process about to exit: otherwise they end by themselves a moment later, as orphans).
+    Private multiprocessing APIs, hence the guards; never waits longer than timeout_s."""
+    from multiprocessing import forkserver, resource_tracker
+
+    def stop() -> None:
+        for obj in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
+            try:
+                getattr(obj, "_stop", lambda: None)()
+            except (OSError, ChildProcessError, AttributeError, ValueError):
+                pass
+
+    t = threading.Thread(target=stop, daemon=True, name="forkserver-stop")
+    t.start()
+    t.join(timeout_s)
 
 
 def forkserver_pid() -> int | None:

@@ -13,3 +13,9 @@ import solver.review  # noqa: F401 - review documents are parsed in workers too
 from solver.catalog import default_catalog
 
 default_catalog()
+
+# What the forkserver holds now is shared by every worker it forks; keep the collector from
+# touching it (and so copying its pages into each worker) in the workers.
+import gc  # noqa: E402
+
+gc.freeze()
