@@ -21,6 +21,7 @@ server does) dies, end-of-file on their pipes, and close() on shutdown.
 from __future__ import annotations
 
 import collections
+import ctypes
 import itertools
 import multiprocessing
 import multiprocessing.connection
@@ -40,6 +41,7 @@ START_TIMEOUT_S = 120.0  # a worker's start (fork + warm-up); generous for a loa
 # "__main__" first: the main module is imported once, in the forkserver, not again in
 # every worker (a program that embeds the server needs the usual `if __name__ == "__main__":`).
 PRELOAD = ["__main__", "server.preload"]
+STAGE_BYTES = 32
 
 
 class WorkerDied(Exception):
@@ -61,10 +63,18 @@ class Worker:
     cancel_conn: object  # multiprocessing Connection: job ids to cancel
     pid: int
     baseline_rss_mib: float
+    stage_buf: object = None  # shared memory the worker writes its job's stage into (no message, no wake-up)
     jobs: int = 0
-    stage: str = "idle"
     stop_how: str = ""  # how the last cancelled job ended: "cooperative" or "killed"
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def stage(self) -> str:
+        return self.stage_buf.value.decode("ascii", "replace") or "start"
+
+    @stage.setter
+    def stage(self, name: str) -> None:
+        self.stage_buf.value = name.encode("ascii", "replace")[:STAGE_BYTES - 1]
 
 
 class WorkerPool:
@@ -164,9 +174,7 @@ class WorkerPool:
                 if worker.conn not in multiprocessing.connection.wait(waitables, timeout):
                     continue
                 message = self._recv(worker)
-                if message[0] == "stage":
-                    worker.stage = message[2]
-                elif message[0] == "progress":
+                if message[0] == "progress":
                     yield message
                 elif message[0] == "done" and message[1] == job_id:
                     settled = True
@@ -328,7 +336,8 @@ class WorkerPool:
 
         conn, child_conn = self._ctx.Pipe(duplex=True)
         cancel_r, cancel_w = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(target=main, args=(child_conn, cancel_r, self._log_level, self._nice),
+        stage_buf = self._ctx.RawArray(ctypes.c_char, STAGE_BYTES)
+        process = self._ctx.Process(target=main, args=(child_conn, cancel_r, self._log_level, self._nice, stage_buf),
                                     daemon=True, name="planner-worker")
         process.start()
         child_conn.close()
@@ -341,7 +350,8 @@ class WorkerPool:
             process.kill()
             process.join(5)
             raise RuntimeError(f"worker {process.pid} failed to start (exit code {process.exitcode}): {exc}") from None
-        worker = Worker(process, conn, cancel_w, pid, rss)
+        worker = Worker(process, conn, cancel_w, pid, rss, stage_buf)
+        worker.stage = "idle"
         logs.event("worker.started", pid=pid, rss_mib=round(rss, 1))
         if self._metrics is not None:
             self._metrics.workers_started.inc()

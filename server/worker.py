@@ -5,8 +5,12 @@ imported the solver (server/preload.py), so a new worker is warm in a fraction o
 second. A worker runs one job at a time, on its main thread:
 
     parent -> worker, jobs pipe:    ("job", job_id, kind, payload)      kind: solve | validate | review
-    worker -> parent, jobs pipe:    ("stage", job_id, name)*  ("progress", job_id, bytes)*  ("done", job_id, Result)
+    worker -> parent, jobs pipe:    ("progress", job_id, bytes)*  ("done", job_id, Result)
     parent -> worker, cancel pipe:  job_id
+    worker -> parent, shared bytes: the running job's stage ("read", "candidates", ...)
+
+The stage goes through shared memory rather than the pipe, so that reporting it costs
+no message and wakes nobody; the server reads it when it needs it (a cancel, a test).
 
 A watcher thread reads the cancel pipe and sets the job's cancel event: plan() checks it
 in every stage (solver.interrupt.Stop) and stops the MIP on it, and the stage callback
@@ -62,22 +66,23 @@ class Result:
 class Job:
     """The running job's id, cancel event and stage; shared with the watcher thread."""
 
-    def __init__(self, job_id: int, send):
+    def __init__(self, job_id: int, stage_buf=None):
         self.id = job_id
         self.cancel = threading.Event()
         self.stage_name = "start"
-        self._send = send
+        self._stage_buf = stage_buf
 
     def stage(self, name: str) -> None:
         """plan()'s on_stage: report the stage; a cancelled job stops here."""
         self.stage_name = name
-        self._send(("stage", self.id, name))
+        if self._stage_buf is not None:
+            self._stage_buf.value = name.encode("ascii", "replace")[:31]
         if self.cancel.is_set():
             raise Cancelled(f"the call was cancelled; the solve stopped before its {name} stage")
 
 
 # ------------------------------------------------------------------ the process
-def main(conn, cancel_conn, log_level: str | None, nice: int = 0) -> None:
+def main(conn, cancel_conn, log_level: str | None, nice: int = 0, stage_buf=None) -> None:
     """The worker's entry point (a multiprocessing target)."""
     _die_with_parent()
     _drop_inherited_lifelines()
@@ -111,7 +116,7 @@ def main(conn, cancel_conn, log_level: str | None, nice: int = 0) -> None:
         if message[0] != "job":
             break
         _, job_id, kind, payload = message
-        job = Job(job_id, send)
+        job = Job(job_id, stage_buf)
         with state_lock:
             state["job"] = job
             if state.get("cancelled_id") == job_id:  # the cancel overtook the job
