@@ -30,6 +30,7 @@ from server.pool import WorkerPool, stop_forkserver
 from server.service import SERVICE_NAME, PlannerServicer, add_to_server
 
 MIB = 1024 * 1024
+RPC_BACKLOG_FACTOR = 4  # calls in flight or waiting for an RPC thread, per thread; beyond: RESOURCE_EXHAUSTED
 CANCEL_MARGIN_S = 2.0  # after the grace: time for cancelled calls to answer CANCELLED before gRPC drops them
 
 
@@ -166,7 +167,9 @@ def create_server(config: ServerConfig) -> tuple[PlannerServer, int]:
         options=[("grpc.max_receive_message_length", config.max_receive_bytes),
                  ("grpc.max_send_message_length", config.max_send_bytes),
                  ("grpc.so_reuseport", 0)],  # never share a port silently with another server
-        maximum_concurrent_rpcs=threads,  # past every thread: RESOURCE_EXHAUSTED, not an unbounded backlog
+        # A bounded backlog, but well above the threads: a burst of solves that the gate will
+        # turn away (QUEUE_FULL) in a moment must not get a health check refused meanwhile.
+        maximum_concurrent_rpcs=RPC_BACKLOG_FACTOR * threads,
     )
     add_to_server(PlannerServicer(gate, pool, metrics, calls), server)
     health_servicer = health.HealthServicer()
