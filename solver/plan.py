@@ -19,15 +19,16 @@ from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
-from solver.optimize.formulation import Formulation, build
+from solver.optimize.formulation import Formulation, build, region_violations
+from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
-from solver.optimize.linear import Progress, SolveOutcome
+from solver.optimize.linear import Progress
 from solver.compile.problem import Problem
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
-from solver.optimize.solution import Assignment, Solution
+from solver.optimize.solution import Solution
 
 
 EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
@@ -79,7 +80,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         configs = [c for c in configs
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
-    hint = _hint(form, greedy) if greedy is not None else None
+    hint = form.values_from(greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
@@ -96,14 +97,20 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         raise SolverTimeout(f"no feasible fleet found within {time_limit:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
     ties = "not needed"
-    if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
+    tie_breaking = outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05
+    if tie_breaking:
         t1 = time.monotonic()
         stage("tie_break")
-        outcome, ties = tie_break(form, backend, outcome, deadline, options.cancel)
+        outcome, notes = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
     if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
         stop.check("the tie-break")
-    solution = extract(form, outcome.values)
+    solution = form.solution_from(outcome.values)
+    if tie_breaking:
+        solution, added = fill_idle_gpus(form, solution)
+        if added:
+            notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
+        ties = ", ".join(notes) or "skipped (time limit)"
     return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
 
@@ -138,58 +145,7 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in sol.fleet if problem.offer(o).gpu == gpu)
         if used > quota:
             return False
-    return True
-
-
-def _hint(form: Formulation, sol: Solution) -> list[float] | None:
-    values = [0.0] * len(form.model.variables)
-    for offer_id, n in sol.fleet:
-        if offer_id not in form.n:
-            return None
-        values[form.n[offer_id]] = float(n)
-    for a in sol.assignments:
-        if a.config_key not in form.r:
-            return None
-        values[form.r[a.config_key]] = float(a.replicas)
-        for k, routed in enumerate(a.routed):
-            if (a.config_key, k) in form.x:
-                values[form.x[(a.config_key, k)]] = routed
-    for i, v in enumerate(form.model.variables):
-        if values[i] > v.ub:
-            return None
-    return values
-
-
-def extract(form: Formulation, values: list[float]) -> Solution:
-    fleet = tuple(sorted((o, int(round(values[i]))) for o, i in form.n.items() if round(values[i]) > 0))
-    by_key = {c.key: c for c in form.configs}
-    demand = {s.name: s for s in form.problem.services}
-    assignments = []
-    for key, i in form.r.items():
-        r = int(round(values[i]))
-        if r <= 0:
-            continue
-        c = by_key[key]
-        s = demand[c.service]
-        if len(s.class_demand) == 1:
-            routed = (0.0,)  # filled below, proportionally to capacity
-        else:
-            routed = tuple(max(values[form.x[(key, k)]], 0.0) if (key, k) in form.x else 0.0
-                           for k in range(len(s.class_demand)))
-        assignments.append(Assignment(key, c.service, c.offer_id, c.gpus_per_replica, c.precision, r, routed,
-                                      c.instances_per_replica))
-    # Single-class services: route demand in proportion to each configuration's capacity.
-    out = []
-    for a in assignments:
-        s = demand[a.service]
-        if len(s.class_demand) == 1:
-            cap = by_key[a.config_key].throughput * a.replicas
-            total = sum(by_key[b.config_key].throughput * b.replicas for b in assignments if b.service == a.service)
-            a = Assignment(a.config_key, a.service, a.offer_id, a.gpus_per_replica, a.precision, a.replicas,
-                           (s.class_demand[0] * cap / total if total > 0 else 0.0,), a.instances_per_replica)
-        out.append(a)
-    out.sort(key=lambda a: (a.service, a.config_key))
-    return Solution(fleet, tuple(out))
+    return not region_violations(problem, sol)
 
 
 def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
@@ -203,7 +159,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6)))
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
     services = []
     for s in problem.services:
         views = []
@@ -233,8 +189,10 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
             total_cap = capacity[0]
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
+        llm = s.model is not None
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(utilization, 4), list(s.class_names), views))
+                                      round(utilization, 4), list(s.class_names), views,
+                                      model=s.model_label if llm else None, engine=s.engine if llm else None))
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:

@@ -89,7 +89,7 @@ class CandidateCache:
     configurations and rejections. Bounded: when full, the older half is dropped (a
     plain dict keeps insertion order, so hits cost no bookkeeping). Thread-safe."""
 
-    def __init__(self, max_entries: int = 50_000):
+    def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
         self.max_entries = max_entries
         self._entries: dict[tuple[_Key, _Key], tuple[tuple[Config, ...], tuple[Rejection, ...]]] = {}
         self._lock = threading.Lock()
@@ -137,6 +137,7 @@ class CandidateBuilder:
         self.calibration = calibration
         self.cache = cache
         self.rejections: list[Rejection] = []
+        self.dominated: list[Config] = []  # pruned; kept for explanations (closest to an SLO)
         self._offer_keys: dict[int, _Key] = {}  # by position in self.offers
 
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
@@ -159,16 +160,21 @@ class CandidateBuilder:
                 found = self.cache.get(key)
             if found is None:
                 mine, rejected = _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]).build()
-                found = (tuple(prune_configs(list(mine), svc)) if prune else mine, rejected)
+                kept = tuple(prune_configs(list(mine), svc)) if prune else mine
+                kept_ids = {id(c) for c in kept}
+                found = (kept, rejected, tuple(c for c in mine if id(c) not in kept_ids))
                 if key is not None:
                     self.cache.put(key, found)
-            mine, rejected = found
+            mine, rejected, dominated = found
             if mine and mine[0].service != svc.name:  # cached for another service with the same performance key
                 mine = tuple(replace(c, service=svc.name) for c in mine)
             if rejected and rejected[0].service != svc.name:
                 rejected = tuple(replace(r, service=svc.name) for r in rejected)
+            if dominated and dominated[0].service != svc.name:
+                dominated = tuple(replace(c, service=svc.name) for c in dominated)
             configs.extend(mine)
             self.rejections.extend(rejected)
+            self.dominated.extend(dominated)
         return configs
 
 
@@ -184,7 +190,7 @@ class _OfferCandidates:
         self.rejections: list[Rejection] = []
 
     def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
-        svc, offer, model = self.svc, self.offer, self.svc.model
+        offer, model = self.offer, self.svc.model
         configs: list[Config] = []
         for g in replica_sizes(offer.gpus_per_instance):
             configs.extend(self._measured(g))
@@ -322,6 +328,7 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
         mine = builder.for_service(svc)
         configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas))
     return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
+                   dominated=tuple(builder.dominated),
                    filtered_out=problem.filtered_out + tuple(dominated))
 
 

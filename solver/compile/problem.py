@@ -146,9 +146,11 @@ class Problem:
     offers: tuple[Offer, ...]  # filtered, priced for the chosen tier
     configs: tuple[Config, ...]
     rejections: tuple[Rejection, ...] = ()
+    dominated: tuple[Config, ...] = ()  # pruned as dominated: never in a plan, but explanations quote them
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # GPU type -> GPUs
     offer_limits: dict[str, int] = field(default_factory=dict)  # offer id -> instances
     budget_usd_per_hour: float | None = None
+    same_region: str | None = None  # "service" | "fleet": replicas of each service / all in one region
     headroom: float = 0.0
     filtered_out: tuple[tuple[str, str], ...] = ()  # (offer id, why the constraints removed it)
     name: str = "workload"

@@ -20,16 +20,16 @@ import time
 
 from solver.optimize.backends import SolveOptions
 from solver.optimize.formulation import Formulation, gpu_objective
-from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.linear import SolveOutcome
 
 TIE_BREAK_NODES = 200
-TIE_BREAK_MAX_INTEGER_VARIABLES = 500  # the second MIP only below this model size
+TIE_BREAK_MAX_INTEGER_VARIABLES = 200  # the second MIP only below this model size
 COST_TOLERANCE_USD_PER_HOUR = 1e-6  # the cost MIP's absolute gap: "the same cost"
 
 
-def tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, cancel) -> tuple[SolveOutcome, str]:
-    """Among fleets of the optimal cost: fewest GPUs; then, on that fleet, most spare capacity."""
+def tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, cancel) -> tuple[SolveOutcome, list[str]]:
+    """Among fleets of the optimal cost, the one with the fewest GPUs (as far as the effort
+    allows); returns it and notes on what was established."""
     lm = form.model
     saved_objective, saved_rows = lm.objective, len(lm.rows)
     notes = []
@@ -59,11 +59,6 @@ def tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, 
     finally:
         lm.objective = saved_objective
         del lm.rows[saved_rows:]
-    values, added = fill_idle_gpus(form, values)
-    if added:
-        notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
-    if not notes:
-        return first, "skipped (time limit)"
     merged = SolveOutcome(first.status, values, sum(c * values[i] for i, c in form.cost_terms),
                           first.bound, first.solve_time_s, first.backend, first.detail)
-    return merged, ", ".join(notes)
+    return merged, notes

@@ -60,10 +60,20 @@ def render_plan(d: dict, explain: bool = False) -> str:
                 if not alt["gpus_per_replica"]:
                     out.append(f"    - {alt['reason']}")
                     continue
-                out.append(f"    - {alt['gpu']} x{alt['gpus_per_replica']} {alt['precision'] or 'measured'}: {alt['reason']}")
+                out.append(f"    - {_alternative_name(alt)}: {alt['reason']}")
             if not s.get("alternatives"):
                 out.append("    (none: this was the only configuration)")
     return "\n".join(out)
+
+
+def _alternative_name(alt: dict) -> str:
+    """"nebius/gpu-l40s-a_4gpu (4x L40S), 1 GPU per replica, fp8": offer and size, not just the GPU."""
+    g = alt["gpus_per_replica"]
+    per_replica = f"{g} GPU{'s' if g != 1 else ''} per replica"
+    precision = alt["precision"] or "measured"
+    if not alt.get("offer_id"):
+        return f"{alt['gpu']}, {per_replica}, {precision}"
+    return f"{alt['offer_id']} ({alt['gpus_per_instance']}x {alt['gpu']}), {per_replica}, {precision}"
 
 
 def render_infeasible(reasons: list[dict]) -> str:

@@ -237,6 +237,9 @@ class Constraints(_Strict):
     exclude_gpu_types: list[str] = Field(default_factory=list)
     allow_consumer_gpus: bool = False
     pricing: Literal["on_demand", "spot"] = "on_demand"
+    same_region: Literal["service", "fleet"] | None = Field(
+        default=None, description="keep each service's replicas in one region (`service`), or the whole fleet "
+        "(`fleet`); a region is a provider's region. Unset: replicas may go anywhere the filters allow")
 
     @field_validator("gpu_quotas", "offer_quotas")
     @classmethod
