@@ -91,6 +91,9 @@ def main(conn, cancel_conn, log_level: str | None, nice: int = 0, stage_buf=None
             os.nice(nice)
         except OSError:
             pass
+    from solver.optimize.backends import stderr_filter
+
+    stderr_filter.install()  # SCIP's two spurious ERROR lines per cancellable solve stay out of the server's log
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the whole group; the server decides
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if log_level:
