@@ -95,7 +95,10 @@ def solve_request(workload: dict, explain: bool = False) -> bytes:
 
 
 def bench_memory(args) -> None:
-    server = Server("--max-concurrent-solves", str(args.slots))
+    flags = ["--max-concurrent-solves", str(args.slots)]
+    if args.worker_max_rss_mib:
+        flags += ["--worker-max-rss-mib", str(args.worker_max_rss_mib)]
+    server = Server(*flags)
     channel = grpc.insecure_channel(server.target)
     solve = channel.unary_unary("/fleetplanner.v1.PlannerService/Solve")
     start = process_tree_memory_mib(server.tree())
@@ -215,6 +218,7 @@ def main() -> int:
     m.add_argument("--services", type=int, default=300)
     m.add_argument("--distinct", type=int, default=5, help="distinct workloads, cycled (seeds)")
     m.add_argument("--slots", type=int, default=os.cpu_count() or 1, help="--max-concurrent-solves")
+    m.add_argument("--worker-max-rss-mib", type=float, default=None, help="for the server (default: its own)")
     c = sub.add_parser("cancel")
     c.add_argument("--services", type=int, default=60)
     c.add_argument("--repeats", type=int, default=2)
