@@ -255,9 +255,13 @@ def test_reflection_answers_under_v1_and_v1alpha(server):
 # ------------------------------------------------------------------ the CLI never uploads a file silently
 def test_solve_server_sends_a_catalog_file_only_when_asked(server, capsys):
     path = str(EXAMPLES / "s1-throughput.json")  # names examples/catalogs/seed-a10-a100.json
-    assert cli_main(["solve", path, "--format", "json", "--server", server[1]]) == 2
+    assert cli_main(["solve", path, "--server", server[1]]) == 2
     err = capsys.readouterr().err
     assert "--send-catalog-file" in err and "seed-a10-a100.json" in err
+    assert cli_main(["solve", path, "--format", "json", "--server", server[1]]) == 2
+    refusal = json.loads(capsys.readouterr().out)
+    assert refusal["status"] == "invalid" and refusal["errors"][0]["field"] == "catalog.file"
+    assert "--send-catalog-file" in refusal["errors"][0]["fix"]
     assert cli_main(["solve", path, "--format", "json", "--server", server[1], "--send-catalog-file"]) == 0
     captured = capsys.readouterr()
     assert "sending the catalog file" in captured.err and "seed-a10-a100.json" in captured.err

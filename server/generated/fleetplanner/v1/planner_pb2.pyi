@@ -250,7 +250,7 @@ class GetCatalogResponse(_message.Message):
     def __init__(self, description: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., offers: _Optional[_Iterable[_Union[Offer, _Mapping]]] = ...) -> None: ...
 
 class GpuType(_message.Message):
-    __slots__ = ("name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops", "bf16_tflops", "fp8_tflops", "int8_tops", "nvlink_gbs", "pcie_gen", "form_factor", "vendor", "architecture", "supports_fp8", "consumer", "llm_estimates", "source", "derivation", "as_of")
+    __slots__ = ("name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops", "bf16_tflops", "fp8_tflops", "int8_tops", "nvlink_gbs", "pcie_gen", "form_factor", "vendor", "architecture", "supports_fp8", "consumer", "llm_estimates", "source", "derivation", "as_of", "fp4_tflops", "nvlink_domain_gpus", "supports_int4")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BANDWIDTH_GBS_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +269,9 @@ class GpuType(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     DERIVATION_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
+    FP4_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_GPUS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_INT4_FIELD_NUMBER: _ClassVar[int]
     name: str
     memory_gib: float
     memory_bandwidth_gbs: float
@@ -287,7 +290,10 @@ class GpuType(_message.Message):
     source: str
     derivation: str
     as_of: str
-    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ...) -> None: ...
+    fp4_tflops: float
+    nvlink_domain_gpus: int
+    supports_int4: bool
+    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ..., fp4_tflops: _Optional[float] = ..., nvlink_domain_gpus: _Optional[int] = ..., supports_int4: bool = ...) -> None: ...
 
 class Offer(_message.Message):
     __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes", "vcpus", "host_memory_gib")
