@@ -497,6 +497,27 @@ class ReplicaLoadModel:
             self._sat = r
         return self._sat
 
+    def _window_nodes(self, rate: float, rho: float, tau: np.ndarray):
+        """Decode window seconds T at Gauss-Hermite nodes xi of the prompt work arriving in it:
+        T (1 - rho) = D + a xi sqrt(T), D = (O - 1) x tau x (1 - rho), a = ca sqrt(lambda E[w^2]).
+        tau: [..., K] mean steps; returns [Hz, ..., K] window seconds."""
+        steps = np.maximum(self.output - 1.0, 1.0)
+        work = self.prompt * (self.step.gemm_s_per_token + self.step.s_per_token) + self.step.s_per_pair * self.prompt ** 2 / 2
+        a = max(self.cv, 0.05) * math.sqrt(rate * float(np.dot(self.share, work ** 2)))
+        rho = min(rho, 0.95)
+        decode = steps * tau * (1.0 - rho)
+        xi = _GH_NODES.reshape((-1,) + (1,) * np.ndim(decode))
+        root = (a * xi + np.sqrt((a * xi) ** 2 + 4.0 * (1.0 - rho) * decode)) / (2.0 * (1.0 - rho))
+        return root ** 2
+
+    def _stretch(self, rate: float, rho: float, tau: float) -> float:
+        """Mean decode window over its fluid value (>= 1), weighted by the classes' windows."""
+        t = self._window_nodes(rate, rho, np.full(len(self.share), tau))  # [Hz, K]
+        mean_t = _GH_WEIGHTS @ t
+        base = np.maximum(self.output - 1.0, 1.0) * tau
+        w = self.share * np.maximum(self.output - 1.0, 0.0)
+        return float(np.dot(w, mean_t / base) / w.sum()) if w.sum() > 0 else 1.0
+
     # -- state at a rate
     def _state(self, rate: float) -> "_State":
         N = self.slots
@@ -522,20 +543,44 @@ class ReplicaLoadModel:
         # than the feedback loop are amplified less: exponent 1.6, fitted to the simulator on
         # nine configurations outside the validation grid (docs/queueing.md).
         temper = (1.0 - eps) ** 0.6 * (1.0 - rho_p) ** 1.6 / max(self.cv ** 2, 0.05)
-        logr = temper * (math.log(rate) + np.log(L) - np.log(ns))
-        logp = np.concatenate([[0.0], np.cumsum(logr)])
-        logp -= logp.max()
-        p = np.exp(logp)  # n = 0..N
-        rho = rate * L[-1] / N
-        r_tail = max(1.0 - (1.0 - rho) / self.kingman, 0.0)  # queue beyond N: geometric, mean wait theta
-        tail = p[-1] * r_tail / (1.0 - r_tail)
-        total = p.sum() + tail
-        p /= total
-        wait = float(p[-1] + tail / total)  # an arrival finds all N slots busy (PASTA)
+        # Requests stay longer on average than at the fluid point: the prompt work arriving
+        # during a stay fluctuates and slows it more when high than it speeds it when low
+        # (the window equation of `_tpot_parts`). Little's law puts the batch's centre at
+        # lambda x mean stay = kappa x fluid.
+        decode_m = float(np.dot(self.share, self.output - 1.0)) * tau_m
+        first_m = float(np.interp(m, ns, L)) - decode_m
+        kappa = (decode_m * self._stretch(rate, rho_p, tau_m) + first_m) / (decode_m + first_m)
+        centre = min(kappa * m, N - 0.5) if m < N else m
+        base_logr = temper * (math.log(rate) + np.log(L) - np.log(ns))
+        # While requests queue, each freed slot admits one at once: the replica runs at its
+        # saturation rate (prompts arrive with the admissions), so the queue drains at
+        # saturation - rate.
+        sat = self.saturation_rate()
+        rho = min(rate / sat, 1.0 - 1e-9)
         busy = np.arange(N + 1, dtype=float)
+        for _ in range(2):
+            # Little's law once more over the batch's spread: stays are convex in the batch
+            # (decode turns compute-bound), so the mean stay exceeds the stay at the centre.
+            logr = base_logr - temper * (math.log(rate) + math.log(float(np.interp(centre, ns, L))) - math.log(centre))
+            logp = np.concatenate([[0.0], np.cumsum(logr)])
+            logp -= logp.max()
+            p = np.exp(logp)  # n = 0..N
+            tail = p[-1] * rho / (1.0 - rho)  # the queue beyond N: geometric, as M/M/N
+            total = p.sum() + tail
+            p /= total
+            if m >= N:
+                break
+            mean_stay = float(np.dot(p[1:], L) + p[0] * L[0] + tail / total * L[-1])
+            centre = min(max(rate * kappa * mean_stay, centre), N - 0.5)
+        wait_m = float(p[-1] + tail / total)  # an arrival finds all N slots busy (PASTA)
         mean_b = float(np.dot(p, busy) + tail / total * N)
         var_b = float(np.dot(p, (busy - mean_b) ** 2) + tail / total * (N - mean_b) ** 2)
-        theta = self.kingman / max(N / L[-1] - rate, 1e-12)
+        # Kingman / Allen-Cunneen scale G/G/N waits by z = (ca^2 + cs^2) / 2. Burstiness is
+        # already in the chain (its spread), and a full replica frees slots at a shared step
+        # clock rather than as N independent deterministic servers: against the simulator the
+        # chance to wait stays M/M's and the wait shrinks only by (1 + z) / 2.
+        wait = min(wait_m, 1.0)
+        theta = (1.0 + self.kingman) / 2.0 / max(sat - rate, 1e-9 * sat)
         return _State(rate, N, grid, tau_grid, fluid, eps, wait, theta, mean_b, var_b, rho_p)
 
     # -- distributions
@@ -605,13 +650,7 @@ class ReplicaLoadModel:
         b = np.clip(st.fluid + 1.0 + np.sqrt(st.var_batch * life)[None, :] * _GH_NODES[:, None], 1.0, st.slots)
         tau_b = st.tau(b)  # [Hb, K]
         steps = np.maximum(self.output - 1.0, 1.0)
-        work = self.prompt * (self.step.gemm_s_per_token + self.step.s_per_token) + self.step.s_per_pair * self.prompt ** 2 / 2
-        a = max(self.cv, 0.05) * math.sqrt(st.rate * float(np.dot(self.share, work ** 2)))
-        rho = min(st.rho_p, 0.95)
-        decode = steps[None, :] * tau_b * (1.0 - rho)  # [Hb, K]
-        xi = _GH_NODES[:, None, None]  # [Hz, 1, 1]
-        root = (a * xi + np.sqrt((a * xi) ** 2 + 4.0 * (1.0 - rho) * decode[None])) / (2.0 * (1.0 - rho))
-        nodes = (root ** 2 / steps[None, None, :]).reshape(-1, len(self.share))  # [Hz*Hb, K]
+        nodes = (self._window_nodes(st.rate, st.rho_p, tau_b) / steps).reshape(-1, len(self.share))  # [Hz*Hb, K]
         weights = (_GH_WEIGHTS[:, None] * _GH_WEIGHTS[None, :]).reshape(-1)
         t_bar = float(st.tau(max(min(st.fluid, st.slots), 1.0)))
         smooth = 0.02 * t_bar / np.sqrt(steps)

@@ -48,6 +48,7 @@ class SimResult:
     batch_sd: float  # its standard deviation over time
     batch_time_s: np.ndarray  # seconds spent with n sequences admitted, n = 0..max_seqs
     waited: np.ndarray  # per measured request: it waited for a KV slot (a step started without admitting it)
+    completed_per_s: float  # requests finished per second during [warmup_s, duration_s] (throughput)
     busy_fraction: float  # share of time the engine was stepping
     steps: int
     simulated_s: float
@@ -131,6 +132,7 @@ def simulate_replica(step_seconds: StepSeconds, classes: Sequence, rate_per_s: f
     first: list[float] = []
     blocked: list[bool] = []
     prev_start = -math.inf  # start of the previous step
+    finished_in_window = 0
     done: list[float] = []
 
     waiting: deque[int] = deque()
@@ -222,6 +224,7 @@ def simulate_replica(step_seconds: StepSeconds, classes: Sequence, rate_per_s: f
             _, req = heapq.heappop(finish_heap)
             k = cls_of[req]
             done[req] = t
+            finished_in_window += warmup <= t <= duration_s
             n_dec -= 1
             ctx_sum -= prompts[k] + outputs[k]
             running -= 1
@@ -237,6 +240,7 @@ def simulate_replica(step_seconds: StepSeconds, classes: Sequence, rate_per_s: f
             first[req] = t
             if outputs[k] <= 1:
                 done[req] = t
+                finished_in_window += warmup <= t <= duration_s
                 running -= 1
                 kv_used -= need[k]
                 if measured_left is not None and warmup <= arrive[req] <= duration_s:
@@ -261,5 +265,6 @@ def simulate_replica(step_seconds: StepSeconds, classes: Sequence, rate_per_s: f
     batch_sd = math.sqrt(max(batch_sq_area / t - mean_batch ** 2, 0.0)) if t > 0 else 0.0
     return SimResult(class_index=cls, ttft_s=ttft, tpot_s=tpot, latency_s=lat,
                      mean_batch=mean_batch, batch_sd=batch_sd, batch_time_s=np.asarray(batch_time),
-                     waited=np.asarray(blocked, dtype=bool)[sel], busy_fraction=busy / t if t > 0 else 0.0,
+                     waited=np.asarray(blocked, dtype=bool)[sel],
+                     completed_per_s=finished_in_window / max(duration_s - warmup, 1e-12), busy_fraction=busy / t if t > 0 else 0.0,
                      steps=step, simulated_s=t, unfinished=int(np.sum(~np.isfinite(lat))))
