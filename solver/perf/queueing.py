@@ -268,24 +268,28 @@ def _count_pmf(means: np.ndarray, cv: float, j_max: int, lump_tail: bool = True,
     # many arrivals; windows of well under one arrival hold 0 or 1 (variance ~ mean). A
     # smooth one (gamma shape > 1) is regular at short lags too: variance cv^2 x mean.
     disp = 1.0 + (cv * cv - 1.0) * (m / (m + 1.0) if cv > 1.0 else 1.0)
-    if abs(cv - 1.0) < 1e-6:
-        first = np.exp(-m)
-        ratios = m / j
-    elif cv > 1.0:
-        r = m / np.maximum(disp - 1.0, 1e-9)
-        q = m / (r + m)  # NB "failure" probability; mean r q / (1 - q) = m
-        if palm:
-            r = r + 1.0
-        first = np.exp(r * np.log1p(-q))
-        ratios = (j - 1.0 + r) / j * q
-    else:
-        trials = np.maximum(np.ceil(m / np.maximum(1.0 - disp, 1e-3)), np.ceil(m))
-        q = np.clip(m / trials, 0.0, 1.0 - 1e-12)
-        if palm:
-            trials = np.maximum(trials - 1.0, 0.0)
-        first = np.exp(trials * np.log1p(-q))
-        ratios = np.maximum(trials - j + 1.0, 0.0) / j * q / (1.0 - q)
-    pmf = np.concatenate([first, first * np.cumprod(ratios, axis=-1)], axis=-1)
+    logj = np.log(j)
+    with np.errstate(divide="ignore"):  # log(0) = -inf where a binomial runs out of trials
+        if abs(cv - 1.0) < 1e-6:
+            log_first = -m
+            log_ratios = np.log(m) - logj
+        elif cv > 1.0:
+            r = m / np.maximum(disp - 1.0, 1e-9)
+            q = m / (r + m)  # NB "failure" probability; mean r q / (1 - q) = m
+            if palm:
+                r = r + 1.0
+            log_first = r * np.log1p(-q)
+            log_ratios = np.log(j - 1.0 + r) - logj + np.log(q)
+        else:
+            trials = np.maximum(np.ceil(m / np.maximum(1.0 - disp, 1e-3)), np.ceil(m))
+            q = np.clip(m / trials, 1e-300, 1.0 - 1e-12)
+            if palm:
+                trials = np.maximum(trials - 1.0, 0.0)
+            log_first = trials * np.log1p(-q)
+            log_ratios = np.log(np.maximum(trials - j + 1.0, 0.0)) - logj + np.log(q) - np.log1p(-q)
+    # In logs: a window holding hundreds of prompts neither under- nor overflows.
+    logs = np.concatenate([log_first, log_first + np.cumsum(log_ratios, axis=-1)], axis=-1)
+    pmf = np.exp(logs)
     if lump_tail:
         pmf[..., -1] += np.maximum(0.0, 1.0 - pmf.sum(axis=-1))
     return pmf
@@ -335,6 +339,8 @@ class ReplicaLoadModel:
     # -- building blocks
     def atoms(self, mean_count: float) -> _Atoms:
         spread = max(self.cv, 1.0)
+        if not math.isfinite(mean_count):
+            mean_count = 1e6
         j = int(min(48, max(3, math.ceil(mean_count + 5.0 * spread * math.sqrt(mean_count + 0.5) + 2))))
         return _atoms(*self._groups, j)
 
@@ -416,7 +422,10 @@ class ReplicaLoadModel:
 
         lo = base.copy()
         g_lo, _, _ = gap(lo)
-        hi = 2.0 * np.maximum(g_lo + base, base) / (1.0 - load[ok])
+        # Beyond the memory-bound kink the content grows linearly with slope `load`: the
+        # linear root is close; bracket it tightly.
+        lin = np.maximum((g_lo + base - load[ok] * base) / (1.0 - load[ok]), base)
+        hi = lin * 1.02 + 1e-9
         g_hi, _, _ = gap(hi)
         for _ in range(40):
             bad = g_hi >= 0
@@ -429,7 +438,7 @@ class ReplicaLoadModel:
             denom = np.where(g_hi != g_lo, g_hi - g_lo, -1.0)
             span = np.clip(hi - g_hi * (hi - lo) / denom, lo, hi)
             g, _, _ = gap(span)
-            if np.all(np.abs(g) <= 1e-5 * span):
+            if np.all(np.abs(g) <= 1e-4 * span):
                 break
             left = g > 0  # the root lies above span
             lo, hi = np.where(left, span, lo), np.where(left, hi, span)
@@ -521,7 +530,7 @@ class ReplicaLoadModel:
     # -- state at a rate
     def _state(self, rate: float) -> "_State":
         N = self.slots
-        grid = np.unique(np.round(np.geomspace(1, N, min(N, 10)))) if N > 1 else np.array([1.0])
+        grid = np.unique(np.round(np.geomspace(1, N, min(N, 8)))) if N > 1 else np.array([1.0])
         tau_grid = self.mean_step(grid, rate)
         ns = np.arange(1, N + 1, dtype=float)
         L = np.interp(ns, grid, self.slot_seconds(grid, rate, tau_grid))  # seconds a request holds its slot
@@ -558,20 +567,13 @@ class ReplicaLoadModel:
         sat = self.saturation_rate()
         rho = min(rate / sat, 1.0 - 1e-9)
         busy = np.arange(N + 1, dtype=float)
-        for _ in range(2):
-            # Little's law once more over the batch's spread: stays are convex in the batch
-            # (decode turns compute-bound), so the mean stay exceeds the stay at the centre.
-            logr = base_logr - temper * (math.log(rate) + math.log(float(np.interp(centre, ns, L))) - math.log(centre))
-            logp = np.concatenate([[0.0], np.cumsum(logr)])
-            logp -= logp.max()
-            p = np.exp(logp)  # n = 0..N
-            tail = p[-1] * rho / (1.0 - rho)  # the queue beyond N: geometric, as M/M/N
-            total = p.sum() + tail
-            p /= total
-            if m >= N:
-                break
-            mean_stay = float(np.dot(p[1:], L) + p[0] * L[0] + tail / total * L[-1])
-            centre = min(max(rate * kappa * mean_stay, centre), N - 0.5)
+        logr = base_logr - temper * (math.log(rate) + math.log(float(np.interp(centre, ns, L))) - math.log(centre))
+        logp = np.concatenate([[0.0], np.cumsum(logr)])
+        logp -= logp.max()
+        p = np.exp(logp)  # n = 0..N
+        tail = p[-1] * rho / (1.0 - rho)  # the queue beyond N: geometric, as M/M/N
+        total = p.sum() + tail
+        p /= total
         wait_m = float(p[-1] + tail / total)  # an arrival finds all N slots busy (PASTA)
         mean_b = float(np.dot(p, busy) + tail / total * N)
         var_b = float(np.dot(p, (busy - mean_b) ** 2) + tail / total * (N - mean_b) ** 2)
