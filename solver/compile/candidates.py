@@ -265,10 +265,12 @@ class _OfferCandidates:
                     continue
                 mem = max(mem or 0.0, e.memory_gib_per_gpu)
                 if svc.size_with_error_band:
-                    # Size for the pessimistic end of the band: slower tokens, fewer requests.
-                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), e.ttft_ms * (1 + e.ttft_error_band),
-                                           e.tpot_ms * (1 + e.tpot_error_band), e.latency_ms * (1 + e.tpot_error_band),
-                                           e.batch, e.binding_limit))
+                    # Size for the pessimistic end of the bands (of the estimate's regimes):
+                    # slower tokens, fewer requests - as the model checked the SLOs.
+                    ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
+                    latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
+                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), ttft_hi,
+                                           e.tpot_ms * (1 + e.tpot_error_band), latency_hi, e.batch, e.binding_limit))
                 else:
                     perfs.append(ClassPerf(e.requests_per_s, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit))
             if fail is not None:
@@ -298,16 +300,16 @@ class _OfferCandidates:
 
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
         svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
-        ttft_shrink = 1.0 + cal.ttft_error_band if svc.size_with_error_band else 1.0
-        shrink = 1.0 + cal.tpot_error_band if svc.size_with_error_band else 1.0
+        # size_with_error_band: the model checks the SLOs against the pessimistic end of the
+        # band of each estimate's regime (memory- or compute-bound).
         return PerfQuery(
             model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
             usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
-            ttft_slo_ms=slo.ttft_ms / ttft_shrink if slo.ttft_ms else None,
-            tpot_slo_ms=slo.tpot_ms / shrink if slo.tpot_ms else None,
-            latency_slo_ms=slo.latency_ms / shrink if slo.latency_ms else None,
+            ttft_slo_ms=slo.ttft_ms, tpot_slo_ms=slo.tpot_ms, latency_slo_ms=slo.latency_ms,
             instances_per_replica=span, inter_node_gbs=self.offer.inter_node_gbs, calibration=cal,
+            kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
+            size_with_error_band=svc.size_with_error_band,
         )
 
     def _reject(self, g, precision, kind, reason):

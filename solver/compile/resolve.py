@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.loader import default_catalog, load_catalog_file
-from solver.catalog.types import Catalog, Offer
+from solver.catalog.types import PRECISIONS, Catalog, Offer
 from solver.errors import FieldViolation, InputError
 from solver.models.library import ModelArch, get_model, model_names
 from solver.workload.schema import InlineModel, Workload
@@ -46,6 +46,13 @@ def model_arch(model: str | InlineModel) -> ModelArch:
     return arch
 
 
+def _precision_hardware(precision: str) -> str:
+    return {"fp4": "FP4 needs FP4 tensor cores (Blackwell only: B200, GB200, RTX PRO 6000).",
+            "fp8": "FP8 needs FP8 tensor cores (Ada, Hopper, Blackwell, MI300).",
+            "int4": "int4 weight-only (AWQ/GPTQ) kernels exist for NVIDIA Volta or newer only.",
+            "bf16": "this GPU has no BF16 support."}.get(precision, "not supported on this GPU.")
+
+
 def check_references(workload: Workload, catalog: Catalog) -> None:
     """Every name the workload uses must exist; collect all problems at once."""
     problems: list[FieldViolation] = []
@@ -62,6 +69,12 @@ def check_references(workload: Workload, catalog: Catalog) -> None:
                 problems.append(FieldViolation(f"services[{i}].profiles[{j}].gpu",
                                                f"unknown GPU type {p.gpu!r}{did_you_mean(p.gpu, gpus)}",
                                                "use a GPU name from `solver-cli catalog --gpus`"))
+            elif p.precision is not None and not gpus[p.gpu].supports(p.precision):
+                problems.append(FieldViolation(
+                    f"services[{i}].profiles[{j}].precision",
+                    f"{p.gpu} cannot run {p.precision}: {_precision_hardware(p.precision)}",
+                    f"correct the profile's precision or GPU; {p.gpu} supports "
+                    f"{', '.join(x for x in PRECISIONS if gpus[p.gpu].supports(x))}"))
             if p.offer is not None and p.offer not in offer_ids:
                 problems.append(FieldViolation(f"services[{i}].profiles[{j}].offer",
                                                f"unknown offer {p.offer!r}{did_you_mean(p.offer, offer_ids)}",

@@ -104,6 +104,10 @@ def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Proble
             else:
                 fix.append("allow fp8 together with FP8-capable GPUs (Hopper, Ada: H100, H200, L4, L40S; "
                            "none is allowed now)")
+        if "fp4" not in svc.precisions:
+            fp4_gpus = sorted({o.gpu for o in problem.offers if catalog.gpus[o.gpu].supports("fp4")})
+            if fp4_gpus:  # only where an allowed GPU has FP4 tensor cores
+                fix.append(f"allow fp4 (about a quarter of 16-bit weight memory on {', '.join(fp4_gpus)})")
         fix.append(f"allow offers with {need:.0f} GB or more per instance (e.g. 2x80 GB, 8x80 GB)")
         need_text = f"~{need:.0f} GB per replica" if need else "more memory than any allowed GPU"
         return InfeasibilityReason(
