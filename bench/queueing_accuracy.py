@@ -99,7 +99,8 @@ def run_point(args: tuple) -> dict:
     for seed in (1, 2):
         sim = simulate_replica(rep.step_seconds, classes, rate, max_seqs=rep.max_seqs,
                                kv_cache_tokens=rep.kv_cache_tokens, token_budget=rep.token_budget,
-                               duration_s=duration / 2, seed=seed, arrival_cv=cv)
+                               request_overhead_s=rep.request_overhead_s, duration_s=duration / 2, seed=seed,
+                               arrival_cv=cv)
         ttft.append(sim.ttft_s)
         tpot.append(sim.tpot_s)
         p99s.append(float(np.percentile(sim.ttft_s, 99)))
@@ -142,8 +143,13 @@ def main() -> int:
                 for load in loads:
                     points.append((CONFIGS[i], name, mix, cv, load, a.requests, a.min_duration_s))
     t0 = time.time()
+    rows = []
     with ProcessPoolExecutor(max_workers=a.jobs) as pool:
-        rows = list(pool.map(run_point, points))
+        for i, r in enumerate(pool.map(run_point, points)):
+            rows.append(r)
+            if "skip" not in r:
+                print(f"[{i + 1}/{len(points)}] {r['model']} {r['gpu']} {r['mix']} load {r['load']}: TTFT p99 "
+                      f"{r['ttft_p99_an']:.1f}/{r['ttft_p99_sim']:.1f} ms", file=sys.stderr, flush=True)
     skipped = [r["skip"] for r in rows if "skip" in r]
     rows = [r for r in rows if "skip" not in r]
     metrics = [("ttft", 50), ("ttft", 90), ("ttft", 99), ("tpot", 50), ("tpot", 99)]

@@ -70,7 +70,7 @@ def _simulated(rep, classes, rate, requests=4000, seed=7):
     duration = max(200.0, requests / rate)
     sim = simulate_replica(rep.step_seconds, classes, rate, max_seqs=rep.max_seqs,
                            kv_cache_tokens=rep.kv_cache_tokens, token_budget=rep.token_budget,
-                           duration_s=duration, seed=seed)
+                           request_overhead_s=rep.request_overhead_s, duration_s=duration, seed=seed)
     return sim
 
 
@@ -93,7 +93,8 @@ def test_saturation_rate_is_the_simulated_throughput_under_overload(h100):
     model = Q.ReplicaLoadModel(h100, ONE)
     sat = model.saturation_rate()
     sim = simulate_replica(h100.step_seconds, ONE, 1.3 * sat, max_seqs=h100.max_seqs,
-                           kv_cache_tokens=h100.kv_cache_tokens, token_budget=h100.token_budget, duration_s=120,
+                           kv_cache_tokens=h100.kv_cache_tokens, token_budget=h100.token_budget,
+                           request_overhead_s=h100.request_overhead_s, duration_s=120,
                            warmup_s=40, seed=1, drain_limit_s=120)
     assert sim.completed_per_s == pytest.approx(sat, rel=0.03)
     assert Q.percentiles_at_rate(h100, ONE, 1.01 * sat).ttft_ms[99] == math.inf

@@ -99,7 +99,8 @@ def simulate_plan(workload, plan: dict, catalog, *, duration_s: float = 600.0, s
                 classes = [TrafficClass(r / total, p, o) for r, (p, o) in zip(routed, tokens) if r > 0]
                 sim = simulate_replica(rep.step_seconds, classes, rate_per_s, max_seqs=rep.max_seqs,
                                        kv_cache_tokens=rep.kv_cache_tokens, token_budget=rep.token_budget,
-                                       duration_s=duration_s, seed=run_seed, arrival_cv=cv)
+                                       request_overhead_s=rep.request_overhead_s, duration_s=duration_s,
+                                       seed=run_seed, arrival_cv=cv)
                 weight = replicas * rate_per_s
                 samples.add("ttft_ms", sim.ttft_s * 1e3, weight)
                 samples.add("tpot_ms", sim.tpot_s * 1e3, weight)
