@@ -227,3 +227,13 @@ def test_estimate_bad_load_options_exit_2_naming_the_flag(args, flag):
     out = cli("llama-3.1-8b", "--gpu", "H100-SXM", *args)
     assert out.returncode == 2, out.stdout
     assert flag in out.stderr and "Traceback" not in out.stderr
+
+
+def test_class_caps_never_allow_more_than_the_model_at_a_mix(h100):
+    caps = Q.class_rate_caps(h100, TWO, 99, ttft_ms=250, tpot_ms=40)
+    assert len(caps) == 2 and all(c > 0 for c in caps)
+    for w in (0.1, 0.5, 0.8, 0.95):
+        mix = (Q.TrafficClass(w, 256, 128), Q.TrafficClass(1 - w, 4096, 512))
+        allowed = 1.0 / (w / caps[0] + (1 - w) / caps[1])
+        true = Q.max_rate_for_slo(h100, mix, 99, ttft_ms=250, tpot_ms=40)
+        assert allowed <= true * 1.03, (w, allowed, true)  # within the search tolerance

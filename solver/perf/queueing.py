@@ -69,8 +69,10 @@ class StepCost:
 
     seconds = max(weights_s + expert_weights_s x touched(t),
                   gemm_s_per_token x t + lm_head_s_per_decode x decodes)
-              + s_per_token x t + s_per_context_token x context + s_per_pair x pairs + fixed_s
+              + s_per_token x t + s_per_context_token x context + s_per_pair x pairs
+              + (fixed_s if prefill tokens > 0 else decode_fixed_s)
     t = decodes + prefill tokens; touched(t) = 1 - (1 - expert_fraction)^t (MoE experts read).
+    Steps that prefill run eagerly (no CUDA graph): their fixed time differs.
     """
 
     weights_s: float
@@ -81,7 +83,8 @@ class StepCost:
     s_per_token: float
     s_per_context_token: float
     s_per_pair: float
-    fixed_s: float
+    fixed_s: float  # steps that prefill
+    decode_fixed_s: float  # decode-only steps
 
     def seconds(self, decodes, context, prefill, pairs):
         """Floats or numpy arrays (broadcast)."""
@@ -89,18 +92,20 @@ class StepCost:
         w = self.weights_s
         if self.expert_fraction > 0:
             w = w + self.expert_weights_s * (1.0 - (1.0 - self.expert_fraction) ** t)
+        fixed = np.where(np.asarray(prefill) > 0, self.fixed_s, self.decode_fixed_s)
         return (np.maximum(w, self.gemm_s_per_token * t + self.lm_head_s_per_decode * decodes)
                 + self.s_per_token * t + self.s_per_context_token * context + self.s_per_pair * pairs
-                + self.fixed_s)
+                + fixed)
 
 
 def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], expert_fraction: float = 0.0) -> StepCost:
-    """Read the linear pieces off the physics with nine probes.
+    """Read the linear pieces off the physics with ten probes.
 
     Large prompt-only steps are compute-bound (slope, intercept); 1-3 token steps are
-    memory-bound (weight reads; for MoE the experts touched); a large decode-only step
-    gives the output head's cost per sampled token; context and pair slopes come from
-    differences. Exact for single-stage replicas (tests check it); pipeline stages are
+    memory-bound (weight reads; for MoE the experts touched); two large decode-only steps
+    give the output head's cost per sampled token and the decode steps' fixed time;
+    context and pair slopes come from differences. Exact for single-stage replicas of
+    full-attention models (tests check it); pipeline stages and sliding windows are
     approximated by the same form.
     """
     xa, xb = 8192.0, 16384.0
@@ -118,9 +123,12 @@ def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], e
     gemm = slope - per_token
     per_context = (step_seconds(1, 1e5, 0, 0) - step_seconds(1, 0, 0, 0)) / 1e5
     per_pair = (step_seconds(0, 0, xa, xa * xa / 2) - qa) / (xa * xa / 2)
-    lm_head = (step_seconds(xa, 0, 0, 0) - qa) / xa
-    return StepCost(weights, experts, expert_fraction, gemm, max(lm_head, 0.0), per_token, max(per_context, 0.0),
-                    max(per_pair, 0.0), fixed)
+    da, db = step_seconds(xa, 0, 0, 0), step_seconds(xb, 0, 0, 0)
+    decode_slope = (db - da) / (xb - xa)  # gemm + lm head + per token
+    lm_head = max(decode_slope - slope, 0.0)
+    decode_fixed = da - decode_slope * xa
+    return StepCost(weights, experts, expert_fraction, gemm, lm_head, per_token, max(per_context, 0.0),
+                    max(per_pair, 0.0), fixed, decode_fixed)
 
 
 @dataclass(frozen=True)
@@ -131,23 +139,26 @@ class Replica:
     max_seqs: int  # the engine's cap on running sequences (vLLM max_num_seqs)
     kv_cache_tokens: float  # KV-cache room of the replica, in tokens of context
     token_budget: int  # tokens per step, decodes + prompt chunks (vLLM max_num_batched_tokens)
+    request_overhead_s: float = 0.0  # added to every request's first token, outside the GPU's steps
     step_seconds: Callable[[float, float, float, float], float] | None = field(default=None, compare=False, hash=False)
 
 
 def replica_for(q) -> Replica:
-    """The queueing view of a `PerfQuery` (its prompt/output lengths and SLOs are not used)."""
-    from solver.perf.llm import memory_budget, step_time_fn
+    """The queueing view of a `PerfQuery` (its prompt/output lengths and SLOs are not used):
+    the engine's batch cap and token budget (its policy, `engine_options` included), the
+    KV room at that cap, and the step physics."""
+    from solver.perf.llm import engine_policy, kv_gib_per_sequence, memory_budget, request_overhead_s, step_time_fn
 
     step_seconds = step_time_fn(q)
+    policy = engine_policy(q)
     mem = memory_budget(q)
-    tokens = max(q.prompt_tokens + q.output_tokens, 1)
-    per_token_gib = mem.kv_gib_per_sequence / tokens
-    kv_tokens = mem.kv_capacity_gib / per_token_gib if per_token_gib > 0 else 1e12
-    cap = q.calibration.max_batch if q.batch is None else min(q.calibration.max_batch, q.batch)
+    cap = policy.max_batch if q.batch is None else min(policy.max_batch, q.batch)
+    per_token_gib = kv_gib_per_sequence(q, 1000.0) / 1000.0
+    kv_tokens = mem.kv_capacity_gib(cap) / per_token_gib if per_token_gib > 0 else 1e12
     m = q.model
     fraction = m.active_experts / m.experts if m.is_moe else 0.0
-    return Replica(fit_step_cost(step_seconds, fraction), int(cap), max(kv_tokens, 0.0),
-                   int(max(q.calibration.activation_tokens, 1)), step_seconds)
+    return Replica(fit_step_cost(step_seconds, fraction), int(cap), max(kv_tokens, 0.0), int(policy.token_budget),
+                   request_overhead_s(q), step_seconds)
 
 
 # ---------------------------------------------------------------- outputs
@@ -639,6 +650,8 @@ class ReplicaLoadModel:
         con, wn = _compress_atoms(at, wn, np.ones(1), 24)
         wn = wn[0]
         ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
+        # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
+        own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
         return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta)
 
     def _tpot_parts(self, st: "_State"):
@@ -1013,3 +1026,39 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
         else:
             hi = mid
     return lo
+
+
+def class_rate_caps(replica: Replica, classes: Sequence[TrafficClass], percentile: int, *,
+                    ttft_ms: float | None = None, tpot_ms: float | None = None, latency_ms: float | None = None,
+                    arrival_cv: float = 1.0, max_utilization: float = DEFAULT_MAX_UTILIZATION) -> tuple[float, ...]:
+    """Per-class caps c_k for a linear capacity row sum_k x_k / c_k <= replicas, when the
+    planner routes a replica any mix of the classes.
+
+    c_k starts as class k's own `max_rate_for_slo`; the row then allows, for a mix w, a
+    total rate 1 / sum_k (w_k / c_k). Every cap is scaled by the smallest ratio of the
+    model's true cap to that allowance over the checked mixes (each class alone, every pair
+    at 1/4, 1/2, 3/4, all classes at their shares), so the row never allows more than the
+    model does at those mixes (docs/formulation.md, "Several classes on one replica").
+    """
+    bounds = dict(ttft_ms=ttft_ms, tpot_ms=tpot_ms, latency_ms=latency_ms, arrival_cv=arrival_cv,
+                  max_utilization=max_utilization)
+    alone = [max_rate_for_slo(replica, (TrafficClass(1.0, c.prompt_tokens, c.output_tokens, c.name),), percentile,
+                              **bounds) for c in classes]
+    if len(classes) == 1:
+        return tuple(alone)
+    mixes = [tuple(c.share for c in classes)]
+    for i in range(len(classes)):
+        for j in range(i + 1, len(classes)):
+            for a in (0.25, 0.5, 0.75):
+                w = [0.0] * len(classes)
+                w[i], w[j] = a, 1.0 - a
+                mixes.append(tuple(w))
+    scale = 1.0
+    for w in mixes:
+        if any(wk > 0 and ck <= 0 for wk, ck in zip(w, alone)):
+            continue  # the row already forbids this mix
+        allowed = 1.0 / sum(wk / ck for wk, ck in zip(w, alone) if wk > 0)
+        mix = tuple(TrafficClass(wk, c.prompt_tokens, c.output_tokens, c.name) for wk, c in zip(w, classes) if wk > 0)
+        true = max_rate_for_slo(replica, mix, percentile, **bounds)
+        scale = min(scale, true / allowed)
+    return tuple(scale * c for c in alone)
