@@ -689,9 +689,13 @@ class ReplicaLoadModel:
         many = (steps - 1.0) * self.step.seconds(dec, ctx, room, frac * room) + self.step.seconds(dec, ctx, last, frac * last)
         return np.where(total <= room, one, many)
 
-    def _cdfs(self, st: "_State"):
-        tp = self._ttft_parts(st)
-        tau_life, life_w, sd_fast = self._tpot_parts(st)
+    def _cdfs(self, st: "_State", need: Sequence[str] = METRICS):
+        """Per-class CDFs (on arrays of seconds) and an upper end of their support, for the
+        metrics in `need` (the parts of the others are not built)."""
+        need_ttft = "ttft_ms" in need or "latency_ms" in need
+        need_tpot = "tpot_ms" in need or "latency_ms" in need
+        tp = self._ttft_parts(st) if need_ttft else None
+        tau_life, life_w, sd_fast = self._tpot_parts(st) if need_tpot else (None, None, None)
         o1 = np.maximum(self.output - 1.0, 0.0)
         K = len(self.share)
 
@@ -722,7 +726,7 @@ class ReplicaLoadModel:
                 cache["tq"] = np.stack([np.interp(_LAT_MIDS, np.maximum.accumulate(fk[:, k]), grid) for k in range(K)])
             return cache["tq"]  # [K, Q]
 
-        lat_nodes, lat_w = _compress_nodes(tau_life, life_w, 16)
+        lat_nodes, lat_w = _compress_nodes(tau_life, life_w, 16) if need_tpot else (None, None)
 
         def latency(x):
             x = np.asarray(x, dtype=float)[:, None, None, None]  # [X,1,1,1]
@@ -731,10 +735,11 @@ class ReplicaLoadModel:
             f = _phi((x - a) / sd)
             return (f * _LAT_W[None, None, :, None] * lat_w.T[None, :, None, :]).sum(axis=(2, 3))
 
-        top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
-        top_tpot = float(tau_life.max() + 8.0 * sd_fast.max()) + 1e-6
-        return {"ttft_ms": (ttft, top_ttft), "tpot_ms": (tpot, top_tpot),
-                "latency_ms": (latency, top_ttft + float(o1.max()) * top_tpot)}
+        top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0 if need_ttft else 0.0
+        top_tpot = float(tau_life.max() + 8.0 * sd_fast.max()) + 1e-6 if need_tpot else 0.0
+        out = {"ttft_ms": (ttft, top_ttft), "tpot_ms": (tpot, top_tpot),
+               "latency_ms": (latency, top_ttft + float(o1.max()) * top_tpot)}
+        return {m: out[m] for m in need}
 
     # -- public
     def at_rate(self, rate_per_s: float) -> LoadPercentiles:
@@ -751,19 +756,20 @@ class ReplicaLoadModel:
         return LoadPercentiles(rate, rate / sat, sat, st.mean_batch, N, st.wait, values["ttft_ms"],
                                values["tpot_ms"], values["latency_ms"])
 
-    def meets(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> bool:
-        """Every bound holds at the percentile: the mixture CDF at each bound reaches it."""
+    def margin(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> float:
+        """min over the bounds of (mixture CDF at the bound - p): >= 0 where every bound holds
+        at the percentile; falls as the rate rises; -1 at or beyond saturation."""
         sat = self.saturation_rate()
         if self.slots < 1 or rate >= sat:
-            return False
+            return -1.0
         st = self._state(max(rate, 1e-9 * sat))
-        cdfs = self._cdfs(st)
+        cdfs = self._cdfs(st, tuple(bounds_ms))
         p = percentile / 100.0
-        for metric, bound in bounds_ms.items():
-            cdf, _ = cdfs[metric]
-            if float(np.dot(cdf(np.array([bound / 1e3]))[0], self.share)) < p - 1e-9:
-                return False
-        return True
+        return min(float(np.dot(cdfs[m][0](np.array([b / 1e3]))[0], self.share)) - p for m, b in bounds_ms.items())
+
+    def meets(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> bool:
+        """Every bound holds at the percentile: the mixture CDF at each bound reaches it."""
+        return self.margin(rate, percentile, bounds_ms) >= -1e-9
 
 
 @dataclass(frozen=True)
@@ -1013,18 +1019,31 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
     if sat <= 0:
         return 0.0
     top = max_utilization * sat
-    if not bounds or model.meets(top, percentile, bounds):
+    if not bounds:
         return top
-    lo, hi = 0.0, top  # lo passes (or is zero), hi fails
-    if not model.meets(1e-6 * sat, percentile, bounds):
-        return 0.0
+    h_hi = model.margin(top, percentile, bounds)
+    if h_hi >= -1e-9:
+        return top
     lo = 1e-6 * sat
+    h_lo = model.margin(lo, percentile, bounds)
+    if h_lo < -1e-9:
+        return 0.0
+    hi = top
+    # Illinois (regula falsi halving a stale end) on the margin, which falls with the rate;
+    # a bisection step whenever the bracket shrinks too little.
+    width = hi - lo
     while hi - lo > rel_tol * sat:
-        mid = 0.5 * (lo + hi)
-        if model.meets(mid, percentile, bounds):
-            lo = mid
+        guess = hi - h_hi * (hi - lo) / (h_hi - h_lo) if h_lo != h_hi else 0.5 * (lo + hi)
+        mid = guess if hi - lo < 0.5 * width and lo < guess < hi else 0.5 * (lo + hi)
+        mid = min(max(mid, lo + 0.25 * rel_tol * sat), hi - 0.25 * rel_tol * sat)
+        width = hi - lo
+        h = model.margin(mid, percentile, bounds)
+        if h >= -1e-9:
+            lo, h_lo = mid, h
+            h_hi *= 0.5
         else:
-            hi = mid
+            hi, h_hi = mid, h
+            h_lo *= 0.5
     return lo
 
 
