@@ -77,7 +77,14 @@ def replica(model_name: str, gpu_name: str, gpus: int, precision: str):
 
 
 def run_point(args: tuple) -> dict:
-    (cfg, mix_name, mix, cv, load, requests, min_duration) = args
+    try:
+        return _run_point(args)
+    except Exception as exc:  # one broken point must not lose the others
+        return {"skip": f"{args[0]} {args[1]} load {args[4]}: {type(exc).__name__}: {exc}"}
+
+
+def _run_point(args: tuple) -> dict:
+    (cfg, mix_name, mix, cv, load, requests, min_duration, max_duration) = args
     from solver.perf.queueing import ReplicaLoadModel, TrafficClass
     from solver.sim.replica import simulate_replica
 
@@ -93,7 +100,7 @@ def run_point(args: tuple) -> dict:
     t0 = time.perf_counter()
     an = model.at_rate(rate)
     t_an = time.perf_counter() - t0
-    duration = max(min_duration, requests / rate)
+    duration = min(max(min_duration, requests / rate), max_duration)
     t0 = time.perf_counter()
     ttft, tpot, p99s = [], [], []
     for seed in (1, 2):
@@ -125,6 +132,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--requests", type=int, default=20000, help="simulated requests per point (two seeds)")
     ap.add_argument("--min-duration-s", type=float, default=600.0)
+    ap.add_argument("--max-duration-s", type=float, default=20000.0, help="simulated seconds per point at most")
     ap.add_argument("--quick", action="store_true", help="a few points only (minutes)")
     ap.add_argument("--csv", help="also write every point to this CSV")
     a = ap.parse_args()
@@ -136,17 +144,25 @@ def main() -> int:
     for cfg in configs:
         for name, mix, cv in mixes:
             for load in loads:
-                points.append((cfg, name, mix, cv, load, a.requests, a.min_duration_s))
+                points.append((cfg, name, mix, cv, load, a.requests, a.min_duration_s, a.max_duration_s))
     if not a.quick:
         for name, mix, cv, which in EXTRA:
             for i in which:
                 for load in loads:
-                    points.append((CONFIGS[i], name, mix, cv, load, a.requests, a.min_duration_s))
+                    points.append((CONFIGS[i], name, mix, cv, load, a.requests, a.min_duration_s, a.max_duration_s))
     t0 = time.time()
     rows = []
+    out = open(a.csv, "w", newline="") if a.csv else None
+    writer = None
     with ProcessPoolExecutor(max_workers=a.jobs) as pool:
         for i, r in enumerate(pool.map(run_point, points)):
             rows.append(r)
+            if out is not None and "skip" not in r:  # written as they come: a long run keeps what it has
+                if writer is None:
+                    writer = csv.DictWriter(out, fieldnames=list(r))
+                    writer.writeheader()
+                writer.writerow(r)
+                out.flush()
             if "skip" not in r:
                 print(f"[{i + 1}/{len(points)}] {r['model']} {r['gpu']} {r['mix']} load {r['load']}: TTFT p99 "
                       f"{r['ttft_p99_an']:.1f}/{r['ttft_p99_sim']:.1f} ms", file=sys.stderr, flush=True)
@@ -166,7 +182,9 @@ def main() -> int:
             errs[(m, p)].append(abs(e))
             line += f" {an:10.1f}/{sim:10.1f} ({100 * e:+5.0f}%)"
         print(line)
-    print(f"\n{len(rows)} points ({len(skipped)} skipped: configurations that do not fit), "
+    for why in skipped:
+        print(f"skipped: {why}")
+    print(f"\n{len(rows)} points ({len(skipped)} skipped), "
           f"{time.time() - t0:.0f} s wall with {a.jobs} jobs")
     for (m, p), e in errs.items():
         within = sum(1 for x in e if x <= 0.15) / len(e)
@@ -177,11 +195,8 @@ def main() -> int:
           f"(90th pct {100 * float(np.percentile(spread, 90)):.1f} %)")
     cost = [r["analytic_ms_per_call"] for r in rows]
     print(f"analytic model: median {statistics.median(cost):.1f} ms per at-rate call (this machine, under its load)")
-    if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    if out is not None:
+        out.close()
     return 0
 
 

@@ -903,7 +903,7 @@ def _compress_entries(dur, weight, left, rows, bins: int):
     none = left <= 0
     parts = []
     for mask, key, nb in ((none, dur, bins), (~none, left, max(bins // 2, 1))):
-        if mask.any():
+        if mask.any() and weight[mask].sum() > 0:
             idx = np.nonzero(mask)[0]
             _, w, r = _compress_rows(key[idx], weight[idx], np.column_stack([dur[idx], left[idx], rows[idx]]), nb)
             parts.append((w, r))
