@@ -664,7 +664,9 @@ def step_time_fn(q: PerfQuery):
     `decode_context_tokens`, and prefills `prefill_tokens` prompt tokens whose causal
     attention covers `prefill_pairs` (token, earlier token) pairs - a whole prompt of P
     tokens is P x P / 2 pairs; its chunk from position a to a + n is n x (2a + n) / 2.
-    The same physics as `estimate` (no SLO, no batch search); `q`'s lengths are not used.
+    A step that prefills anything runs eagerly (no CUDA graph), as `_continuous`'s first
+    pass does. The same physics as `estimate` (no SLO, no batch search); `q`'s lengths
+    are not used.
     """
     s = _setup(q)
 
@@ -672,6 +674,13 @@ def step_time_fn(q: PerfQuery):
                 prefill_pairs: float) -> float:
         ctx = decode_context_tokens / decode_seqs if decode_seqs > 0 else 0.0
         span = 2.0 * prefill_pairs / prefill_tokens if prefill_tokens > 0 else 0.0  # `prompt` of _pass
-        return _pipelined(s, max(decode_seqs, 1.0), decode_seqs, ctx, prefill_tokens, span).seconds
+        return _pipelined(s, max(decode_seqs, 1.0), decode_seqs, ctx, prefill_tokens, span,
+                          eager=prefill_tokens > 0).seconds
 
     return seconds
+
+
+def request_overhead_s(q: PerfQuery) -> float:
+    """Seconds a serving engine adds to every request before its first token (outside the
+    GPU's steps: API server, tokenizer, scheduler loop), as `_continuous` adds to TTFT."""
+    return _setup(q).request_overhead_s

@@ -107,8 +107,10 @@ class _Arrivals:
 def simulate_replica(step_seconds: StepSeconds, classes: Sequence, rate_per_s: float, *, max_seqs: int,
                      kv_cache_tokens: float, token_budget: int, duration_s: float, seed: int = 0,
                      arrival_cv: float = 1.0, warmup_s: float | None = None,
-                     drain_limit_s: float | None = None) -> SimResult:
-    """Simulate one replica. `classes`: objects with share, prompt_tokens, output_tokens."""
+                     drain_limit_s: float | None = None, request_overhead_s: float = 0.0) -> SimResult:
+    """Simulate one replica. `classes`: objects with share, prompt_tokens, output_tokens.
+    `request_overhead_s`: a serving engine's fixed time before a request's first token
+    (outside the GPU's steps), added to its TTFT and latency."""
     if rate_per_s <= 0 or not math.isfinite(rate_per_s):
         raise ValueError(f"rate_per_s must be a positive finite number, got {rate_per_s}")
     if arrival_cv < 0 or not math.isfinite(arrival_cv):
@@ -255,8 +257,8 @@ def simulate_replica(step_seconds: StepSeconds, classes: Sequence, rate_per_s: f
     sel = (arr >= warmup) & (arr <= duration_s)
     cls = np.asarray(cls_of, dtype=int)[sel]
     a = arr[sel]
-    ttft = np.asarray(first)[sel] - a
-    lat = np.asarray(done)[sel] - a
+    ttft = np.asarray(first)[sel] - a + request_overhead_s
+    lat = np.asarray(done)[sel] - a + request_overhead_s
     outs = np.asarray(outputs, dtype=float)[cls]
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(outs > 1, (lat - ttft) / np.maximum(outs - 1, 1), np.nan)
