@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from solver.optimize.backends import SolveOptions, get_backend
+from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
@@ -68,7 +69,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     unservable = diagnose_unservable(problem, catalog)
     if unservable:
         raise InfeasibleError(unservable)
-    backend = get_backend(options.backend or workload.solver.backend)
+    backend_name = options.backend or workload.solver.backend
 
     stage("model")
     greedy = greedy_solution(problem)
@@ -80,6 +81,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         configs = [c for c in configs
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
+    backend = get_backend(resolve_auto(backend_name, form.model))
     hint = form.values_from(greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")

@@ -9,6 +9,7 @@ from solver.catalog.types import Catalog
 from solver.compile.problem import Config, Problem, Rejection, ServiceDemand
 from solver.errors import InfeasibilityReason
 from solver.interrupt import Stop
+from solver.output.render import plural
 
 _KIND_WORDS = {"vram": "does not fit in VRAM", "ttft": "misses the TTFT SLO", "tpot": "misses the TPOT SLO",
                "latency": "misses the latency SLO", "precision": "precision not supported",
@@ -78,7 +79,7 @@ def _unserved_classes(svc: ServiceDemand, mine: list[Config], quotable: list[Con
         label = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}[field_name]
         out.append(InfeasibilityReason(
             f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot meet the {label} SLO on any allowed "
-            f"configuration; the closest is {c.offer_id} with {c.gpus_per_replica} GPU(s) per replica at "
+            f"configuration; the closest is {c.offer_id} with {plural(c.gpus_per_replica, 'GPU')} per replica at "
             f"{c.precision or 'measured'}: {c.classes[k].reason}.",
             f"relax slo.{field_name} to at least {math.ceil(value)} ms, or allow faster GPUs, or add a measured "
             "profile for this class", name))

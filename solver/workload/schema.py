@@ -128,7 +128,7 @@ class Demand(_Strict):
     items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE)
     prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=16)
+    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _one_unit(self):
