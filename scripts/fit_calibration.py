@@ -68,6 +68,7 @@ FREE = {
     "amd_bandwidth_efficiency": (0.3, 1.0, 3),
     "amd_compute_efficiency": (0.1, 1.0, 3),
     "amd_layer_overhead_us": (0.0, 300.0, 1),
+    "token_overhead_us": (0.0, 200.0, 2),
 }
 DEFAULT_FOLDS = 10
 

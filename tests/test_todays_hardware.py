@@ -6,6 +6,7 @@ import csv
 import importlib.util
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,26 @@ def test_an_older_engine_version_runs_by_its_cited_factor():
     new = estimate(query("llama-3.1-8b", "H100-SXM", batch=32, **CHAT))
     old = estimate(query("llama-3.1-8b", "H100-SXM", batch=32, engine="vllm-0.5", **CHAT))
     assert old.tpot_ms == pytest.approx(new.tpot_ms / cal.engine_factor("vllm-0.5"))
+
+
+def test_host_time_per_sequence_grows_with_the_batch_of_host_scheduled_engines_only():
+    cal = Calibration()
+    assert cal.token_overhead_us > 0  # fitted on the max-load rows (llm_benchmarks_product.csv)
+    none = Calibration.from_overrides({"token_overhead_us": 0})
+    for engine, scheduled in (("tensorrt-llm", True), ("vllm", True), ("llama.cpp", False)):
+        for batch in (1, 512):
+            q = query("qwen3-30b-a3b", "B200", precision="fp4", batch=batch, engine=engine, **CHAT)
+            with_host, without = estimate(q).tpot_ms, estimate(replace(q, calibration=none)).tpot_ms
+            expected = batch * cal.token_overhead_us / 1000 if scheduled else 0.0
+            assert with_host - without == pytest.approx(expected, rel=0.02, abs=1e-9), (engine, batch)
+
+
+def test_the_fitted_moe_expert_rate_applies_to_fp4_experts_only():
+    slow = Calibration.from_overrides({"moe_compute_efficiency": 0.05})
+    for precision, affected in (("fp4", True), ("fp8", False), ("bf16", False)):
+        q = query("qwen3-30b-a3b", "B200", precision=precision, batch=256, **CHAT)
+        base, slowed = estimate(q).tpot_ms, estimate(replace(q, calibration=slow)).tpot_ms
+        assert (slowed > 1.05 * base) is affected, precision
 
 
 # ---------------------------------------------------------------- planning

@@ -29,17 +29,28 @@ from solver.workload.schema import Workload
 
 
 def replica_sizes(gpus_per_instance: int) -> list[int]:
-    """GPUs per replica: powers of two dividing the instance's GPU count.
+    """GPUs per replica: powers of two dividing the instance's GPU count, and the whole
+    instance (a 6-GPU instance: 1, 2 and 6).
 
-    Powers of two make packing exact: replicas whose sizes are powers of two that each
-    divide the instance size fit into n instances iff their GPUs sum to at most n x size.
+    These make packing exact: replicas whose sizes are powers of two that each divide the
+    instance size fit into n instances iff their GPUs sum to at most n x size, and a
+    whole-instance replica takes an instance of its own. Other divisors are not exact
+    (on 30-GPU instances, replicas of 15, 10, 10, 6, 6, 6, 6 GPUs sum to 59 <= 60 yet do
+    not fit two instances), so they are not planned.
     """
     sizes, g = [], 1
     while g <= gpus_per_instance:
         if gpus_per_instance % g == 0:
             sizes.append(g)
         g *= 2
+    if sizes[-1] != gpus_per_instance:
+        sizes.append(gpus_per_instance)
     return sizes
+
+
+def _a(n: int) -> str:
+    """The article before a number read aloud: "an 8-GPU", "an 11-GPU", "a 6-GPU"."""
+    return "an" if str(n).startswith("8") or n in (11, 18) else "a"
 
 
 def _slo_miss(svc: ServiceDemand, ttft: float | None, tpot: float | None, latency: float | None) -> str:
@@ -192,13 +203,33 @@ class _OfferCandidates:
     def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
         offer, model = self.offer, self.svc.model
         configs: list[Config] = []
-        for g in replica_sizes(offer.gpus_per_instance):
+        sizes = replica_sizes(offer.gpus_per_instance)
+        for g in sizes:
             configs.extend(self._measured(g))
             if model is not None and not self._has_profile(g):
                 configs.extend(self._estimated(model, g, 1))
         if model is not None and offer.inter_node_fabric:
             configs.extend(self._spanning(model))
+        self._unplannable_profiles(sizes)
         return tuple(configs), tuple(self.rejections)
+
+    def _unplannable_profiles(self, sizes: list[int]) -> None:
+        """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
+        said so (never dropped silently)."""
+        offer = self.offer
+        odd = sorted({p.gpus_per_replica for p in self.svc.profiles if p.gpu == offer.gpu
+                      and p.offer in (None, offer.id) and p.gpus_per_replica not in sizes})
+        for g in odd:
+            precision = next(p.precision for p in self.svc.profiles if p.gpus_per_replica == g and p.gpu == offer.gpu)
+            if g > offer.gpus_per_instance:
+                why = f"{_a(g)} {g}-GPU replica does not fit {_a(offer.gpus_per_instance)} {offer.gpus_per_instance}-GPU instance"
+            else:
+                why = (f"{g}-GPU replicas do not pack exactly on {offer.gpus_per_instance}-GPU instances: only powers "
+                       f"of two that divide the instance ({', '.join(map(str, sizes[:-1] or sizes))}) or the whole "
+                       f"instance ({offer.gpus_per_instance}) are planned")
+            self._reject(g, precision, "profile_size",
+                         f"{why}. To fix: measure with {' or '.join(map(str, sizes))} GPUs per replica, or use "
+                         f"offers with {g} GPUs per instance")
 
     def _has_profile(self, g: int) -> bool:
         return any(self._profile_matches(p, g) for p in self.svc.profiles)
@@ -231,7 +262,8 @@ class _OfferCandidates:
                 self._reject(g, precision, _slo_kind(reason) or "no_profile", reason)
                 continue
             out.append(Config(svc.name, offer.id, g, precision, "measured", tuple(perfs), mem))
-        if not profiles and svc.model is None and g == replica_sizes(offer.gpus_per_instance)[0]:
+        if not profiles and svc.model is None and g == 1 and not any(
+                p.gpu == offer.gpu and p.offer in (None, offer.id) for p in svc.profiles):
             self._reject(g, None, "no_profile",
                          f"no measured profile for {offer.gpu} and the service has no LLM model to estimate from")
         return out

@@ -57,5 +57,6 @@ def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
     return Problem(
         services=tuple(compile_service(s, c.headroom) for s in workload.services),
         offers=tuple(offers), configs=(), gpu_quotas=dict(c.gpu_quotas), offer_limits=offer_limits(workload, offers),
-        budget_usd_per_hour=c.budget_usd_per_hour, headroom=c.headroom, filtered_out=tuple(filtered_out),
+        budget_usd_per_hour=c.budget_usd_per_hour, same_region=c.same_region, headroom=c.headroom,
+        filtered_out=tuple(filtered_out),
         name=workload.name, pricing=c.pricing, calibration=calibration_of(workload))

@@ -67,7 +67,7 @@ class Rejection:
     gpu: str
     gpus_per_replica: int
     precision: str | None
-    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "dominated"
+    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "profile_size"
     reason: str
 
 
@@ -154,6 +154,7 @@ class Problem:
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # GPU type -> GPUs
     offer_limits: dict[str, int] = field(default_factory=dict)  # offer id -> instances
     budget_usd_per_hour: float | None = None
+    same_region: str | None = None  # "service" | "fleet": replicas of each service / all in one region
     headroom: float = 0.0
     filtered_out: tuple[tuple[str, str], ...] = ()  # (offer id, why the constraints removed it)
     name: str = "workload"

@@ -64,6 +64,9 @@ class Alternative:
     reason: str
     delta_usd_per_hour: float | None = None
     exact: bool = False  # True: from a re-solve with the service forced onto this configuration
+    offer_id: str = ""  # the offer the alternative runs on ("" when it names no offer)
+    gpus_per_instance: int = 0  # that offer's instance size
+    basis: str = ""  # "re-solve": cheapest whole fleet with it | "move": only this service moved
 
 
 @dataclass

@@ -78,7 +78,8 @@ class Calibration:
     amd_bandwidth_efficiency: float = _fit.AMD_BANDWIDTH_EFFICIENCY  # AMD Instinct (ROCm kernels) in place of the NVIDIA figure
     amd_compute_efficiency: float = _fit.AMD_COMPUTE_EFFICIENCY
     amd_layer_overhead_us: float = _fit.AMD_LAYER_OVERHEAD_US  # per layer per pass, vLLM on ROCm (graphs)
-    moe_compute_efficiency: float = _fit.MOE_COMPUTE_EFFICIENCY  # routed-expert GEMMs: fraction of the dense rate
+    moe_compute_efficiency: float = _fit.MOE_COMPUTE_EFFICIENCY  # FP4 routed-expert GEMMs: fraction of the dense rate
+    token_overhead_us: float = _fit.TOKEN_OVERHEAD_US  # host time per sequence per step (host-scheduled engines)
 
     def engine_factor(self, engine: str) -> float:
         return dict(self.engine_factors).get(engine, 1.0)

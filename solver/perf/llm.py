@@ -13,6 +13,8 @@ pass that carries `n` tokens (decode tokens of B sequences plus prefill tokens) 
              NVSwitch); latency per call on NVSwitch, per ring step on PCIe/mesh)
     t_over = layers x layer_overhead                                             (kernel launches,
              norms, sampling: fixed per layer, so it does not shrink with TP)
+             + sequences sampled x token_overhead                                (host-scheduled
+             engines: scheduling, sampling, output processing per sequence per step)
     t_pass = (t_gemm + t_attn + t_comm + t_over) / engine_factor
 
 with BW_eff = datasheet bandwidth x bandwidth_efficiency (weights stream in long
@@ -162,7 +164,7 @@ class _Setup:
     body_flops_per_token: float
     expert_flops_per_token: float  # the routed experts' share of body_flops_per_token
     moe_compute_efficiency: float  # routed experts' grouped GEMMs: fraction of the dense GEMM rate
-    lm_head_flops_per_token: float
+    lm_head_flops_per_token: float  # in units of the GEMM rate: scaled when the head stays 16-bit
     kv_layer_bytes: float  # KV bytes per token per layer (per GPU)
     full_layers: float  # per stage, attending to the whole context
     windowed_layers: float  # per stage, attending to at most `window` tokens
@@ -185,6 +187,7 @@ class _Setup:
     engine_factor: float
     chunk_tokens: int
     request_overhead_s: float
+    token_overhead_s: float  # host time per sequence sampled in a step (host-scheduled serving engines)
 
 
 @dataclass(frozen=True)
@@ -363,8 +366,14 @@ def _setup(q: PerfQuery) -> _Setup:
         experts=m.experts, active_experts=m.active_experts,
         body_flops_per_token=2 * m.body_params_b * 1e9 * per_gpu,
         expert_flops_per_token=2 * m.expert_params_b * (m.active_experts / m.experts) * 1e9 * per_gpu,
-        moe_compute_efficiency=cal.moe_compute_efficiency,
-        lm_head_flops_per_token=2 * m.lm_head_params_b * 1e9 * per_gpu,
+        # Measured only on FP4 expert GEMMs (every MoE row of the calibration set is NVFP4/MXFP4
+        # on Blackwell, where each expert's activations are also quantised to FP4 with block
+        # scales); 16- and 8-bit routed experts keep the dense rate until measurements say otherwise.
+        moe_compute_efficiency=cal.moe_compute_efficiency if q.precision == "fp4" else 1.0,
+        # The output head stays 16-bit under quantised serving, so it multiplies at the 16-bit
+        # rate: its FLOPs are counted in units of the quantised GEMM rate.
+        lm_head_flops_per_token=2 * m.lm_head_params_b * 1e9 * per_gpu * (
+            flops / (gpu.tflops("fp16") * 1e12 * compute_eff) if q.precision in VOCAB_KEPT_16BIT else 1.0),
         kv_layer_bytes=m.kv_elements_per_token_layer(tp) * kvb,
         full_layers=m.full_attention_layers / pp,
         windowed_layers=m.windowed_layers / pp,
@@ -384,13 +393,16 @@ def _setup(q: PerfQuery) -> _Setup:
         engine_factor=cal.engine_factor(q.engine),
         chunk_tokens=engine_policy(q).token_budget,
         request_overhead_s=cal.request_overhead_ms * 1e-3 if q.engine in _fit.SERVING_ENGINES else 0.0,
+        token_overhead_s=cal.token_overhead_us * 1e-6 if q.engine in _fit.HOST_SCHEDULED_ENGINES else 0.0,
     )
 
 
 # ---------------------------------------------------------------- one pass, one batch
-def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eager: bool = False) -> _Pass:
+def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eager: bool = False,
+          host: bool = True) -> _Pass:
     """One forward pass of one pipeline stage (per GPU of its TP group); `eager`: a pass
-    that prefills a prompt for its first token (no CUDA graph)."""
+    that prefills a prompt for its first token (no CUDA graph); `host`: count the engine's
+    per-sequence host time here (a pipeline counts it once per step instead)."""
     tokens = n_dec + n_pre
     touched = 1.0
     if s.experts > 1:  # distinct experts that at least one token is routed to
@@ -403,8 +415,8 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eage
     t_gemm_flops = gemm_flops / s.flops
     if s.experts > 1 and s.expert_flops_per_token:
         # Routed experts multiply in grouped GEMMs (plus routing, token permutation and
-        # activation quantisation per expert), which public MoE rows show running at a small
-        # fraction of the dense GEMM rate; fitted (docs/performance-model.md, "MoE").
+        # activation quantisation per expert), which the public FP4 MoE rows show running at
+        # a fraction of the dense GEMM rate; fitted (docs/performance-model.md, "MoE").
         t_gemm_flops += s.expert_flops_per_token * tokens * (1.0 / s.moe_compute_efficiency - 1.0) / s.flops
     kv_tokens = s.full_layers * ctx + s.windowed_layers * min(ctx, s.window)  # token-layers of KV read
     t_kv = n_dec * kv_tokens * s.kv_layer_bytes / s.kv_bw
@@ -416,6 +428,8 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eage
         t_comm = 2 * s.layers * (s.allreduce_traffic * tokens * s.hidden * ACTIVATION_BYTES / s.link_bw
                                  + s.allreduce_latency_s)
     t_over = s.layers * (s.prefill_layer_overhead_s if eager else s.layer_overhead_s)
+    if host:  # the engine's host work per sequence (scheduling, sampling, output processing)
+        t_over += s.token_overhead_s * sampled
     terms = {
         "memory_bandwidth": (t_weights if t_weights >= t_gemm_flops else 0.0) + (t_kv if t_kv >= t_attn_flops else 0.0)
         + t_act,
@@ -442,10 +456,11 @@ def _pipelined(s: _Setup, batch: float, n_dec: float, ctx: float, n_pre: float, 
     if s.pp <= 1:
         return _pass(s, n_dec, ctx, n_pre, prompt, eager)
     micro = max(min(s.pp, int(batch)), 1)  # micro-batches keep the stages busy
-    stage = _pass(s, n_dec / micro, ctx, n_pre / micro, prompt, eager)
+    stage = _pass(s, n_dec / micro, ctx, n_pre / micro, prompt, eager, host=False)
     hand_off = (n_dec + n_pre) / micro * s.hidden * ACTIVATION_BYTES / s.stage_link_bw + s.stage_latency_s
     # A micro-batch crosses all stages; with `micro` of them in flight a stage is busy micro x stage.
     seconds = max(s.pp * stage.seconds + (s.pp - 1) * hand_off, micro * stage.seconds)
+    seconds += s.token_overhead_s * (n_dec + (n_pre / prompt if prompt else 0.0)) / s.engine_factor
     return _Pass(seconds, stage.bound, stage.memory_s, stage.compute_s)
 
 
@@ -588,8 +603,9 @@ def estimate(q: PerfQuery) -> PerfEstimate:
         return PerfEstimate(
             False, f"does not fit in VRAM: needs ~{need:.1f} GiB per GPU ({mem.weights_gib:.1f} GiB weights) at "
             f"{q.precision} with {q.gpus_per_replica} GPU(s) per replica; {q.engine} at memory fraction "
-            f"{mem.policy.memory_fraction:g} of {mem.memory_gib:.1f} GiB leaves {max(room, 0):.1f} GiB for the KV cache, "
-            f"one sequence needs {mem.kv_gib_per_sequence:.2f} GiB",
+            f"{mem.policy.memory_fraction:g} of {mem.memory_gib:.1f} GiB leaves "
+            f"{f'{room:.1f} GiB' if room > 0 else 'no room'} for the KV cache, one sequence needs "
+            f"{mem.kv_gib_per_sequence:.2f} GiB",
             "vram", memory_gib_per_gpu=need, weights_gib_per_gpu=mem.weights_gib, binding_limit="vram",
             max_batch_vram=0, tensor_parallel=s.tp, pipeline_stages=s.pp, **_bands(q))
     if q.batch is not None:

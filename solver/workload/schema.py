@@ -128,7 +128,7 @@ class Demand(_Strict):
     items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE)
     prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=16)
+    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _one_unit(self):
@@ -275,6 +275,9 @@ class Constraints(_Strict):
     exclude_gpu_types: list[str] = Field(default_factory=list)
     allow_consumer_gpus: bool = False
     pricing: Literal["on_demand", "spot"] = "on_demand"
+    same_region: Literal["service", "fleet"] | None = Field(
+        default=None, description="keep each service's replicas in one region (`service`), or the whole fleet "
+        "(`fleet`); a region is a provider's region. Unset: replicas may go anywhere the filters allow")
 
     @field_validator("gpu_quotas", "offer_quotas")
     @classmethod
