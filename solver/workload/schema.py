@@ -6,11 +6,13 @@ validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from solver.errors import FieldViolation, InputError
+from solver.suggest import did_you_mean
 
 # Weight precisions: fp4 = NVFP4/MXFP4 on FP4 tensor cores (Blackwell only); int4 = weight-only
 # AWQ/GPTQ with 16-bit activations (NVIDIA Volta or newer). Keep in step with
@@ -34,7 +36,7 @@ class _Strict(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise InputError([_violation(e, prefix) for e in exc.errors()]) from None
+            raise InputError([_violation(e, prefix, cls) for e in exc.errors()]) from None
 
 
 def _path(loc: tuple, prefix: str = "") -> str:
@@ -72,12 +74,39 @@ _FIXES = {
 }
 
 
-def _violation(err: dict, prefix: str) -> FieldViolation:
+def _model_at(root: type, loc: tuple) -> type | None:
+    """The pydantic model class that holds the last element of an error location."""
+    model: type | None = root
+    for part in loc[:-1]:
+        if model is None:
+            return None
+        if isinstance(part, int) or str(part).startswith(("function-", "tagged-union", "union[", "literal[")):
+            continue
+        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        model = _model_in(field.annotation) if field is not None else (model if str(part) == model.__name__ else None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _model_in(annotation) -> type | None:
+    """The first pydantic model inside an annotation (list[X], X | None, dict[str, X], ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolation:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
+        holder = _model_at(root, tuple(err["loc"])) if root is not None else None
+        if holder is not None:
+            msg += did_you_mean(str(err["loc"][-1]), holder.model_fields)
     fix = _FIXES.get(err["type"], "")
     if "To fix:" in msg:
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
