@@ -70,9 +70,11 @@ class StepCost:
     seconds = max(weights_s + expert_weights_s x touched(t),
                   gemm_s_per_token x t + lm_head_s_per_decode x decodes)
               + s_per_token x t + s_per_context_token x context + s_per_pair x pairs
-              + (fixed_s if prefill tokens > 0 else decode_fixed_s)
+              + s_per_sampled x (decodes + prompts finishing) + (fixed_s if prefill tokens > 0 else decode_fixed_s)
     t = decodes + prefill tokens; touched(t) = 1 - (1 - expert_fraction)^t (MoE experts read).
-    Steps that prefill run eagerly (no CUDA graph): their fixed time differs.
+    Steps that prefill run eagerly (no CUDA graph): their fixed time differs. s_per_sampled
+    is a host-scheduled engine's time per sequence sampled in a step; the prompts a step
+    finishes are counted as prefill^2 / (2 pairs) (one per whole prompt).
     """
 
     weights_s: float
@@ -85,6 +87,7 @@ class StepCost:
     s_per_pair: float
     fixed_s: float  # steps that prefill
     decode_fixed_s: float  # decode-only steps
+    s_per_sampled: float = 0.0
 
     def seconds(self, decodes, context, prefill, pairs):
         """Floats or numpy arrays (broadcast)."""
@@ -92,14 +95,19 @@ class StepCost:
         w = self.weights_s
         if self.expert_fraction > 0:
             w = w + self.expert_weights_s * (1.0 - (1.0 - self.expert_fraction) ** t)
-        fixed = np.where(np.asarray(prefill) > 0, self.fixed_s, self.decode_fixed_s)
-        return (np.maximum(w, self.gemm_s_per_token * t + self.lm_head_s_per_decode * decodes)
-                + self.s_per_token * t + self.s_per_context_token * context + self.s_per_pair * pairs
-                + fixed)
+        prefill_a = np.asarray(prefill, dtype=float)
+        fixed = np.where(prefill_a > 0, self.fixed_s, self.decode_fixed_s)
+        out = (np.maximum(w, self.gemm_s_per_token * t + self.lm_head_s_per_decode * decodes)
+               + self.s_per_token * t + self.s_per_context_token * context + self.s_per_pair * pairs + fixed)
+        if self.s_per_sampled:
+            pairs_a = np.asarray(pairs, dtype=float)
+            prompts = np.where(pairs_a > 0, prefill_a ** 2 / (2.0 * np.maximum(pairs_a, 1e-300)), 0.0)
+            out = out + self.s_per_sampled * (decodes + prompts)
+        return out
 
 
 def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], expert_fraction: float = 0.0) -> StepCost:
-    """Read the linear pieces off the physics with ten probes.
+    """Read the linear pieces off the physics with twelve probes.
 
     Large prompt-only steps are compute-bound (slope, intercept); 1-3 token steps are
     memory-bound (weight reads; for MoE the experts touched); two large decode-only steps
@@ -124,11 +132,15 @@ def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], e
     per_context = (step_seconds(1, 1e5, 0, 0) - step_seconds(1, 0, 0, 0)) / 1e5
     per_pair = (step_seconds(0, 0, xa, xa * xa / 2) - qa) / (xa * xa / 2)
     da, db = step_seconds(xa, 0, 0, 0), step_seconds(xb, 0, 0, 0)
-    decode_slope = (db - da) / (xb - xa)  # gemm + lm head + per token
-    lm_head = max(decode_slope - slope, 0.0)
+    decode_slope = (db - da) / (xb - xa)  # gemm + lm head + per token + host per sequence
+    # One and two decodes are memory-bound: what they add beyond the per-token time is host
+    # time per sequence (outside the roofline's max, unlike the output head's FLOPs).
+    touched = (1.0 - (1.0 - expert_fraction) ** 2) - expert_fraction if expert_fraction > 0 else 0.0
+    sampled = max(step_seconds(2, 0, 0, 0) - step_seconds(1, 0, 0, 0) - per_token - experts * touched, 0.0)
+    lm_head = max(decode_slope - slope - sampled, 0.0)
     decode_fixed = da - decode_slope * xa
     return StepCost(weights, experts, expert_fraction, gemm, lm_head, per_token, max(per_context, 0.0),
-                    max(per_pair, 0.0), fixed, decode_fixed)
+                    max(per_pair, 0.0), fixed, decode_fixed, sampled)
 
 
 @dataclass(frozen=True)
