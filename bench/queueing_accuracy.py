@@ -11,7 +11,7 @@ and worst errors. Not a test: run it and record the figures in docs/queueing.md.
 Each point simulates about --requests requests (at least --min-duration-s), two seeds
 pooled; the seed-to-seed spread of the simulated p99 TTFT is printed as the simulator's
 own noise. The configurations and lengths here were not used to shape the model (the one
-fitted exponent came from bench/queueing_fit_cases.txt's configurations).
+fitted exponent came from the nine configurations listed in docs/queueing.md).
 
 Usage: python bench/queueing_accuracy.py [--jobs 2] [--requests 20000] [--quick] [--csv out.csv]
 """
