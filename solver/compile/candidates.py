@@ -96,37 +96,54 @@ class _Key:
 
 
 class CandidateCache:
-    """(service performance, offer hardware, calibration) -> that pair's pruned
-    configurations and rejections. Bounded: when full, the older half is dropped (a
-    plain dict keeps insertion order, so hits cost no bookkeeping). Thread-safe."""
+    """service performance key -> offer hardware key -> that pair's pruned configurations,
+    rejections and dominated configurations. Two levels, so a service's (large) key is
+    compared once per service, not once per offer. Bounded in (service, offer) entries:
+    when full, the services cached first are dropped until half the room is free (dicts
+    keep insertion order, so hits cost no bookkeeping). Thread-safe."""
 
     def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
         self.max_entries = max_entries
-        self._entries: dict[tuple[_Key, _Key], tuple[tuple[Config, ...], tuple[Rejection, ...]]] = {}
+        self._services: dict[_Key, dict[_Key, tuple]] = {}
+        self._size = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get(self, key: tuple[_Key, _Key]):
-        found = self._entries.get(key)
+    def service(self, service_key: _Key) -> dict[_Key, tuple]:
+        """The offers cached for one service key (a live dict: read it, `put` into it)."""
+        found = self._services.get(service_key)
+        if found is None:
+            with self._lock:
+                found = self._services.setdefault(service_key, {})
+        return found
+
+    def get(self, per_service: dict[_Key, tuple], offer_key: _Key):
+        found = per_service.get(offer_key)
         if found is None:
             self.misses += 1
         else:
             self.hits += 1
         return found
 
-    def put(self, key: tuple[_Key, _Key], value) -> None:
+    def put(self, per_service: dict[_Key, tuple], offer_key: _Key, value: tuple) -> None:
         with self._lock:
-            if len(self._entries) >= self.max_entries:
-                for old in list(self._entries)[: len(self._entries) // 2]:
-                    del self._entries[old]
-            self._entries[key] = value
+            if self._size >= self.max_entries:
+                for key in list(self._services):
+                    if self._size < self.max_entries // 2:
+                        break
+                    if self._services[key] is not per_service:  # never the one being filled
+                        self._size -= len(self._services.pop(key))
+            if offer_key not in per_service:
+                self._size += 1
+            per_service[offer_key] = value
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._size
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            self._services.clear()
+            self._size = 0
             self.hits = self.misses = 0
 
 
@@ -155,27 +172,26 @@ class CandidateBuilder:
         """The service's configurations on every offer (pruned of those another of the same
         offer dominates, unless `prune` is False: the evaluator wants them all)."""
         configs: list[Config] = []
-        service_key = None
+        cached = None
         if self.cache is not None and prune:
             # Pruning inside one offer depends on max_replicas being set (see pruning.py).
-            service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
+            cached = self.cache.service(_Key((svc.performance_key(), svc.max_replicas is None, self.calibration)))
         for i, offer in enumerate(self.offers):
             self.stop.check("candidate configurations")  # one offer's estimates take a few ms
-            key = found = None
-            if service_key is not None:
+            found = offer_key = None
+            if cached is not None:
                 offer_key = self._offer_keys.get(i)
                 if offer_key is None or offer_key.value[0] != offer.id:
                     offer_key = self._offer_keys[i] = _Key(_offer_hardware(
                         offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
-                key = (service_key, offer_key)
-                found = self.cache.get(key)
+                found = self.cache.get(cached, offer_key)
             if found is None:
                 mine, rejected = _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]).build()
                 kept = tuple(prune_configs(list(mine), svc)) if prune else mine
                 kept_ids = {id(c) for c in kept}
                 found = (kept, rejected, tuple(c for c in mine if id(c) not in kept_ids))
-                if key is not None:
-                    self.cache.put(key, found)
+                if cached is not None:
+                    self.cache.put(cached, offer_key, found)
             mine, rejected, dominated = found
             if mine and mine[0].service != svc.name:  # cached for another service with the same performance key
                 mine = tuple(replace(c, service=svc.name) for c in mine)

@@ -88,15 +88,15 @@ def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
                 "use a library model (`solver-cli estimate --list-models`) or describe it inline "
                 "(params_b, layers, hidden_size, attention_heads, kv_heads, head_dim)"))
         for j, prof in enumerate(_items(svc.get("profiles"))):
-            gpu_name, precision = prof.get("gpu"), prof.get("precision")
-            unknown_gpu(f"services[{i}].profiles[{j}].gpu", gpu_name)
-            if (isinstance(gpu_name, str) and gpu_name in gpus and isinstance(precision, str)
-                    and not gpus[gpu_name].supports(precision)):
+            gpu, precision = prof.get("gpu"), prof.get("precision")
+            unknown_gpu(f"services[{i}].profiles[{j}].gpu", gpu)
+            if isinstance(gpu, str) and gpu in gpus and isinstance(precision, str) and precision in PRECISIONS \
+                    and not gpus[gpu].supports(precision):
                 problems.append(FieldViolation(
                     f"services[{i}].profiles[{j}].precision",
-                    f"{gpu_name} cannot run {precision}: {_precision_hardware(precision)}",
-                    f"correct the profile's precision or GPU; {gpu_name} supports "
-                    f"{', '.join(x for x in PRECISIONS if gpus[gpu_name].supports(x))}"))
+                    f"{gpu} cannot run {precision}: {_precision_hardware(precision)}",
+                    f"correct the profile's precision or GPU; {gpu} supports "
+                    f"{', '.join(x for x in PRECISIONS if gpus[gpu].supports(x))}"))
             if prof.get("offer") is not None:
                 unknown_offer(f"services[{i}].profiles[{j}].offer", prof.get("offer"))
     c = data.get("constraints") if isinstance(data.get("constraints"), dict) else {}

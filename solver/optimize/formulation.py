@@ -221,7 +221,7 @@ def _need_bound(c: Config, p: Problem) -> int:
     return ub
 
 
-POOL_FROM_CONFIGS = 1000
+POOL_FROM_CONFIGS = 300
 
 
 def region_of(offer) -> tuple[str, str]:
@@ -264,7 +264,12 @@ def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tu
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
           quotas: bool = True, stop: Stop = NEVER) -> Formulation:
-    configs = [c for c in (problem.configs if configs is None else configs) if replica_upper_bound(c, problem) > 0]
+    ub = {}
+    for c in (problem.configs if configs is None else configs):
+        bound = replica_upper_bound(c, problem)
+        if bound > 0:
+            ub[c.key] = (c, bound)
+    configs = [c for c, _ in ub.values()]
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
     by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
@@ -273,7 +278,7 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         f.by_service.setdefault(g.service, []).append(g)
         for c in g.configs:
             f.group_of[c.key] = g
-    group_ub = {g.key: _group_bound(g, problem) for g in f.groups}
+    group_ub = {g.key: _group_bound(g, problem, ub) for g in f.groups}
     hosted_ub = _hosted_bounds(f, problem, group_ub)
     for o in problem.offers:
         if o.id not in hosted_ub:
@@ -310,11 +315,14 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     return f
 
 
-def _group_bound(g: Group, p: Problem) -> int:
-    """The need bound, and the members' availability when every member offer is limited."""
+def _group_bound(g: Group, p: Problem, ub: dict[str, tuple[Config, int]]) -> int:
+    """The need bound, and the members' availability when every member offer is limited
+    (a member's bound is the smaller of the two, so the sum is right in both cases)."""
+    if len(g.configs) == 1:
+        return ub[g.rep.key][1]
     need = _need_bound(g.rep, p)
     if all(c.offer_id in p.offer_limits for c in g.configs):
-        need = min(need, sum(replica_upper_bound(c, p) for c in g.configs))
+        need = min(need, sum(ub[c.key][1] for c in g.configs))
     return need
 
 

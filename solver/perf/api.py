@@ -102,7 +102,7 @@ class Calibration:
         `ttft_error_band`, `tpot_error_band`) sets that metric's band in every regime.
         Unknown keys raise ValueError naming close ones.
         """
-        base = cls()
+        base = _DEFAULT if cls is Calibration else cls()
         if not overrides:
             return base
         scalars = {f.name for f in fields(cls)
@@ -142,6 +142,10 @@ class Calibration:
 _WHOLE = ("activation_tokens", "max_batch")
 _FRACTIONS = ("usable_memory_fraction",)
 _POOLED_BANDS = {"error_band": "throughput", "ttft_error_band": "ttft", "tpot_error_band": "tpot"}
+
+
+# One shared default: caches keyed on a calibration then compare it by identity, not field by field.
+_DEFAULT = Calibration()
 
 
 def _engine_key(key: str) -> str | None:
