@@ -1,4 +1,4 @@
-"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export).
+"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export, simulate).
 
 Exit codes: 0 a plan was found; 2 bad input; 3 no feasible fleet; 4 no plan within the
 time limit; 5 cancelled or internal error. Errors never print a traceback.
@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_catalog)
 
     for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review"),
-                         ("cli.export_cmd", "export")):
+                         ("cli.export_cmd", "export"), ("cli.simulate_cmd", "simulate")):
         try:
             mod = __import__(module, fromlist=["add_parser"])
         except ImportError:
