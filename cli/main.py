@@ -64,6 +64,9 @@ def _run_interruptibly(work):
     except KeyboardInterrupt:
         _err("\ninterrupted")
         sys.stderr.flush()
+        from solver.optimize.backends import stderr_filter
+
+        stderr_filter.restore()  # os._exit skips atexit: let the filtered stderr drain first
         os._exit(EXIT_OTHER)
     if "error" in box:
         raise box["error"]
@@ -88,10 +91,11 @@ def cmd_solve(args) -> int:
     from solver.workload.documents import parse_workload
 
     progress = _progress_printer() if sys.stderr.isatty() and not args.quiet else None
-    if progress is not None:  # progress callbacks make SCIP print two spurious ERROR lines
-        from solver.optimize.backends import stderr_filter
+    # Solver callbacks (progress, an early stop at the requested gap) make SCIP print two
+    # spurious ERROR lines on the process's stderr: filter them out.
+    from solver.optimize.backends import stderr_filter
 
-        stderr_filter.install()
+    stderr_filter.install()
     try:
         workload = parse_workload(data)
         options = PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,

@@ -6,6 +6,7 @@ Stages: consistency checks -> candidates (pruned) -> greedy warm start -> MIP (c
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.service_bounds import bound_plan_values
 from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
-from solver.optimize.linear import Progress
+from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
@@ -89,10 +90,13 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None] if form.service_bounds else []
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
+    relative_gap = workload.solver.relative_gap
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
-                        relative_gap=workload.solver.relative_gap,
+                        relative_gap=relative_gap,
+                        objective_limit=form.lower_bound * (1 + relative_gap)
+                        if form.lower_bound is not None and relative_gap > 0 else None,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
-    outcome = backend.solve(form.model, opts)
+    outcome = _with_lower_bound(backend.solve(form.model, opts), form.lower_bound, relative_gap)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
         stage("diagnose")
@@ -119,6 +123,18 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
         ties = ", ".join(notes) or "skipped (time limit)"
     return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
+
+
+def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative_gap: float) -> SolveOutcome:
+    """Count the services' own proven bound: the better bound, and a proof when the plan is
+    within the requested gap of it (the solver stops there on its objective limit)."""
+    if lower_bound is None or outcome.objective is None:
+        return outcome
+    bound = max(outcome.bound if outcome.bound is not None else -math.inf, lower_bound)
+    status = outcome.status
+    if status == "feasible" and relative_gap > 0 and outcome.objective - bound <= relative_gap * abs(outcome.objective):
+        status = "optimal"
+    return replace(outcome, status=status, bound=bound)
 
 
 def _relay(form: Formulation, on_progress):

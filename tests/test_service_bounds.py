@@ -57,13 +57,26 @@ def test_node_limit_still_gives_a_valid_lower_bound():
 
 
 @pytest.mark.parametrize("seed", [0, 3])
-def test_cuts_change_no_optimum(seed, monkeypatch):
-    workload = parse_workload(generate(40, seed))
+def test_the_services_bound_never_exceeds_the_optimum(seed, monkeypatch):
+    from solver.compile.candidates import build_problem
+    from solver.compile.resolve import resolve_catalog
+
     monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
-    with_cuts = plan(workload, PlanOptions())
-    original = formulation.build
-    monkeypatch.setattr("solver.plan.build", lambda *a, **k: original(*a, **{**k, "cuts": False}))
-    without = plan(workload, PlanOptions())
-    assert with_cuts.status == without.status == "optimal"
-    assert math.isclose(with_cuts.total_price_usd_per_hour, without.total_price_usd_per_hour, abs_tol=1e-6)
-    assert with_cuts.evaluation["ok"]
+    workload = parse_workload(generate(40, seed))
+    exact = plan(workload, PlanOptions())
+    form = formulation.build(build_problem(workload, resolve_catalog(workload)))
+    assert exact.status == "optimal" and form.lower_bound is not None
+    assert form.lower_bound <= exact.total_price_usd_per_hour + 1e-6
+    # It is tight: within 1 % of the optimum on these workloads.
+    assert form.lower_bound >= 0.99 * exact.total_price_usd_per_hour
+
+
+def test_relative_gap_stops_within_it_of_the_optimum(monkeypatch):
+    monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+    doc = generate(40, 1)
+    exact = plan(parse_workload(doc), PlanOptions())
+    doc["solver"]["relative_gap"] = 0.001
+    loose = plan(parse_workload(doc), PlanOptions())
+    assert loose.status == "optimal" and loose.evaluation["ok"]
+    assert loose.solver.gap is not None and loose.solver.gap <= 0.001
+    assert loose.total_price_usd_per_hour <= exact.total_price_usd_per_hour * 1.001 + 1e-9

@@ -1,4 +1,4 @@
-"""Per-service lower bounds: valid cuts that close most of the MIP's root gap.
+"""Per-service lower bounds: a proven bound on any plan's cost, and plans to start from.
 
 Any fleet costs at least what its replicas' GPUs cost at the cheapest price per GPU of
 the offers each could run on: cost = sum_o price_o n_o >= sum_G c_G R_G, where
@@ -8,10 +8,13 @@ the LP). Each service alone must still cover its demand with *integer* replicas,
     lb[s]:  sum_{G of s} c_G R_G >= LB_s,   LB_s = min sum_G c_G R_G  s.t. s's own rows
                                             (demand, time-shared classes, min/max replicas)
 
-is valid for every plan (quotas, limits, the budget and regions only remove plans). The
-LP relaxation alone rounds nothing; with these rows it already knows every service's
-integer rounding. On the 1,000-service benchmark the root LP bound rises from 4,034.6 to
-4,450.03 $/h against an optimum of 4,450.32 (docs/benchmarks.md).
+is valid for every plan (quotas, limits, the budget and regions only remove plans), and so
+is sum_s LB_s <= cost of any plan. The MIP's LP relaxation rounds nothing: on the
+1,000-service benchmark its root bound is 4,034.6 $/h, while sum_s LB_s is 4,450.03
+against an optimum of 4,450.32 (0.007 %). The planner uses it as a certificate: with
+`solver.relative_gap` set, the solve stops as soon as a plan within that gap of it is
+found, and the reported gap counts it. (Added to the model as cuts, these rows gave the
+same bound at the root but stalled SCIP's own search for good plans: docs/benchmarks.md.)
 
 LB_s is solved exactly: single-class services by a small branch and bound over the
 replica counts (a covering knapsack with a few items), services with several classes by

@@ -27,6 +27,7 @@ class SolveOptions:
     node_limit: int | None = None  # deterministic effort limit (unlike a time limit)
     relax_integrality: bool = False  # solve the LP relaxation (a bound, in milliseconds)
     hint: list[float] | None = None
+    objective_limit: float | None = None  # stop at the first plan at least this cheap
     extra_hints: list[list[float]] = field(default_factory=list)  # more starting plans, tried after `hint`
     # Called on each improving solution with its progress and the variables' values.
     on_progress: Callable[[Progress, list[float]], None] | None = None

@@ -109,16 +109,23 @@ class MathOptBackend:
         report = _Reporter(lm, options, start) if options.on_progress is not None and watch_callbacks else None
         cancel = options.cancel
         cancel_by_callback = cancel is not None and not relax and self.name in _NODE_CALLBACKS
-        if watch_callbacks and (report is not None or cancel_by_callback):
+        # gSCIP takes no objective limit: a plan at least that cheap ends the solve from the callback.
+        limit = options.objective_limit if watch_callbacks else None
+        reached = [False]
+        if watch_callbacks and (report is not None or cancel_by_callback or limit is not None):
             events = [callback_pb2.CALLBACK_EVENT_MIP_SOLUTION]
             if cancel_by_callback:
                 events.append(callback_pb2.CALLBACK_EVENT_MIP_NODE)
             registration.request_registration.extend(events)
 
             def proto_cb(data: callback_pb2.CallbackDataProto) -> callback_pb2.CallbackResultProto:
-                if report is not None and data.event == callback_pb2.CALLBACK_EVENT_MIP_SOLUTION:
-                    report(data)
-                return callback_pb2.CallbackResultProto(terminate=cancel is not None and cancel.is_set())
+                if data.event == callback_pb2.CALLBACK_EVENT_MIP_SOLUTION:
+                    if report is not None:
+                        report(data)
+                    if limit is not None and data.HasField("primal_solution_vector"):
+                        values = _dense(data.primal_solution_vector, len(lm.variables))
+                        reached[0] = reached[0] or sum(c * values[i] for i, c in lm.objective.items()) <= limit
+                return callback_pb2.CallbackResultProto(terminate=reached[0] or (cancel is not None and cancel.is_set()))
         if cancel is not None and not cancel_by_callback:
             from ortools.util.python import pybind_solve_interrupter
 
