@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -172,21 +172,28 @@ def reasons_from_proto(msg: pb.Infeasibility) -> list[dict]:
 # ------------------------------------------------------------------ workload documents
 def struct_to_dict(struct: struct_pb2.Struct) -> dict:
     """A google.protobuf.Struct -> plain dict. Struct numbers are doubles; whole ones
-    become ints, so integer fields (replicas, token counts) validate as typed."""
-    return _integral(json_format.MessageToDict(struct))
+    become ints, so integer fields (replicas, token counts) validate as typed. NaN and
+    infinities are kept (the caller rejects them with their field path)."""
+    return {k: _value(v) for k, v in struct.fields.items()}
+
+
+def _value(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "number_value":
+        n = v.number_value
+        return int(n) if math.isfinite(n) and n.is_integer() and abs(n) < 2**53 else n
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return struct_to_dict(v.struct_value)
+    if kind == "list_value":
+        return [_value(x) for x in v.list_value.values]
+    return None  # null_value, or no kind set
 
 
 def dict_to_struct(data: dict) -> struct_pb2.Struct:
     s = struct_pb2.Struct()
     s.update(data)
     return s
-
-
-def _integral(node: Any) -> Any:
-    if isinstance(node, float) and math.isfinite(node) and node.is_integer() and abs(node) < 2**53:
-        return int(node)
-    if isinstance(node, dict):
-        return {k: _integral(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_integral(v) for v in node]
-    return node

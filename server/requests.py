@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import PurePath
+
+from google.protobuf.message import DecodeError
 
 from server import convert
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
@@ -26,6 +29,7 @@ def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, 
                                 "set workload.object (a JSON object), workload.json or workload.yaml")
     if kind == "object":
         data = convert.struct_to_dict(msg.object)
+        _reject_non_finite(data, field)
     else:
         data = parse_text(getattr(msg, kind), suffix=".yaml" if kind == "yaml" else ".json")
     workload = parse_workload(data)
@@ -43,6 +47,20 @@ def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, 
     return workload, catalog
 
 
+def _reject_non_finite(node, path: str) -> None:
+    """A Struct's numbers are doubles and may be NaN or infinite; JSON and YAML text get
+    the same check in solver.workload.documents."""
+    stack = [(node, path)]
+    while stack:  # iterative: a deeply nested Struct cannot exhaust the recursion limit
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InputError.single(where, f"{item} is not a finite number.", "use a finite number")
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+
+
 def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
     """A catalog file sent along with the request: the same checks and the same description
     (its path) as solver.catalog.load_catalog_file gives the local CLI."""
@@ -54,6 +72,17 @@ def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
                                  description=doc.path)
     except InputError as exc:
         raise InputError([replace(v, field=f"catalog.file ({doc.path}): {v.field}") for v in exc.violations]) from None
+
+
+def decode(cls, data: bytes, field: str = "request"):
+    """A request message from its bytes; garbage or invalid UTF-8 is INVALID_ARGUMENT."""
+    try:
+        return cls.FromString(data)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise InputError.single(field, f"the request is not a valid {cls.DESCRIPTOR.full_name} message "
+                                       f"(protobuf decoding failed: {exc}).",
+                                "send the serialized message that proto/fleetplanner/v1/planner.proto defines; "
+                                "every string must be valid UTF-8") from None
 
 
 def backend_name(value: int) -> str | None:
