@@ -95,6 +95,7 @@ def run(args) -> int:
         sizes = _ints(args.gpus_per_replica, "--gpus-per-replica") if args.gpus_per_replica else list(DEFAULT_SIZES)
         precisions = _names(args.precision) if args.precision else list(DEFAULT_PRECISIONS)
         _check_choices(args, precisions)
+        _check_context(args, model)
     except ValueError as exc:
         return _fail(str(exc))
     args.engine_options = engine_options
@@ -223,6 +224,18 @@ def _check_load_options(args) -> None:
                              "To fix: e.g. --percentile 99")
         if args.ttft_ms is None and args.tpot_ms is None and args.latency_ms is None:
             raise ValueError("--percentile needs a bound to hold at it. To fix: add --ttft-ms, --tpot-ms or --latency-ms")
+
+
+def _check_context(args, model) -> None:
+    """--prompt-tokens + --output-tokens must fit the model's context length."""
+    from solver.models.context import context_violation
+
+    problem = context_violation("", model.name, model.max_context_tokens, args.prompt_tokens, args.output_tokens,
+                                model.params_b, prompt_label="--prompt-tokens", output_label="--output-tokens",
+                                override="" if args.model_json else "describe it in a --model-json file with "
+                                "max_context_tokens")
+    if problem is not None:
+        raise ValueError(str(problem))
 
 
 def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool, pinned_size: bool) -> list[dict]:
@@ -391,6 +404,7 @@ def _list_models() -> int:
     for alias, name in ALIASES.items():
         aliases.setdefault(name, []).append(alias)
     rows = [[m.name, f"{m.params_b:g}", f"{m.compute_params_b:g}", str(m.layers), str(m.hidden_size),
-             f"{m.attention_heads}/{m.kv_heads}", ", ".join(sorted(aliases.get(m.name, [])))] for m in MODEL_LIBRARY.values()]
-    print(_render(["model", "params B", "active B", "layers", "hidden", "heads/kv", "aliases"], rows))
+             f"{m.attention_heads}/{m.kv_heads}", f"{m.max_context_tokens:,}",
+             ", ".join(sorted(aliases.get(m.name, [])))] for m in MODEL_LIBRARY.values()]
+    print(_render(["model", "params B", "active B", "layers", "hidden", "heads/kv", "context tokens", "aliases"], rows))
     return EXIT_OK

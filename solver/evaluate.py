@@ -1,4 +1,4 @@
-"""Independent evaluator: recompute cost, coverage, packing, VRAM and SLOs of a plan.
+"""Independent evaluator: recompute cost, coverage, packing, VRAM, SLOs and context lengths of a plan.
 
 It never looks at the MIP: from the workload and catalog it re-derives each assigned
 configuration's performance (measured profile or performance model), places every
@@ -104,6 +104,11 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution) -> EvalReport:
         items.setdefault(a.offer_id, []).extend([(a.config_key, a.gpus_per_replica, a.instances_per_replica)] * a.replicas)
 
     for name, d in demands.items():
+        limit = d.model.max_context_tokens if d.model is not None else None
+        for k, t in enumerate(d.class_tokens if limit else ()):
+            if t.prompt_tokens + t.output_tokens > limit:
+                rep.violations.append(f"{name}/{d.class_names[k]}: {t.prompt_tokens} prompt + {t.output_tokens} "
+                                      f"output tokens exceed the context of {d.model.name} ({limit} tokens)")
         for k, need in enumerate(d.class_demand):
             if served[name][k] < need * (1 - TOL) - TOL:
                 rep.violations.append(f"{name}/{d.class_names[k]}: serves {served[name][k]:.4g} of "

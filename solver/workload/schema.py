@@ -131,6 +131,10 @@ class InlineModel(_Strict):
     experts: int = Field(default=1, ge=1, le=4096)
     active_experts: int = Field(default=1, ge=1, le=4096)
     active_params_b: float | None = Field(default=None, gt=0, le=10_000)
+    max_context_tokens: int | None = Field(
+        default=None, gt=0, le=100_000_000, description="the longest request (prompt + output tokens) the model "
+        "serves: the config's max_position_embeddings, or the model card's context length where RoPE scaling "
+        "extends it. Every request class must fit; omit for no check")
 
     @model_validator(mode="after")
     def _consistent(self):
