@@ -179,7 +179,7 @@ def test_list_models_shows_each_context(tmp_path):
 def test_library_contexts_follow_the_published_values():
     """A few values whose source is not simply the config's max_position_embeddings."""
     expected = {"llama-3.1-8b": 131072, "llama-2-7b": 4096, "deepseek-v3": 131072, "qwen3-8b": 131072,
-                "mistral-nemo-12b": 128000, "mistral-7b": 8192, "llama-4-scout": 10485760, "phi-3-mini": 4096}
+                "mistral-nemo-12b": 128000, "mistral-7b": 32768, "llama-4-scout": 10485760, "phi-3-mini": 4096}
     assert {name: MODEL_LIBRARY[name].max_context_tokens for name in expected} == expected
     assert "163840" in MODEL_LIBRARY["deepseek-v3"].context_source  # the config's larger value, named
     assert "YaRN" in MODEL_LIBRARY["qwen3-8b"].context_source

@@ -210,10 +210,11 @@ _CONTEXT: dict[str, tuple[int, str]] = {
     "llama-3.2-3b": (131072, _LLAMA3_ROPE.format(32)),
     "llama-3.3-70b": (131072, _LLAMA3_ROPE.format(8)),
     # v0.1's config states 32768 (with a 4096-token sliding window), more than Mistral documents
-    # for it. Mistral-7B-v0.2/v0.3 (32k documented) resolve to this name too (get_model strips
-    # the version): describe them inline with max_context_tokens 32768.
-    "mistral-7b": (8192, "Mistral's model docs (mistralai/platform-docs-public, mistral-7b-0-1): 8k context for "
-                   "Mistral-7B-v0.1; its config.json's max_position_embeddings 32768 is more than documented"),
+    # for it, but Mistral-7B-v0.2/v0.3 (32k documented) resolve to this name too (get_model
+    # strips the version), and rejecting their valid 32k requests would be worse than
+    # accepting an over-long v0.1 request: the config's 32768 is used.
+    "mistral-7b": (32768, "config.json max_position_embeddings 32768 (Mistral-7B-v0.1; v0.2/v0.3: 32k in Mistral's "
+                   "docs, mistralai/platform-docs-public); Mistral documents 8k for v0.1 itself"),
     "mistral-nemo-12b": (128000, "Mistral-Nemo-Base-2407 config.json max_position_embeddings 128000; Mistral's "
                          "docs and NVIDIA's card: 128k (the -Instruct-2407 config states 1024000, more than "
                          "documented)"),
