@@ -43,9 +43,27 @@ def _failure(args, status: str, code: int, message: str) -> int:
     return code
 
 
+def _exit_on_ctrl_c() -> None:
+    """Ctrl-C ends the command at once, whatever it is doing (a solve keeps nothing worth
+    saving): exit 5 with one line, no traceback."""
+    import signal
+
+    def handler(signum, frame):
+        _err("\ninterrupted")
+        try:
+            from solver.optimize.backends import stderr_filter
+
+            stderr_filter.restore()  # os._exit skips atexit: let the filtered stderr drain first
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+        os._exit(EXIT_OTHER)
+
+    signal.signal(signal.SIGINT, handler)
+
+
 def _run_interruptibly(work):
-    """Run `work()` in a thread so that Ctrl-C answers at once, even while the MIP solver
-    (C code that does not return to Python) is busy: the process then exits with 5."""
+    """Run `work()` in a thread, so that the main thread keeps running Python and the Ctrl-C
+    handler answers at once even while the MIP solver (C code) is busy."""
     import threading
 
     box: dict = {}
@@ -58,16 +76,8 @@ def _run_interruptibly(work):
 
     thread = threading.Thread(target=target, daemon=True, name="solve")
     thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(0.1)
-    except KeyboardInterrupt:
-        _err("\ninterrupted")
-        sys.stderr.flush()
-        from solver.optimize.backends import stderr_filter
-
-        stderr_filter.restore()  # os._exit skips atexit: let the filtered stderr drain first
-        os._exit(EXIT_OTHER)
+    while thread.is_alive():
+        thread.join(0.1)
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -312,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command not in ("serve", "review"):  # those two shut down their workers themselves
+        _exit_on_ctrl_c()
     try:
         return args.func(args)
     except BrokenPipeError:

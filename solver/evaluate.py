@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from solver.compile.candidates import CandidateBuilder
 from solver.compile.compiled import calibration_of, compile_service
+from solver.compile.load_caps import at_load
 from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits
 from solver.workload.schema import Workload
@@ -102,6 +103,7 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution) -> EvalReport:
             rep.violations.append(f"{a.config_key}: {config.memory_gib_per_gpu:.1f} GiB per GPU exceeds "
                                   f"{catalog.usable_memory_gib(offer):.1f} GiB")
         items.setdefault(a.offer_id, []).extend([(a.config_key, a.gpus_per_replica, a.instances_per_replica)] * a.replicas)
+        rep.violations.extend(_under_load(catalog, builder.calibration, demands[a.service], config, a))
 
     for name, d in demands.items():
         limit = d.model.max_context_tokens if d.model is not None else None
@@ -146,6 +148,29 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution) -> EvalReport:
                 if len(regions) > 1:
                     rep.violations.append(f"constraints.same_region is service, but {name} uses {sorted(regions)}")
     return rep
+
+
+def _under_load(catalog, calibration, svc, config, a) -> list[str]:
+    """Percentile SLOs: the queueing model, run forward at the rate the plan routes to each
+    replica (the planner capped rates with the inverse search), must meet every bound; and
+    replicas of a mixed service must get the service's mix (their cap is for that mix)."""
+    if svc.slo.percentile is None or not svc.slo.bounds():
+        return []
+    out = []
+    total = sum(a.routed)
+    if svc.mixed_routing and total > TOL:
+        for k, (routed, share) in enumerate(zip(a.routed, svc.class_shares)):
+            if abs(routed - share * total) > 1e-6 * max(total, 1.0):
+                out.append(f"{a.config_key}: class {svc.class_names[k]} gets {routed:.4g} of {total:.4g}, not its "
+                           f"share {share:g} (every replica must serve the service's mix)")
+                break
+    at = at_load(catalog, calibration, svc, config, a.replicas, a.routed)
+    if not at.meets_slo:
+        shown = ", ".join(f"{name} {getattr(at, name)}" for name in ("ttft_ms", "tpot_ms", "latency_ms")
+                          if getattr(at, name) is not None)
+        out.append(f"{a.config_key}: at p{at.percentile} under the planned load ({at.utilization:.0%}) it misses "
+                   f"the SLO ({shown or 'cannot keep up'})")
+    return out
 
 
 def _place(offer_id: str, size: int, count: int, reps: list[tuple[str, int, int]]) -> tuple[list[Placement], bool]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
+from solver.compile.load_caps import at_load
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
@@ -137,6 +138,25 @@ def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative
     return replace(outcome, status=status, bound=bound)
 
 
+def load_warnings(s, views: list[AssignmentView]) -> list[str]:
+    """Services without a percentile SLO: where p99 under the planned load would miss a bound."""
+    if s.slo.percentile is not None:
+        return []
+    out = []
+    for v in views:
+        at = v.at_load
+        if at is None or at.meets_slo:
+            continue
+        misses = [f"{label} {'cannot keep up' if getattr(at, name) is None else f'{getattr(at, name):.0f} ms'} "
+                  f"> {bound:g} ms"
+                  for name, label, bound in (("ttft_ms", "TTFT", s.slo.ttft_ms), ("tpot_ms", "TPOT", s.slo.tpot_ms),
+                                             ("latency_ms", "latency", s.slo.latency_ms))
+                  if bound is not None and (getattr(at, name) is None or getattr(at, name) > bound)]
+        out.append(f"{v.config}: at the planned load ({at.utilization:.0%} of what a replica sustains), "
+                   f"p99 {', '.join(misses)}. To fix: state slo.percentile so the plan is sized for it")
+    return out
+
+
 def _relay(form: Formulation, on_progress):
     """Backend progress (with raw values) -> the caller's Progress with the improving fleet."""
     if on_progress is None:
@@ -203,6 +223,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            view.at_load = at_load(catalog, problem.calibration, s, c, a.replicas, a.routed)
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -213,8 +234,9 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         llm = s.model is not None
+        warnings = load_warnings(s, views)
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(utilization, 4), list(s.class_names), views,
+                                      round(utilization, 4), list(s.class_names), views, warnings=warnings,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None))
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None

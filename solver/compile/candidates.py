@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from solver.catalog.types import Catalog, GpuType, Offer
 from solver.compile.compiled import compile_problem
+from solver.compile.load_caps import cap_under_load
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
 from solver.interrupt import NEVER, Stop
@@ -227,6 +228,7 @@ class _OfferCandidates:
         if model is not None and offer.inter_node_fabric:
             configs.extend(self._spanning(model))
         self._unplannable_profiles(sizes)
+        configs = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
         return tuple(configs), tuple(self.rejections)
 
     def _unplannable_profiles(self, sizes: list[int]) -> None:

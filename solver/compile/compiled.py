@@ -20,7 +20,9 @@ def compile_service(svc: Service, headroom: float) -> ServiceDemand:
     """One service of the raw workload as the planner reads it."""
     rate = svc.demand.rate
     scale = 1.0 + headroom
+    shares = (1.0,)
     if svc.demand.classes:
+        shares = tuple(c.share for c in svc.demand.classes)
         names = tuple(c.name for c in svc.demand.classes)
         demand = tuple(rate * c.share * scale for c in svc.demand.classes)
         tokens = tuple(ClassTokens(c.prompt_tokens or 0, c.output_tokens or 0) for c in svc.demand.classes)
@@ -37,7 +39,8 @@ def compile_service(svc: Service, headroom: float) -> ServiceDemand:
     return ServiceDemand(
         svc.name, svc.demand.unit, names, demand, rate, svc.min_replicas, svc.max_replicas,
         class_tokens=tokens, model=model, model_label=label or "", precisions=tuple(svc.precisions),
-        engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms), profiles=profiles,
+        engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms, svc.slo.percentile),
+        profiles=profiles, class_shares=shares, arrival_cv=svc.demand.arrival_cv,
         size_with_error_band=svc.size_with_error_band,
         kv_cache_dtype=None if svc.engine_options.kv_cache_dtype == "auto" else svc.engine_options.kv_cache_dtype,
         max_batch=svc.engine_options.max_batch, kv_cache_memory_fraction=svc.engine_options.kv_cache_memory_fraction)

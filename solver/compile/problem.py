@@ -73,11 +73,13 @@ class Rejection:
 
 @dataclass(frozen=True)
 class Slo:
-    """A service's latency bounds, in milliseconds (None: no bound)."""
+    """A service's latency bounds, in milliseconds (None: no bound), and the percentile of
+    requests they hold at under load (None: bounds on service times without queueing)."""
 
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     latency_ms: float | None = None
+    percentile: int | None = None
 
     def bounds(self) -> tuple[tuple[str, float], ...]:
         """The stated bounds as (field name, ms), in a fixed order."""
@@ -131,6 +133,8 @@ class ServiceDemand:
     kv_cache_dtype: str | None = None  # engine_options.kv_cache_dtype; None = "auto"
     max_batch: int | None = None  # engine_options.max_batch; None: the engine's default
     kv_cache_memory_fraction: float | None = None  # engine_options.kv_cache_memory_fraction; None: the engine's
+    class_shares: tuple[float, ...] = (1.0,)  # of the service's requests, per class (the mix a replica serves)
+    arrival_cv: float = 1.0  # of inter-arrival times (1: Poisson)
 
     @property
     def total_demand(self) -> float:
@@ -139,9 +143,18 @@ class ServiceDemand:
     def performance_key(self) -> tuple:
         """Everything but the name and demand levels that decides a configuration's
         per-replica performance: services (or scenarios) equal in it share candidates."""
+        # The class mix and arrival variability matter only under a percentile SLO (queueing).
+        queueing = (self.class_shares, self.arrival_cv) if self.slo.percentile is not None else ()
         return (self.unit, self.class_names, self.class_tokens, self.model, self.precisions, self.engine,
                 self.slo, self.profiles, self.size_with_error_band, self.kv_cache_dtype, self.max_batch,
-                self.kv_cache_memory_fraction)
+                self.kv_cache_memory_fraction, queueing)
+
+    @property
+    def mixed_routing(self) -> bool:
+        """Several classes under a percentile SLO: every replica serves the service's mix, so
+        the percentile a replica is capped for is the one its traffic has (exact; and the
+        service's percentile holds when every replica's does)."""
+        return self.slo.percentile is not None and len(self.class_demand) > 1 and self.model is not None
 
 
 @dataclass(frozen=True)

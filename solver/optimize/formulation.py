@@ -171,8 +171,8 @@ class Formulation:
         assignments = []
         for c, r, group in placed:
             s = demand[c.service]
-            if len(s.class_demand) == 1:
-                routed = (0.0,)  # filled below, proportionally to capacity
+            if len(s.class_demand) == 1 or s.mixed_routing:
+                routed = (0.0,) * len(s.class_demand)  # filled below, proportionally to capacity
             else:
                 total_r = max(int(round(values[self.r[group.key]])), 1)
                 routed = tuple(max(values[self.x[(group.key, k)]], 0.0) * r / total_r if (group.key, k) in self.x
@@ -183,18 +183,21 @@ class Formulation:
 
 
 def route_single_class(problem: Problem, assignments: list[Assignment], configs: dict[str, Config]) -> tuple[Assignment, ...]:
-    """Single-class services: route demand in proportion to each assignment's capacity."""
+    """Single-class services (and services whose replicas all serve the service's mix):
+    route demand in proportion to each assignment's capacity, split by class share."""
     capacity: dict[str, float] = defaultdict(float)
     for a in assignments:
         capacity[a.service] += configs[a.config_key].throughput * a.replicas
     out = []
     for a in assignments:
         s = problem.service(a.service)
-        if len(s.class_demand) == 1:
+        if len(s.class_demand) == 1 or s.mixed_routing:
             cap = configs[a.config_key].throughput * a.replicas
             total = capacity[a.service]
+            routed = s.total_demand * cap / total if total > 0 else 0.0
             a = Assignment(a.config_key, a.service, a.offer_id, a.gpus_per_replica, a.precision, a.replicas,
-                           (s.class_demand[0] * cap / total if total > 0 else 0.0,), a.instances_per_replica)
+                           tuple(routed * d / s.total_demand if s.total_demand > 0 else 0.0 for d in s.class_demand),
+                           a.instances_per_replica)
         out.append(a)
     out.sort(key=lambda a: (a.service, a.config_key))
     return tuple(out)
@@ -355,10 +358,11 @@ def _demand_rows(f: Formulation, stop: Stop) -> None:
         if i % 64 == 0:
             stop.check("model building")
         mine = f.by_service.get(s.name, [])
-        if len(s.class_demand) == 1:
-            if s.class_demand[0] > 0:
+        if len(s.class_demand) == 1 or s.mixed_routing:
+            # One class, or the service's mix on every replica (all classes carry its cap).
+            if s.total_demand > 0:
                 lm.row(f"demand[{s.name}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in mine],
-                       lb=s.class_demand[0])
+                       lb=s.total_demand)
             continue
         for k, (cname, d) in enumerate(zip(s.class_names, s.class_demand)):
             terms = []

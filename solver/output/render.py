@@ -57,15 +57,18 @@ def render_plan(d: dict, explain: bool = False) -> str:
             slo = ", ".join(f"{c['name'][:-3].upper()} {_ms(c['predicted_ms'])}/{_ms(c['slo_ms'])}" for c in a["slo_checks"]) or "-"
             tput = "/".join(number(t) for t in a["throughput_per_replica"])
             rows.append([s["name"], a["gpu"], f"{a['gpus_per_replica']}", a["precision"] or a["source"], str(a["replicas"]),
-                         f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, a["binding_limit"] or "-"])
+                         f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, _at_load(a.get("at_load")),
+                         a["binding_limit"] or "-"])
         if not s["assignments"]:
-            rows.append([s["name"], "-", "-", "-", "0", f"0 {s['unit']}", "-", "-", "no demand"])
+            rows.append([s["name"], "-", "-", "-", "0", f"0 {s['unit']}", "-", "-", "-", "no demand"])
     out.append(_table(["service", "gpu", "gpus/replica", "precision", "replicas", "per replica", "util",
-                       "SLO ms (pred/limit)", "binding"], rows))
+                       "SLO ms (pred/limit)", "under load ms", "binding"], rows))
     out.append("")
     for s in d["services"]:
         out.append(f"  {s['name']}: capacity {number(s['capacity'])} for demand {number(s['demand_with_headroom'])} {s['unit']}"
                    f" (utilization {s['utilization']:.0%})")
+        for warning in s.get("warnings", []):
+            out.append(f"    WARNING: {warning}")
     solver = d.get("solver") or {}
     if solver:
         size = solver["model_size"]
@@ -87,6 +90,18 @@ def render_plan(d: dict, explain: bool = False) -> str:
             if not s.get("alternatives"):
                 out.append("    (none: this was the only configuration)")
     return "\n".join(out)
+
+
+def _at_load(at: dict | None) -> str:
+    """"p99 TTFT 216, TPOT 61 (miss)": the percentiles at the planned load, queueing included."""
+    if not at:
+        return "-"
+    parts = [f"{label} {'-' if at[name] is None else _ms(at[name])}" for name, label in
+             (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("latency_ms", "lat")) if at.get(name) is not None]
+    if not parts:
+        return f"p{at['percentile']} " + ("saturated" if at["utilization"] >= 0.999 else f"{at['utilization']:.0%} busy")
+    text = f"p{at['percentile']} " + ", ".join(parts)
+    return text + ("" if at["meets_slo"] else " (miss)")
 
 
 def _alternative_name(alt: dict) -> str:

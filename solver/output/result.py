@@ -32,6 +32,20 @@ class SloCheck:
 
 
 @dataclass
+class AtLoad:
+    """What a plan promises for one assignment at the rate it routes to each replica, at the
+    service's SLO percentile (99 where none is stated), queueing included. None: the
+    replica cannot keep up at that rate."""
+
+    percentile: int
+    utilization: float  # rate per replica / the most one replica sustains
+    ttft_ms: float | None
+    tpot_ms: float | None
+    latency_ms: float | None
+    meets_slo: bool
+
+
+@dataclass
 class AssignmentView:
     config: str
     offer_id: str
@@ -52,6 +66,9 @@ class AssignmentView:
     binding_limit: str = ""
     error_band: float = 0.0
     slo_checks: list[SloCheck] = field(default_factory=list)
+    # At the service's SLO percentile (99 where none is stated), at the planned rate per
+    # replica, queueing included: {percentile, utilization, ttft_ms, tpot_ms, latency_ms, meets_slo}.
+    at_load: AtLoad | None = None
 
 
 @dataclass
@@ -82,6 +99,7 @@ class ServiceResult:
     alternatives: list[Alternative] = field(default_factory=list)
     model: str | None = None  # library model name or the inline model's name; None: measured profiles only
     engine: str | None = None  # serving engine the estimates assume (vllm, sglang, tensorrt-llm); None without a model
+    warnings: list[str] = field(default_factory=list)  # e.g. bounds that p99 under load would miss
 
 
 @dataclass

@@ -162,6 +162,9 @@ class Demand(_Strict):
     prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
+    arrival_cv: float = Field(default=1.0, ge=0, le=20, description=(
+        "coefficient of variation of the times between arrivals: 1 for Poisson (independent) arrivals, "
+        "more for bursty traffic, less for paced traffic; the queueing model uses it"))
 
     @model_validator(mode="after")
     def _one_unit(self):
@@ -190,6 +193,10 @@ class Demand(_Strict):
 
 
 class SLO(_Strict):
+    percentile: Literal[50, 90, 95, 99] | None = Field(default=None, description=(
+        "every bound below must hold at this percentile of all the service's requests, queueing at the planned "
+        "load included; unset: the bounds are checked against service times without queueing (and the plan warns "
+        "where p99 under load would miss them)"))
     latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="per request or item, end to end")
     ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time to first token")
     tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token")
