@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -172,8 +172,10 @@ def reasons_from_proto(msg: pb.Infeasibility) -> list[dict]:
 # ------------------------------------------------------------------ workload documents
 def struct_to_dict(struct: struct_pb2.Struct) -> dict:
     """A google.protobuf.Struct -> plain dict. Struct numbers are doubles; whole ones
-    become ints, so integer fields (replicas, token counts) validate as typed."""
-    return _integral(json_format.MessageToDict(struct))
+    become ints, so integer fields (replicas, token counts) validate as typed. NaN and
+    infinities are kept as floats (json_format would raise on them) so that the
+    document checks reject them with their field path."""
+    return {key: _from_value(value) for key, value in struct.fields.items()}
 
 
 def dict_to_struct(data: dict) -> struct_pb2.Struct:
@@ -182,11 +184,18 @@ def dict_to_struct(data: dict) -> struct_pb2.Struct:
     return s
 
 
-def _integral(node: Any) -> Any:
-    if isinstance(node, float) and math.isfinite(node) and node.is_integer() and abs(node) < 2**53:
-        return int(node)
-    if isinstance(node, dict):
-        return {k: _integral(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_integral(v) for v in node]
-    return node
+def _from_value(value: struct_pb2.Value) -> Any:
+    # Recursion is bounded: protobuf refuses to parse messages nested over 100 deep.
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        x = value.number_value
+        return int(x) if math.isfinite(x) and x.is_integer() and abs(x) < 2**53 else x
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return struct_to_dict(value.struct_value)
+    if kind == "list_value":
+        return [_from_value(v) for v in value.list_value.values]
+    return None  # null_value, or no kind set

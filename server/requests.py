@@ -12,7 +12,8 @@ from solver.catalog.types import Catalog
 from solver.errors import InputError
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.workload.schema import CatalogFile, Workload
-from solver.workload.documents import parse_text, parse_workload
+from solver.workload.limits import short
+from solver.workload.documents import check_document, parse_text, parse_workload
 
 BACKENDS = {pb.BACKEND_AUTO: "auto", pb.BACKEND_SCIP: "scip", pb.BACKEND_HIGHS: "highs", pb.BACKEND_CP_SAT: "cp-sat"}
 
@@ -25,7 +26,7 @@ def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, 
         raise InputError.single(field, "no workload given.",
                                 "set workload.object (a JSON object), workload.json or workload.yaml")
     if kind == "object":
-        data = convert.struct_to_dict(msg.object)
+        data = check_document(convert.struct_to_dict(msg.object))
     else:
         data = parse_text(getattr(msg, kind), suffix=".yaml" if kind == "yaml" else ".json")
     workload = parse_workload(data)
@@ -53,7 +54,7 @@ def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
         return catalog_from_spec(spec.gpus, spec.offers, include_default_gpus=spec.include_default_gpus,
                                  description=doc.path)
     except InputError as exc:
-        raise InputError([replace(v, field=f"catalog.file ({doc.path}): {v.field}") for v in exc.violations]) from None
+        raise InputError([replace(v, field=f"catalog.file ({short(doc.path)}): {v.field}") for v in exc.violations]) from None
 
 
 def backend_name(value: int) -> str | None:

@@ -72,10 +72,9 @@ class Calibration:
         links = dict(base.allreduce_latency_us)
         changes: dict[str, object] = {}
         for key, value in overrides.items():
-            value = float(value)
-            if value < 0 or value != value:
-                raise ValueError(f"calibration {key} must be a non-negative number, got {value}")
             engine = _engine_key(key)
+            value = _checked(key, float(value), divisor=key in _DIVISORS or engine is not None,
+                             whole=key in _WHOLE)
             if key in scalars:
                 changes[key] = int(value) if key in ("activation_tokens", "max_batch") else value
             elif engine is not None:
@@ -90,6 +89,27 @@ class Calibration:
                 raise ValueError(f"unknown calibration constant {key!r}{did_you_mean(key, known)}")
         return replace(base, engine_factors=tuple(engines.items()), allreduce_latency_us=tuple(links.items()),
                        **changes)
+
+
+# Constants that divide a predicted time (0 would mean an infinitely slow GPU or link).
+_DIVISORS = ("bandwidth_efficiency", "compute_efficiency", "fp8_compute_efficiency", "link_efficiency",
+             "llama_cpp_bandwidth_gbs", "max_batch")
+_WHOLE = ("activation_tokens", "max_batch")
+MIN_DIVISOR = 1e-6  # far below any real efficiency; keeps predicted times finite
+MAX_CONSTANT = 1e6
+
+
+def _checked(key: str, value: float, *, divisor: bool, whole: bool) -> float:
+    """One override's value, or a ValueError that names the constant."""
+    if not 0 <= value <= MAX_CONSTANT:  # False for NaN too
+        raise ValueError(f"calibration {key} must be between 0 and {MAX_CONSTANT:g}, got {value:g}")
+    if whole and not value.is_integer():
+        raise ValueError(f"calibration {key} must be a whole number, got {value:g}")
+    minimum = 1 if whole else MIN_DIVISOR
+    if divisor and value < minimum:
+        why = "" if whole else " (it divides predicted times)"
+        raise ValueError(f"calibration {key} must be at least {minimum:g}{why}, got {value:g}")
+    return value
 
 
 def _engine_key(key: str) -> str | None:

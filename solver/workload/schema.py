@@ -325,6 +325,18 @@ class SolverOptions(_Strict):
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
     calibration: dict[str, float] = Field(default_factory=dict, description="override performance-model constants")
 
+    @field_validator("calibration")
+    @classmethod
+    def _known_constants(cls, v: dict[str, float]):
+        # Checked here, at validation, so that a bad constant is reported before any catalog or solve work.
+        from solver.perf.api import Calibration
+
+        try:
+            Calibration.from_overrides(v)
+        except ValueError as exc:
+            raise ValueError(f"{exc}. To fix: use a constant and value as docs/performance-model.md describes") from None
+        return v
+
 
 class Workload(_Strict):
     name: str = "workload"
