@@ -146,6 +146,7 @@ def test_json_strings_and_numbers_are_bounded(text: str, needle: str) -> None:
     ("1: x", "the key 1 is not a string"),
     ("x: .inf", "not a finite number"),
     ("x: !!python/object:os.system {}", "malformed YAML"),
+    ("x: a\ud800", "unpaired surrogate"),  # found by the fuzzer: libyaml cannot encode it
 ])
 def test_yaml_values_are_only_what_json_has(text: str, needle: str) -> None:
     with pytest.raises(InputError) as err:

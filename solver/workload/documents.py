@@ -89,7 +89,11 @@ def _parse_json(text: str, what: str) -> Any:
 
 
 def _parse_yaml(text: str, what: str) -> Any:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # libyaml takes UTF-8: text from a caller in this process may not encode
+    except UnicodeEncodeError as exc:
+        raise InputError.single(what, f"the text holds a character that is not valid Unicode (U+{ord(text[exc.start]):04X}, "
+                                f"an unpaired surrogate, at position {exc.start}).", "remove it") from None
     try:
         node = loader.get_single_node()
         if node is None:
