@@ -1,4 +1,4 @@
-"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review).
+"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export).
 
 Exit codes: 0 a plan was found; 2 bad input; 3 no feasible fleet; 4 no plan within the
 time limit; 5 cancelled or internal error. Errors never print a traceback.
@@ -32,6 +32,9 @@ def cmd_solve(args) -> int:
     from solver.output.render import render_infeasible, render_plan
     from solver.workload.documents import load_document
 
+    if args.export_out and Path(args.export_out).exists() and not Path(args.export_out).is_dir():
+        _err(f"error: --export-out {args.export_out} exists and is not a directory. To fix: give a directory")
+        return EXIT_INPUT
     try:
         data = load_document(Path(args.workload))
     except InputError as exc:
@@ -42,6 +45,10 @@ def cmd_solve(args) -> int:
     from solver.workload.documents import parse_workload
 
     progress = _progress_printer() if sys.stderr.isatty() and not args.quiet else None
+    if progress is not None:  # progress callbacks make SCIP print two spurious ERROR lines
+        from solver.optimize.backends import stderr_filter
+
+        stderr_filter.install()
     try:
         workload = parse_workload(data)
         result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
@@ -69,7 +76,19 @@ def cmd_solve(args) -> int:
             print(file=sys.stderr)  # end the progress line
     d = result.to_dict()
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
-    return EXIT_OK
+    return _export_after_solve(args, d)
+
+
+def _export_after_solve(args, d: dict) -> int:
+    """`solve --export TARGET`: write the plan's deployment files; messages on stderr keep stdout the plan."""
+    if not args.export:
+        return EXIT_OK
+    from cli.export_cmd import default_out, write
+
+    code, lines = write(d, args.export, args.export_out or default_out(args.export))
+    for line in lines:
+        _err(line)
+    return code
 
 
 def _progress_printer():
@@ -107,7 +126,7 @@ def _solve_remote(args, data: dict) -> int:
         _err(f"error: {exc}")
         return exc.exit_code
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
-    return EXIT_OK
+    return _export_after_solve(args, d)
 
 
 def cmd_schema(args) -> int:
@@ -176,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="bearer token for --server (default: $PLANNER_TOKEN)")
     s.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
+    s.add_argument("--export", choices=["skypilot", "kubernetes"], default=None,
+                   help="also write the plan's deployment files (see `solver-cli export`)")
+    s.add_argument("--export-out", metavar="DIR", default=None, help="directory for --export (default: deploy/TARGET)")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("schema", help="print the workload file's JSON Schema")
@@ -193,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.set_defaults(func=cmd_catalog)
 
-    for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review")):
+    for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review"),
+                         ("cli.export_cmd", "export")):
         try:
             mod = __import__(module, fromlist=["add_parser"])
         except ImportError:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from solver.compile.candidates import CandidateBuilder, service_demand
+from solver.compile.candidates import CandidateBuilder
+from solver.compile.compiled import calibration_of, compile_service
 from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits
 from solver.workload.schema import Workload
@@ -48,8 +49,8 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution) -> EvalReport:
     offers, _ = filter_offers(workload, catalog)
     offers_by_id = {o.id: o for o in offers}
     limits = offer_limits(workload, offers)
-    services = {s.name: s for s in workload.services}
-    demands = {s.name: service_demand(s, workload.constraints.headroom) for s in workload.services}
+    # Compiled afresh from the raw workload: nothing of the planner's Problem is trusted.
+    demands = {s.name: compile_service(s, workload.constraints.headroom) for s in workload.services}
 
     for offer_id, n in sol.fleet:
         if offer_id not in offers_by_id:
@@ -62,18 +63,18 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution) -> EvalReport:
         if offer_id in limits and n > limits[offer_id]:
             rep.violations.append(f"{n} instances of {offer_id} exceed its limit of {limits[offer_id]}")
 
-    builder = CandidateBuilder(workload, catalog, [])
+    builder = CandidateBuilder(catalog, [], calibration_of(workload))  # no cache: recompute
     served = {name: [0.0] * len(d.class_demand) for name, d in demands.items()}
     replicas_per_service = {name: 0 for name in demands}
     items: dict[str, list[tuple[str, int, int]]] = {}
     for a in sol.assignments:
-        if a.service not in services or a.offer_id not in offers_by_id:
+        if a.service not in demands or a.offer_id not in offers_by_id:
             rep.violations.append(f"assignment {a.config_key} names an unknown service or offer")
             continue
         offer = offers_by_id[a.offer_id]
         builder.offers = [offer]
         builder.rejections = []
-        recomputed = [c for c in builder.for_service(services[a.service])
+        recomputed = [c for c in builder.for_service(demands[a.service], prune=False)
                       if c.gpus_per_replica == a.gpus_per_replica and c.precision == a.precision
                       and c.instances_per_replica == a.instances_per_replica]
         if not recomputed:

@@ -12,26 +12,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from solver.optimize.backends import SolveOptions, get_backend
-from solver.compile.candidates import build_problem
+from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
+from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
-from solver.optimize.formulation import Formulation, build, gpu_objective
+from solver.optimize.formulation import Formulation, build
 from solver.optimize.headroom import fill_idle_gpus
+from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
-from solver.optimize.linear import Progress, SolveOutcome
+from solver.optimize.linear import Progress
 from solver.compile.problem import Problem
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
-from solver.optimize.solution import Assignment, Solution
+from solver.optimize.solution import Solution
 
 
-# Tie-breaking never changes the cost, so it gets a bounded effort; a node limit (not
-# a time limit) keeps the outcome deterministic on a busy machine.
-TIE_BREAK_NODES = 200
+EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
 
 
 @dataclass
@@ -44,6 +44,12 @@ class PlanOptions:
     base_dir: str | None = None  # where relative catalog files are resolved
     catalog: Catalog | None = None  # pre-resolved catalog (reviews reuse one)
     check: bool = True  # run the independent evaluator on the answer
+    # Candidate configurations by (service performance, offer hardware): shared across
+    # calls in this process; None recomputes everything.
+    cache: CandidateCache | None = SHARED_CACHE
+    # Called with each stage's name as it starts: "candidates", "model", "solve",
+    # "tie_break", "evaluate", "explain" (logs, progress, tests).
+    on_stage: Callable[[str], None] | None = None
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
@@ -51,17 +57,20 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     t0 = time.monotonic()
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     check_references(workload, catalog)
-    timings: dict[str, float] = {}
-    problem = build_problem(workload, catalog)
-    timings["candidates_s"] = time.monotonic() - t0
-    unservable = diagnose_unservable(workload, catalog, problem)
-    if unservable:
-        raise InfeasibleError(unservable)
-
     time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
     deadline = t0 + time_limit
+    stop = Stop(options.cancel, deadline, time_limit)
+    stage = options.on_stage or (lambda name: None)
+    timings: dict[str, float] = {}
+    stage("candidates")
+    problem = build_problem(workload, catalog, options.cache, stop)
+    timings["candidates_s"] = time.monotonic() - t0
+    unservable = diagnose_unservable(problem, catalog)
+    if unservable:
+        raise InfeasibleError(unservable)
     backend = get_backend(options.backend or workload.solver.backend)
 
+    stage("model")
     greedy = greedy_solution(problem)
     configs = list(problem.configs)
     if greedy is not None and evaluate_quick(problem, greedy):
@@ -70,28 +79,39 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         upper = solution_cost(problem, greedy)
         configs = [c for c in configs
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
-    form = build(problem, configs)
-    hint = _hint(form, greedy) if greedy is not None else None
+    form = build(problem, configs, stop=stop)
+    hint = form.values_from(greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
+    stage("solve")
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
-        reasons = diagnose_infeasible(workload, problem, backend, deadline)
+        stage("diagnose")
+        reasons = diagnose_infeasible(problem, backend, stop)
         raise InfeasibleError(reasons)
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
     if outcome.values is None:
         raise SolverTimeout(f"no feasible fleet found within {time_limit:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
-    tie_break = "not needed"
-    if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
+    ties = "not needed"
+    tie_breaking = outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05
+    if tie_breaking:
         t1 = time.monotonic()
-        outcome, tie_break = _tie_break(form, backend, outcome, deadline, options.cancel)
+        stage("tie_break")
+        outcome, notes = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
-    solution = extract(form, outcome.values)
-    return _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings)
+    if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
+        stop.check("the tie-break")
+    solution = form.solution_from(outcome.values)
+    if tie_breaking:
+        solution, added = fill_idle_gpus(form, solution)
+        if added:
+            notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
+        ties = ", ".join(notes) or "skipped (time limit)"
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
 
 def _relay(form: Formulation, on_progress):
@@ -128,104 +148,18 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
     return True
 
 
-def _hint(form: Formulation, sol: Solution) -> list[float] | None:
-    values = [0.0] * len(form.model.variables)
-    for offer_id, n in sol.fleet:
-        if offer_id not in form.n:
-            return None
-        values[form.n[offer_id]] = float(n)
-    for a in sol.assignments:
-        if a.config_key not in form.r:
-            return None
-        values[form.r[a.config_key]] = float(a.replicas)
-        for k, routed in enumerate(a.routed):
-            if (a.config_key, k) in form.x:
-                values[form.x[(a.config_key, k)]] = routed
-    for i, v in enumerate(form.model.variables):
-        if values[i] > v.ub:
-            return None
-    return values
-
-
-def _tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, cancel) -> tuple[SolveOutcome, str]:
-    """Among fleets of the optimal cost: fewest GPUs; then, on that fleet, most spare capacity."""
-    lm = form.model
-    saved_objective, saved_rows = lm.objective, len(lm.rows)
-    notes = []
-    values = first.values
-    try:
-        lm.row("tie_break_cost", form.cost_terms, ub=first.objective + 1e-6)
-        lm.objective = gpu_objective(form)
-        gpus = sum(c * values[i] for i, c in form.gpu_terms)
-        # The LP relaxation bounds the GPUs of any cheapest fleet in milliseconds; when it
-        # leaves no room below the plan's GPU count, the plan already has the fewest.
-        lp = backend.solve(lm, SolveOptions(time_limit_s=max(min(deadline - time.monotonic(), 5.0), 0.05),
-                                            relax_integrality=True))
-        if lp.status == "optimal" and lp.objective is not None and lp.objective > gpus - 1 + 1e-6:
-            notes.append("fewest GPUs")
-        else:
-            budget_s = min(deadline - time.monotonic(), max(first.solve_time_s, 0.5))
-            second = backend.solve(lm, SolveOptions(time_limit_s=max(budget_s, 0.05), hint=values,
-                                                    absolute_gap=0.5, node_limit=TIE_BREAK_NODES, cancel=cancel))
-            if second.values is not None:
-                values = second.values
-                notes.append("fewest GPUs" + ("" if second.status == "optimal" else " (best within the effort limit)"))
-        values, added = fill_idle_gpus(form, values)
-        if added:
-            notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
-    finally:
-        lm.objective = saved_objective
-        del lm.rows[saved_rows:]
-    if not notes:
-        return first, "skipped (time limit)"
-    merged = SolveOutcome(first.status, values, sum(c * values[i] for i, c in form.cost_terms),
-                          first.bound, first.solve_time_s, first.backend, first.detail)
-    return merged, ", ".join(notes)
-
-
-def extract(form: Formulation, values: list[float]) -> Solution:
-    fleet = tuple(sorted((o, int(round(values[i]))) for o, i in form.n.items() if round(values[i]) > 0))
-    by_key = {c.key: c for c in form.configs}
-    demand = {s.name: s for s in form.problem.services}
-    assignments = []
-    for key, i in form.r.items():
-        r = int(round(values[i]))
-        if r <= 0:
-            continue
-        c = by_key[key]
-        s = demand[c.service]
-        if len(s.class_demand) == 1:
-            routed = (0.0,)  # filled below, proportionally to capacity
-        else:
-            routed = tuple(max(values[form.x[(key, k)]], 0.0) if (key, k) in form.x else 0.0
-                           for k in range(len(s.class_demand)))
-        assignments.append(Assignment(key, c.service, c.offer_id, c.gpus_per_replica, c.precision, r, routed,
-                                      c.instances_per_replica))
-    # Single-class services: route demand in proportion to each configuration's capacity.
-    out = []
-    for a in assignments:
-        s = demand[a.service]
-        if len(s.class_demand) == 1:
-            cap = by_key[a.config_key].throughput * a.replicas
-            total = sum(by_key[b.config_key].throughput * b.replicas for b in assignments if b.service == a.service)
-            a = Assignment(a.config_key, a.service, a.offer_id, a.gpus_per_replica, a.precision, a.replicas,
-                           (s.class_demand[0] * cap / total if total > 0 else 0.0,), a.instances_per_replica)
-        out.append(a)
-    out.sort(key=lambda a: (a.service, a.config_key))
-    return Solution(fleet, tuple(out))
-
-
-def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, options, timings) -> PlanResult:
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
     t1 = time.monotonic()
+    if options.check:
+        (options.on_stage or (lambda name: None))("evaluate")
     report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
     by_key = {c.key: c for c in problem.configs}
-    slo = {s.name: s.slo for s in workload.services}
     fleet = []
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6)))
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
     services = []
     for s in problem.services:
         views = []
@@ -244,10 +178,8 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
                 c.precision, c.source, a.replicas, [round(t, 6) for t in thr], [round(r, 6) for r in a.routed],
                 round(used / a.replicas, 4), worst("ttft_ms"), worst("tpot_ms"), worst("latency_ms"),
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
-            for name in ("ttft_ms", "tpot_ms", "latency_ms"):
-                bound = getattr(slo[s.name], name)
-                if bound is not None:
-                    view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            for name, bound in s.slo.bounds():
+                view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -257,8 +189,10 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
             total_cap = capacity[0]
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
+        llm = s.model is not None
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(utilization, 4), list(s.class_names), views))
+                                      round(utilization, 4), list(s.class_names), views,
+                                      model=s.model_label if llm else None, engine=s.engine if llm else None))
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:
@@ -266,19 +200,22 @@ def _result(workload, catalog, problem, form, outcome, solution, tie_break, t0, 
         gap = 0.0 if outcome.status == "optimal" else round(gap, 6)
     info = SolverInfo(outcome.backend, outcome.solve_time_s, time.monotonic() - t0, gap, outcome.bound,
                       form.model.size, len(problem.configs), len(problem.rejections), len(problem.filtered_out),
-                      tie_break, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
-    result = PlanResult(outcome.status, workload.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
+                      ties, outcome.detail, {k: round(v, 4) for k, v in timings.items()})
+    result = PlanResult(outcome.status, problem.name, round(cost, 6), sum(f.gpus_per_instance * f.instances for f in fleet),
                         fleet, services,
                         [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas]}
                          for p in (report.placements if report else [])],
-                        info, catalog=catalog.description, pricing=workload.constraints.pricing)
+                        info, catalog=catalog.description, pricing=problem.pricing)
     if report is not None:
         result.evaluation = {"ok": report.ok, "violations": report.violations,
                              "cost_usd_per_hour": round(report.cost_usd_per_hour, 6)}
         if not report.ok:
             raise PlannerError("internal error: the plan failed independent evaluation: " + "; ".join(report.violations))
     if options.explain:
+        (options.on_stage or (lambda name: None))("explain")
+        # One budget for the whole explanation, never past the call's own deadline.
+        explain = Stop(options.cancel, min(deadline, time.monotonic() + EXPLAIN_BUDGET_S))
         for sr in services:
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
-                                               deadline=time.monotonic() + 10.0)
+                                               stop=explain)
     return result

@@ -53,6 +53,7 @@ def default_catalog() -> Catalog:
                 spot_price_usd_per_hour=_f(r["spot_price_usd_per_hour"]), gpu_memory_gib=_f(r["gpu_memory_gib"]),
                 interconnect=interconnect_for(gpus[r["gpu"]], n), inter_node_fabric=r["inter_node_fabric"],
                 inter_node_gbs=_f(r["inter_node_gbs"]), source=r["source"], as_of=r["as_of"], notes=r["notes"],
+                vcpus=_f(r["vcpus"]), host_memory_gib=_f(r["host_memory_gib"]),
             ))
     excluded = []
     with open(DATA_DIR / "excluded_offers.csv", newline="") as f:

@@ -66,6 +66,8 @@ class Offer:
     source: str = ""
     as_of: str = ""
     notes: str = ""
+    vcpus: float | None = None  # host size, where the catalog states it (deployment export sizes pods by it)
+    host_memory_gib: float | None = None
 
     @property
     def id(self) -> str:

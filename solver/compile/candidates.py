@@ -4,20 +4,28 @@ Measured profiles win; otherwise the LLM performance model estimates. Configurat
 that do not fit or miss an SLO are dropped and kept as `Rejection`s for explanations;
 configurations that can never be part of a unique cheapest plan are pruned (see
 `solver.compile.pruning`).
+
+A configuration's performance depends only on the service's performance key (model,
+token lengths, SLOs, precisions, engine, profiles), the offer's hardware and the
+calibration — never on demand, prices, quotas or the budget. So the candidates of one
+(service, offer) pair are cached across calls (`CandidateCache`): review scenarios and
+repeated scheduler calls that change only demand, prices or limits rebuild nothing.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
+from dataclasses import replace
 
 from solver.catalog.types import Catalog, GpuType, Offer
-from solver.errors import InputError
+from solver.compile.compiled import compile_problem
+from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
+from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
+from solver.interrupt import NEVER, Stop
 from solver.models.library import ModelArch
 from solver.perf import Calibration, PerfQuery, estimate
-from solver.compile.problem import ClassPerf, Config, Problem, Rejection, ServiceDemand
-from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
-from solver.workload.schema import Service, Workload
-from solver.compile.resolve import filter_offers, model_arch, offer_limits
+from solver.workload.schema import Workload
 
 
 def replica_sizes(gpus_per_instance: int) -> list[int]:
@@ -34,24 +42,7 @@ def replica_sizes(gpus_per_instance: int) -> list[int]:
     return sizes
 
 
-def service_demand(svc: Service, headroom: float) -> ServiceDemand:
-    rate = svc.demand.rate
-    scale = 1.0 + headroom
-    if svc.demand.classes:
-        names = tuple(c.name for c in svc.demand.classes)
-        demand = tuple(rate * c.share * scale for c in svc.demand.classes)
-    else:
-        names, demand = ("default",), (rate * scale,)
-    return ServiceDemand(svc.name, svc.demand.unit, names, demand, rate, svc.min_replicas, svc.max_replicas)
-
-
-def _class_tokens(svc: Service) -> list[tuple[int, int]]:
-    if svc.demand.classes:
-        return [(c.prompt_tokens, c.output_tokens) for c in svc.demand.classes]
-    return [(svc.demand.prompt_tokens or 0, svc.demand.output_tokens or 0)]
-
-
-def _slo_miss(svc: Service, ttft: float | None, tpot: float | None, latency: float | None) -> str:
+def _slo_miss(svc: ServiceDemand, ttft: float | None, tpot: float | None, latency: float | None) -> str:
     slo = svc.slo
     checks = (("TTFT", slo.ttft_ms, ttft), ("TPOT", slo.tpot_ms, tpot), ("latency", slo.latency_ms, latency))
     for label, bound, value in checks:
@@ -77,96 +68,194 @@ def _cached_estimate(q: PerfQuery):
     return estimate(q)
 
 
+class _Key:
+    """A cache key whose hash is computed once (tuples of dataclasses rehash every time)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple):
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self._hash == other._hash and self.value == other.value
+
+
+class CandidateCache:
+    """(service performance, offer hardware, calibration) -> that pair's pruned
+    configurations and rejections. Bounded: when full, the older half is dropped (a
+    plain dict keeps insertion order, so hits cost no bookkeeping). Thread-safe."""
+
+    def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
+        self.max_entries = max_entries
+        self._entries: dict[tuple[_Key, _Key], tuple[tuple[Config, ...], tuple[Rejection, ...]]] = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple[_Key, _Key]):
+        found = self._entries.get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, key: tuple[_Key, _Key], value) -> None:
+        with self._lock:
+            if len(self._entries) >= self.max_entries:
+                for old in list(self._entries)[: len(self._entries) // 2]:
+                    del self._entries[old]
+            self._entries[key] = value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+
+SHARED_CACHE = CandidateCache()
+
+
+def _offer_hardware(offer: Offer, gpu: GpuType, usable_gib: float) -> tuple:
+    """What of an offer decides performance (not its price, availability or provenance)."""
+    return (offer.id, gpu, offer.gpus_per_instance, usable_gib, offer.interconnect, offer.inter_node_fabric,
+            offer.inter_node_gbs)
+
+
 class CandidateBuilder:
-    def __init__(self, workload: Workload, catalog: Catalog, offers: list[Offer]):
-        self.workload = workload
+    def __init__(self, catalog: Catalog, offers: list[Offer] | tuple[Offer, ...], calibration: Calibration,
+                 cache: CandidateCache | None = None, stop: Stop = NEVER):
+        self.stop = stop
         self.catalog = catalog
         self.offers = offers
-        try:
-            self.calibration = Calibration.from_overrides(workload.solver.calibration)
-        except ValueError as exc:
-            raise InputError.single("solver.calibration", str(exc), "use a constant named in docs/performance-model.md") from None
+        self.calibration = calibration
+        self.cache = cache
         self.rejections: list[Rejection] = []
-        self._seen: dict[tuple, object] = {}
+        self.dominated: list[Config] = []  # pruned; kept for explanations (closest to an SLO)
+        self._offer_keys: dict[int, _Key] = {}  # by position in self.offers
 
-    def for_service(self, svc: Service) -> list[Config]:
-        model = model_arch(svc.model) if svc.model is not None else None
+    def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
+        """The service's configurations on every offer (pruned of those another of the same
+        offer dominates, unless `prune` is False: the evaluator wants them all)."""
         configs: list[Config] = []
-        for offer in self.offers:
-            self._mark = len(self.rejections)  # this offer's rejections start here
-            gpu = self.catalog.gpus[offer.gpu]
-            for g in replica_sizes(offer.gpus_per_instance):
-                configs.extend(self._measured(svc, offer, gpu, g))
-                if model is not None and not self._has_profile(svc, offer, g):
-                    configs.extend(self._estimated(svc, model, offer, gpu, g, 1))
-            if model is not None and offer.inter_node_fabric:
-                configs.extend(self._spanning(svc, model, offer, gpu))
+        service_key = None
+        if self.cache is not None and prune:
+            # Pruning inside one offer depends on max_replicas being set (see pruning.py).
+            service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
+        for i, offer in enumerate(self.offers):
+            self.stop.check("candidate configurations")  # one offer's estimates take a few ms
+            key = found = None
+            if service_key is not None:
+                offer_key = self._offer_keys.get(i)
+                if offer_key is None or offer_key.value[0] != offer.id:
+                    offer_key = self._offer_keys[i] = _Key(_offer_hardware(
+                        offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
+                key = (service_key, offer_key)
+                found = self.cache.get(key)
+            if found is None:
+                mine, rejected = _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]).build()
+                kept = tuple(prune_configs(list(mine), svc)) if prune else mine
+                kept_ids = {id(c) for c in kept}
+                found = (kept, rejected, tuple(c for c in mine if id(c) not in kept_ids))
+                if key is not None:
+                    self.cache.put(key, found)
+            mine, rejected, dominated = found
+            if mine and mine[0].service != svc.name:  # cached for another service with the same performance key
+                mine = tuple(replace(c, service=svc.name) for c in mine)
+            if rejected and rejected[0].service != svc.name:
+                rejected = tuple(replace(r, service=svc.name) for r in rejected)
+            if dominated and dominated[0].service != svc.name:
+                dominated = tuple(replace(c, service=svc.name) for c in dominated)
+            configs.extend(mine)
+            self.rejections.extend(rejected)
+            self.dominated.extend(dominated)
         return configs
 
-    def _has_profile(self, svc: Service, offer: Offer, g: int) -> bool:
-        return any(self._profile_matches(p, offer, g) for p in svc.profiles)
 
-    @staticmethod
-    def _profile_matches(p, offer: Offer, g: int) -> bool:
-        return p.gpu == offer.gpu and p.gpus_per_replica == g and p.offer in (None, offer.id)
+class _OfferCandidates:
+    """The configurations (and rejections) of one service on one offer."""
 
-    def _measured(self, svc: Service, offer: Offer, gpu: GpuType, g: int) -> list[Config]:
+    def __init__(self, builder: CandidateBuilder, svc: ServiceDemand, offer: Offer, gpu: GpuType):
+        self.b = builder
+        self.svc = svc
+        self.offer = offer
+        self.gpu = gpu
+        self.usable_gib = builder.catalog.usable_memory_gib(offer)
+        self.rejections: list[Rejection] = []
+
+    def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
+        offer, model = self.offer, self.svc.model
+        configs: list[Config] = []
+        for g in replica_sizes(offer.gpus_per_instance):
+            configs.extend(self._measured(g))
+            if model is not None and not self._has_profile(g):
+                configs.extend(self._estimated(model, g, 1))
+        if model is not None and offer.inter_node_fabric:
+            configs.extend(self._spanning(model))
+        return tuple(configs), tuple(self.rejections)
+
+    def _has_profile(self, g: int) -> bool:
+        return any(self._profile_matches(p, g) for p in self.svc.profiles)
+
+    def _profile_matches(self, p: Profile, g: int) -> bool:
+        return p.gpu == self.offer.gpu and p.gpus_per_replica == g and p.offer in (None, self.offer.id)
+
+    def _measured(self, g: int) -> list[Config]:
+        svc, offer = self.svc, self.offer
         out = []
-        profiles = [p for p in svc.profiles if self._profile_matches(p, offer, g)]
+        profiles = [p for p in svc.profiles if self._profile_matches(p, g)]
         for precision in sorted({p.precision for p in profiles}, key=lambda x: x or ""):
-            class_names = [c.name for c in svc.demand.classes] if svc.demand.classes else ["default"]
             perfs = []
-            for cname in class_names:
+            for cname in svc.class_names:
                 match = [p for p in profiles if p.precision == precision and p.request_class in (cname, None)]
                 match.sort(key=lambda p: p.request_class is None)  # class-specific first
                 if not match:
                     perfs.append(ClassPerf(0.0, reason="no measured profile for this request class"))
                     continue
                 p = match[0]
-                rate = p.requests_per_s if p.requests_per_s is not None else p.items_per_min
                 miss = _slo_miss(svc, p.ttft_ms, p.tpot_ms, p.latency_ms)
-                perfs.append(ClassPerf(0.0 if miss else rate, p.ttft_ms, p.tpot_ms, p.latency_ms, reason=miss,
+                perfs.append(ClassPerf(0.0 if miss else p.rate, p.ttft_ms, p.tpot_ms, p.latency_ms, reason=miss,
                                        binding_limit="measured"))
             mem = max((p.memory_gib_per_gpu or 0 for p in profiles), default=0) or None
-            if mem is not None and mem > self.catalog.usable_memory_gib(offer) + 1e-9:
-                self._reject(svc, offer, g, precision, "vram",
-                             f"measured {mem:g} GiB per GPU exceeds the {self.catalog.usable_memory_gib(offer):g} GiB of {offer.gpu}")
+            if mem is not None and mem > self.usable_gib + 1e-9:
+                self._reject(g, precision, "vram", f"measured {mem:g} GiB per GPU exceeds the {self.usable_gib:g} GiB of {offer.gpu}")
                 continue
             if all(c.throughput <= 0 for c in perfs):
                 reason = next((c.reason for c in perfs if c.reason), "no usable measurement")
-                self._reject(svc, offer, g, precision, _slo_kind(reason) or "no_profile", reason)
+                self._reject(g, precision, _slo_kind(reason) or "no_profile", reason)
                 continue
             out.append(Config(svc.name, offer.id, g, precision, "measured", tuple(perfs), mem))
         if not profiles and svc.model is None and g == replica_sizes(offer.gpus_per_instance)[0]:
-            self._reject(svc, offer, g, None, "no_profile",
+            self._reject(g, None, "no_profile",
                          f"no measured profile for {offer.gpu} and the service has no LLM model to estimate from")
         return out
 
-    def _estimated(self, svc: Service, model: ModelArch, offer: Offer, gpu: GpuType, g: int, span: int) -> list[Config]:
+    def _estimated(self, model: ModelArch, g: int, span: int) -> list[Config]:
+        svc, offer, gpu = self.svc, self.offer, self.gpu
         out = []
         for precision in svc.precisions:
             if not gpu.supports(precision):
-                self._reject(svc, offer, g * span, precision, "precision", f"{gpu.name} does not support {precision}")
+                self._reject(g * span, precision, "precision", f"{gpu.name} does not support {precision}")
                 continue
             if not gpu.llm_estimates:
-                self._reject(svc, offer, g * span, precision, "unsupported",
+                self._reject(g * span, precision, "unsupported",
                              f"{gpu.name} has no calibrated LLM estimate; add a measured profile")
                 continue
-            tp = g
-            if model.attention_heads % tp:
-                self._reject(svc, offer, g * span, precision, "unsupported",
-                             f"{tp}-way tensor parallelism does not divide {model.attention_heads} attention heads")
+            if model.attention_heads % g:
+                self._reject(g * span, precision, "unsupported",
+                             f"{g}-way tensor parallelism does not divide {model.attention_heads} attention heads")
                 continue
             perfs: list[ClassPerf] = []
             mem, band, fail = None, 0.0, None
-            for prompt, output in _class_tokens(svc):
-                # Offers that share GPU, size, interconnect and memory give the same query.
-                key = (svc.name, gpu.name, g, span, offer.interconnect, self.catalog.usable_memory_gib(offer),
-                       offer.inter_node_gbs, precision, prompt, output)
-                e = self._seen.get(key)
-                if e is None:
-                    e = self._seen[key] = _cached_estimate(
-                        self._query(svc, model, offer, gpu, g * span, span, precision, prompt, output))
+            for tokens in svc.class_tokens:
+                e = _cached_estimate(self._query(model, g * span, span, precision, tokens.prompt_tokens,
+                                                 tokens.output_tokens))
                 if not e.feasible and e.reason_kind in ("vram", "unsupported"):
                     fail = (e.reason_kind, e.reason)
                     break
@@ -183,67 +272,66 @@ class CandidateBuilder:
                 else:
                     perfs.append(ClassPerf(e.requests_per_s, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit))
             if fail is not None:
-                self._reject(svc, offer, g * span, precision, fail[0], fail[1])
+                self._reject(g * span, precision, fail[0], fail[1])
                 continue
             if all(c.throughput <= 0 for c in perfs):
                 first = next(c for c in perfs if c.reason)
-                self._reject(svc, offer, g * span, precision, _slo_kind(first.reason) or "latency", first.reason)
+                self._reject(g * span, precision, _slo_kind(first.reason) or "latency", first.reason)
                 continue
             out.append(Config(svc.name, offer.id, g * span, precision, "estimate", tuple(perfs), mem, band,
                               instances_per_replica=span))
         return out
 
-    def _spanning(self, svc: Service, model: ModelArch, offer: Offer, gpu: GpuType) -> list[Config]:
+    def _spanning(self, model: ModelArch) -> list[Config]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
-        whole = offer.gpus_per_instance
-        single = [r for r in self.rejections[self._mark:] if r.offer_id == offer.id and r.gpus_per_replica == whole]
+        whole = self.offer.gpus_per_instance
+        single = [r for r in self.rejections if r.gpus_per_replica == whole]
         if not single or any(r.kind != "vram" for r in single):
             return []
         out: list[Config] = []
         for span in (2, 4):
-            found = self._estimated(svc, model, offer, gpu, whole, span)
+            found = self._estimated(model, whole, span)
             out.extend(found)
             if found:
                 break
         return out
 
-    def _query(self, svc, model, offer, gpu, gpus, span, precision, prompt, output) -> PerfQuery:
-        slo = svc.slo
-        cal = self.calibration
+    def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
+        svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
         ttft_shrink = 1.0 + cal.ttft_error_band if svc.size_with_error_band else 1.0
         shrink = 1.0 + cal.tpot_error_band if svc.size_with_error_band else 1.0
         return PerfQuery(
-            model=model, gpu=gpu, gpus_per_replica=gpus, interconnect=offer.interconnect,
-            usable_memory_gib=self.catalog.usable_memory_gib(offer), precision=precision, engine=svc.engine,
+            model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
+            usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
             ttft_slo_ms=slo.ttft_ms / ttft_shrink if slo.ttft_ms else None,
             tpot_slo_ms=slo.tpot_ms / shrink if slo.tpot_ms else None,
             latency_slo_ms=slo.latency_ms / shrink if slo.latency_ms else None,
-            instances_per_replica=span, inter_node_gbs=offer.inter_node_gbs, calibration=self.calibration,
+            instances_per_replica=span, inter_node_gbs=self.offer.inter_node_gbs, calibration=cal,
         )
 
-    def _reject(self, svc, offer, g, precision, kind, reason):
-        self.rejections.append(Rejection(svc.name, offer.id, offer.gpu, g, precision, kind, reason))
+    def _reject(self, g, precision, kind, reason):
+        self.rejections.append(Rejection(self.svc.name, self.offer.id, self.offer.gpu, g, precision, kind, reason))
 
 
-def build_problem(workload: Workload, catalog: Catalog) -> Problem:
-    offers, filtered_out = filter_offers(workload, catalog)
-    limits = offer_limits(workload, offers)
+def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE,
+                   stop: Stop = NEVER) -> Problem:
+    """The compiled problem with its (pruned) candidate configurations and rejections."""
+    limits = problem.offer_limits
     # Offers a measured profile names are not interchangeable with their look-alikes.
-    pinned = {p.offer for s in workload.services for p in s.profiles if p.offer is not None}
-    offers, dominated = prune_offers(offers, limits, catalog, keep=pinned)
-    builder = CandidateBuilder(workload, catalog, offers)
-    headroom = workload.constraints.headroom
-    services = tuple(service_demand(s, headroom) for s in workload.services)
-    configs: list[Config] = []
+    pinned = {p.offer for s in problem.services for p in s.profiles if p.offer is not None}
+    offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned)
+    builder = CandidateBuilder(catalog, offers, problem.calibration, cache, stop)
     offers_by_id = {o.id: o for o in offers}
-    quotas = workload.constraints.gpu_quotas
-    for svc, demand in zip(workload.services, services):
-        mine = prune_configs(builder.for_service(svc), demand)
-        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, quotas))
-    return Problem(
-        services=services, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
-        gpu_quotas=dict(workload.constraints.gpu_quotas), offer_limits=limits,
-        budget_usd_per_hour=workload.constraints.budget_usd_per_hour, headroom=headroom,
-        filtered_out=tuple(filtered_out) + tuple(dominated),
-    )
+    configs: list[Config] = []
+    for svc in problem.services:
+        mine = builder.for_service(svc)
+        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas))
+    return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
+                   dominated=tuple(builder.dominated),
+                   filtered_out=problem.filtered_out + tuple(dominated))
+
+
+def build_problem(workload: Workload, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE,
+                  stop: Stop = NEVER) -> Problem:
+    return add_candidates(compile_problem(workload, catalog), catalog, cache, stop)

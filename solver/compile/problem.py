@@ -1,14 +1,23 @@
-"""The planning problem in solver-neutral form: demands, offers, candidate configurations.
+"""The compiled planning problem: the workload resolved once, in solver-neutral form.
 
-Built from a validated workload by `solver.compile.candidates.build_problem`; read by the
-formulation, the evaluator and the explainer. No pydantic, no OR-Tools here.
+`solver.compile.compiled.compile_problem` turns a validated workload and a catalog into a
+`Problem`: per service its demand per request class, token lengths, model architecture,
+precisions, engine, SLOs, measured profiles and replica limits (`ServiceDemand`); the
+allowed offers priced for the chosen tier; quotas, limits and the budget. Candidate
+configurations (`Config`) are added by `solver.compile.candidates`. Every later stage —
+pruning, the MIP, the tie-break, explanations, rendering — reads this and never the raw
+workload again; caches and re-solves key on it. The independent evaluator is the one
+exception: it re-derives everything from the raw workload on purpose.
+No pydantic, no OR-Tools here.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from solver.catalog.types import Offer
+from solver.models.library import ModelArch
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,7 @@ class Config:
     error_band: float = 0.0
     instances_per_replica: int = 1  # > 1: the replica spans instances over the inter-node fabric
 
-    @property
+    @functools.cached_property  # read millions of times by pruning and model building
     def key(self) -> str:
         span = f"x{self.instances_per_replica}inst" if self.instances_per_replica > 1 else ""
         return f"{self.service}@{self.offer_id}:{self.gpus_per_replica}gpu{span}:{self.precision or 'measured'}"
@@ -63,7 +72,47 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class Slo:
+    """A service's latency bounds, in milliseconds (None: no bound)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    latency_ms: float | None = None
+
+    def bounds(self) -> tuple[tuple[str, float], ...]:
+        """The stated bounds as (field name, ms), in a fixed order."""
+        return tuple((name, v) for name, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms),
+                                               ("latency_ms", self.latency_ms)) if v is not None)
+
+
+@dataclass(frozen=True)
+class ClassTokens:
+    """Token lengths of one request class (0 for services without an LLM model)."""
+
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A measured per-replica throughput (in the service's demand unit) and latency."""
+
+    gpu: str
+    gpus_per_replica: int
+    precision: str | None
+    offer: str | None
+    request_class: str | None
+    rate: float
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    memory_gib_per_gpu: float | None = None
+
+
+@dataclass(frozen=True)
 class ServiceDemand:
+    """One service, compiled: demand per class plus everything that decides performance."""
+
     name: str
     unit: str  # "requests/s" | "items/min"
     class_names: tuple[str, ...]
@@ -71,10 +120,24 @@ class ServiceDemand:
     raw_demand: float  # demand before headroom, all classes
     min_replicas: int = 0
     max_replicas: int | None = None
+    class_tokens: tuple[ClassTokens, ...] = ()  # per class
+    model: ModelArch | None = None  # None: measured profiles only
+    model_label: str = ""  # the model as the user named it, for messages
+    precisions: tuple[str, ...] = ("fp16",)
+    engine: str = "vllm"
+    slo: Slo = Slo()
+    profiles: tuple[Profile, ...] = ()
+    size_with_error_band: bool = False
 
     @property
     def total_demand(self) -> float:
         return sum(self.class_demand)
+
+    def performance_key(self) -> tuple:
+        """Everything but the name and demand levels that decides a configuration's
+        per-replica performance: services (or scenarios) equal in it share candidates."""
+        return (self.unit, self.class_names, self.class_tokens, self.model, self.precisions, self.engine,
+                self.slo, self.profiles, self.size_with_error_band)
 
 
 @dataclass(frozen=True)
@@ -83,11 +146,15 @@ class Problem:
     offers: tuple[Offer, ...]  # filtered, priced for the chosen tier
     configs: tuple[Config, ...]
     rejections: tuple[Rejection, ...] = ()
+    dominated: tuple[Config, ...] = ()  # pruned as dominated: never in a plan, but explanations quote them
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # GPU type -> GPUs
     offer_limits: dict[str, int] = field(default_factory=dict)  # offer id -> instances
     budget_usd_per_hour: float | None = None
     headroom: float = 0.0
     filtered_out: tuple[tuple[str, str], ...] = ()  # (offer id, why the constraints removed it)
+    name: str = "workload"
+    pricing: str = "on_demand"
+    calibration: object = None  # solver.perf.Calibration (kept untyped: no perf import here)
 
     def offer(self, offer_id: str) -> Offer:
         return self._offers_by_id[offer_id]
@@ -101,4 +168,8 @@ class Problem:
         return cache
 
     def service(self, name: str) -> ServiceDemand:
-        return next(s for s in self.services if s.name == name)
+        cache = self.__dict__.get("_service_index")
+        if cache is None:
+            cache = {s.name: s for s in self.services}
+            object.__setattr__(self, "_service_index", cache)
+        return cache[name]

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import math
-import time
 
 from solver.compile.problem import Config, Problem
+from solver.interrupt import Stop
 from solver.optimize.solution import Solution
 from solver.output.result import Alternative
 
 
 def alternatives_for(service: str, problem: Problem, form, solution: Solution, *, backend_name: str,
-                     deadline: float, limit: int = 4) -> list[Alternative]:
-    """Nearest alternatives not taken: dearer configurations (exact re-solve when cheap
-    enough) and the nearest ruled-out ones with their reason."""
+                     stop: Stop, limit: int = 4) -> list[Alternative]:
+    """Nearest alternatives not taken: dearer configurations (exact re-solve while the
+    explanation's time budget lasts, approximate after) and the nearest ruled-out ones
+    with their reason. A cancel stops it at once (Cancelled)."""
     from solver.optimize.backends import SolveOptions, get_backend
     from solver.optimize.formulation import build
 
@@ -45,9 +46,11 @@ def alternatives_for(service: str, problem: Problem, form, solution: Solution, *
     for c in picks:
         gpu = problem.offer(c.offer_id).gpu
         delta, exact = None, False
-        if time.monotonic() < deadline:
+        if stop.cancelled:
+            stop.check("the explanation")
+        if stop.seconds_left(2.0) > 0.05:
             form2 = build(problem, others + [c])
-            res = backend.solve(form2.model, SolveOptions(time_limit_s=max(min(deadline - time.monotonic(), 2.0), 0.05)))
+            res = backend.solve(form2.model, SolveOptions(time_limit_s=stop.seconds_left(2.0), cancel=stop.cancel))
             if res.status == "optimal":
                 delta, exact = res.objective - base_cost, True
             elif res.status == "infeasible":

@@ -3,54 +3,88 @@
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter, defaultdict
 
 from solver.catalog.types import Catalog
-from solver.compile.problem import Problem, Rejection
+from solver.compile.problem import Config, Problem, Rejection, ServiceDemand
 from solver.errors import InfeasibilityReason
-from solver.workload.schema import Workload
+from solver.interrupt import Stop
 
 _KIND_WORDS = {"vram": "does not fit in VRAM", "ttft": "misses the TTFT SLO", "tpot": "misses the TPOT SLO",
                "latency": "misses the latency SLO", "precision": "precision not supported",
                "unsupported": "not supported", "no_profile": "no measured profile"}
 
 
-def diagnose_unservable(workload: Workload, catalog: Catalog, problem: Problem) -> list[InfeasibilityReason]:
-    """Services that no candidate configuration can serve at all, with the fix."""
-    reasons = []
+def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[InfeasibilityReason]:
+    """Services that no candidate configuration can serve at all, with the fix.
+
+    Linear in configurations plus rejections: both are grouped by service once.
+    """
     if not problem.offers:
         return [InfeasibilityReason("offers", "the constraints remove every offer in the catalog "
                                     f"({len(problem.filtered_out)} removed: " +
                                     "; ".join(sorted({w for _, w in problem.filtered_out})[:4]) + ").",
                                     "widen constraints.providers/regions/gpu_types, or allow spot/consumer GPUs")]
-    have = {c.service for c in problem.configs}
-    for svc, demand in zip(workload.services, problem.services):
-        if svc.name in have:
-            reasons.extend(_unserved_classes(svc.name, demand, problem))
+    configs: dict[str, list[Config]] = defaultdict(list)
+    for c in problem.configs:
+        configs[c.service].append(c)
+    dominated: dict[str, list[Config]] = defaultdict(list)
+    for c in problem.dominated:
+        dominated[c.service].append(c)
+    rejections: dict[str, list[Rejection]] = defaultdict(list)
+    for r in problem.rejections:
+        rejections[r.service].append(r)
+    reasons = []
+    for svc in problem.services:
+        if svc.name in configs:
+            reasons.extend(_unserved_classes(svc, configs[svc.name], configs[svc.name] + dominated[svc.name]))
             continue
-        if demand.total_demand <= 0 and demand.min_replicas == 0:
+        if svc.total_demand <= 0 and svc.min_replicas == 0:
             continue
-        rej = [r for r in problem.rejections if r.service == svc.name]
-        reasons.append(_unservable_reason(svc, rej, problem, catalog))
+        reasons.append(_unservable_reason(svc, rejections[svc.name], problem, catalog))
     return reasons
 
 
-def _unserved_classes(name: str, demand, problem: Problem) -> list[InfeasibilityReason]:
-    """A service with configurations, one of whose request classes none of them can serve."""
+def _unserved_classes(svc: ServiceDemand, mine: list[Config], quotable: list[Config]) -> list[InfeasibilityReason]:
+    """A service with configurations, one of whose request classes none of them can serve.
+
+    The message quotes the configuration that comes closest to the class's SLO (smallest
+    value against its bound), among all, the pruned ones included: pruning drops a larger
+    replica whose other classes a smaller one serves as well, even when the larger one is
+    the nearest to this class's SLO."""
     out = []
-    mine = [c for c in problem.configs if c.service == name]
-    for k, (cname, d) in enumerate(zip(demand.class_names, demand.class_demand)):
+    name = svc.name
+    bounds = dict(svc.slo.bounds())
+    for k, (cname, d) in enumerate(zip(svc.class_names, svc.class_demand)):
         if d <= 0 or any(c.classes[k].throughput > 0 for c in mine):
             continue
-        why = next((c.classes[k].reason for c in mine if c.classes[k].reason), "no configuration serves it")
+        closest = None  # (value / bound, field, value, config)
+        for c in quotable:
+            perf = c.classes[k]
+            for field_name in ("ttft_ms", "tpot_ms", "latency_ms"):
+                value, bound = getattr(perf, field_name), bounds.get(field_name)
+                if value is not None and bound is not None and value > bound and perf.reason:
+                    key = (value / bound, field_name, value, c.key)
+                    if closest is None or key < closest[:4]:
+                        closest = (*key, c)
+        if closest is None:
+            why = next((c.classes[k].reason for c in mine if c.classes[k].reason), "no configuration serves it")
+            out.append(InfeasibilityReason(
+                f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot be served by any configuration "
+                f"({why}).", "add a measured profile for this class, relax its SLO, or allow faster GPUs", name))
+            continue
+        _, field_name, value, _, c = closest
+        label = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}[field_name]
         out.append(InfeasibilityReason(
-            f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot be served by any configuration "
-            f"({why}).", "add a measured profile for this class, relax its SLO, or allow faster GPUs", name))
+            f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot meet the {label} SLO on any allowed "
+            f"configuration; the closest is {c.offer_id} with {c.gpus_per_replica} GPU(s) per replica at "
+            f"{c.precision or 'measured'}: {c.classes[k].reason}.",
+            f"relax slo.{field_name} to at least {math.ceil(value)} ms, or allow faster GPUs, or add a measured "
+            "profile for this class", name))
     return out
 
 
-def _unservable_reason(svc, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:
+def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:
     kinds = Counter(r.kind for r in rej)
     name = svc.name
     if not rej:
@@ -61,7 +95,7 @@ def _unservable_reason(svc, rej: list[Rejection], problem: Problem, catalog: Cat
         largest_gib = catalog.usable_memory_gib(largest) * largest.gpus_per_instance
         vram = [r for r in rej if r.kind == "vram"]
         need = _needed_gib(vram)
-        model = svc.model if isinstance(svc.model, str) else getattr(svc.model, "name", "the model")
+        model = svc.model_label or "the model"
         precisions = "/".join(svc.precisions)
         fix = []
         if "fp8" not in svc.precisions:
@@ -120,30 +154,49 @@ def _value_in(text: str, after: str = ": ") -> float:
         return math.inf
 
 
-def diagnose_infeasible(workload: Workload, problem: Problem, backend, deadline: float) -> list[InfeasibilityReason]:
-    """Every service can be served alone, yet no fleet fits: find the binding constraint."""
+# Each relaxed re-solve gets at most this long (and never runs past the call's deadline).
+RELAXED_SOLVE_CAP_S = 10.0
+
+
+def diagnose_infeasible(problem: Problem, backend, stop: Stop) -> list[InfeasibilityReason]:
+    """Every service can be served alone, yet no fleet fits: find the binding constraint.
+
+    Cheap checks first (linear: replica limits against demand); then at most two relaxed
+    re-solves (without the budget; without quotas), each bounded by the call's deadline.
+    """
     from solver.optimize.backends import SolveOptions
     from solver.optimize.formulation import build
 
-    reasons: list[InfeasibilityReason] = []
+    replicas = _replica_limits(problem)
+    if replicas:
+        return replicas
 
     def relaxed(budget: bool, quotas: bool):
-        form = build(problem, budget=budget, quotas=quotas)
-        out = backend.solve(form.model, SolveOptions(time_limit_s=max(min(deadline - time.monotonic(), 10.0), 1.0)))
-        return form, out
+        stop.check("the infeasibility diagnosis")
+        form = build(problem, budget=budget, quotas=quotas, stop=stop)
+        seconds = stop.seconds_left(RELAXED_SOLVE_CAP_S)
+        if seconds <= 0.01:
+            return form, None
+        return form, backend.solve(form.model, SolveOptions(time_limit_s=seconds, cancel=stop.cancel))
 
-    form, out = relaxed(budget=False, quotas=True)
-    if out.values is not None and problem.budget_usd_per_hour is not None:
-        cheapest = out.objective
-        reasons.append(InfeasibilityReason(
-            "budget", f"the cheapest fleet that meets demand and quotas costs ${cheapest:.4f}/hour, above the "
-            f"budget of ${problem.budget_usd_per_hour:g}/hour.",
-            f"raise constraints.budget_usd_per_hour to at least {math.ceil(cheapest * 100) / 100:g}, or lower demand"))
-        return reasons
+    if problem.budget_usd_per_hour is not None:
+        form, out = relaxed(budget=False, quotas=True)
+        if out is not None and out.values is not None:
+            cheapest = out.objective
+            exact = "costs" if out.status == "optimal" else "found costs"
+            return [InfeasibilityReason(
+                "budget", f"the cheapest fleet that meets demand and quotas {exact} ${cheapest:.4f}/hour, above the "
+                f"budget of ${problem.budget_usd_per_hour:g}/hour.",
+                f"raise constraints.budget_usd_per_hour to at least {math.ceil(cheapest * 100) / 100:g}, or lower demand")]
     form, out = relaxed(budget=False, quotas=False)
+    if out is None or (out.values is None and out.status != "infeasible"):
+        stop.check("the infeasibility diagnosis")
+        return [InfeasibilityReason("time_limit", "no fleet fits, and the time limit ended before the binding "
+                                    "constraint was found.", "raise the time limit to get the diagnosis")]
     if out.values is None:
         return [InfeasibilityReason("replicas", "no fleet fits even without budget and quotas "
                                     "(min/max replicas and demand conflict).", "check min_replicas and max_replicas")]
+    reasons: list[InfeasibilityReason] = []
     used_gpu: dict[str, int] = defaultdict(int)
     used_offer: dict[str, int] = {}
     for offer_id, i in form.n.items():
@@ -168,3 +221,25 @@ def diagnose_infeasible(workload: Workload, problem: Problem, backend, deadline:
         reasons.append(InfeasibilityReason("quotas", "quotas and availability together leave too little capacity.",
                                            "raise GPU quotas or offer availability"))
     return reasons
+
+
+def _replica_limits(problem: Problem) -> list[InfeasibilityReason]:
+    """max_replicas below what the demand needs even on each class's fastest configuration.
+
+    Replicas time-share classes, so any plan needs at least sum_k D_k / max_c t_ck replicas.
+    """
+    fastest: dict[tuple[str, int], float] = defaultdict(float)
+    for c in problem.configs:
+        for k, perf in enumerate(c.classes):
+            fastest[(c.service, k)] = max(fastest[(c.service, k)], perf.throughput)
+    out = []
+    for s in problem.services:
+        if s.max_replicas is None:
+            continue
+        need = sum(d / fastest[(s.name, k)] for k, d in enumerate(s.class_demand) if d > 0 and fastest[(s.name, k)] > 0)
+        if need > s.max_replicas + 1e-9:
+            out.append(InfeasibilityReason(
+                f"replicas[{s.name}]", f"{s.name}: its demand needs at least {math.ceil(need - 1e-9)} replicas even on "
+                f"its fastest configurations; max_replicas is {s.max_replicas}.",
+                f"raise max_replicas to at least {math.ceil(need - 1e-9)}, or lower the demand", s.name))
+    return out

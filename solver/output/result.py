@@ -20,6 +20,8 @@ class FleetLine:
     instances: int
     price_usd_per_hour: float  # per instance
     subtotal_usd_per_hour: float
+    vcpus: float | None = None  # the instance's host size, where the catalog states it
+    host_memory_gib: float | None = None
 
 
 @dataclass
@@ -75,6 +77,8 @@ class ServiceResult:
     classes: list[str]
     assignments: list[AssignmentView]
     alternatives: list[Alternative] = field(default_factory=list)
+    model: str | None = None  # library model name or the inline model's name; None: measured profiles only
+    engine: str | None = None  # serving engine the estimates assume (vllm, sglang, tensorrt-llm); None without a model
 
 
 @dataclass

@@ -286,7 +286,7 @@ class GpuType(_message.Message):
     def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ...) -> None: ...
 
 class Offer(_message.Message):
-    __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes")
+    __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes", "vcpus", "host_memory_gib")
     ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +303,8 @@ class Offer(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
+    VCPUS_FIELD_NUMBER: _ClassVar[int]
+    HOST_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     id: str
     provider: str
     name: str
@@ -319,7 +321,9 @@ class Offer(_message.Message):
     source: str
     as_of: str
     notes: str
-    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ...) -> None: ...
+    vcpus: float
+    host_memory_gib: float
+    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
 
 class ReviewRequest(_message.Message):
     __slots__ = ("json", "yaml", "time_limit_per_scenario_s")
@@ -420,7 +424,7 @@ class Plan(_message.Message):
     def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ...) -> None: ...
 
 class FleetLine(_message.Message):
-    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour")
+    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour", "vcpus", "host_memory_gib")
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -430,6 +434,8 @@ class FleetLine(_message.Message):
     INSTANCES_FIELD_NUMBER: _ClassVar[int]
     PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     SUBTOTAL_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    VCPUS_FIELD_NUMBER: _ClassVar[int]
+    HOST_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     offer_id: str
     provider: str
     name: str
@@ -439,10 +445,12 @@ class FleetLine(_message.Message):
     instances: int
     price_usd_per_hour: float
     subtotal_usd_per_hour: float
-    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ...) -> None: ...
+    vcpus: float
+    host_memory_gib: float
+    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -452,6 +460,8 @@ class ServiceResult(_message.Message):
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -461,7 +471,9 @@ class ServiceResult(_message.Message):
     classes: _containers.RepeatedScalarFieldContainer[str]
     assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
     alternatives: _containers.RepeatedCompositeFieldContainer[Alternative]
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ...) -> None: ...
+    model: str
+    engine: str
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks")

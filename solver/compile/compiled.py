@@ -1,0 +1,59 @@
+"""Compile a validated workload once: the `Problem` every later stage reads.
+
+`compile_problem` resolves names, filters and prices offers, and turns each service into
+a `ServiceDemand` (demand per class with headroom, token lengths, model architecture,
+SLOs, profiles, limits). `build_problem` adds the candidate configurations. Nothing after
+this reads the raw workload, except the independent evaluator (on purpose).
+"""
+
+from __future__ import annotations
+
+from solver.catalog.types import Catalog
+from solver.compile.problem import ClassTokens, Problem, Profile, ServiceDemand, Slo
+from solver.compile.resolve import filter_offers, model_arch, offer_limits
+from solver.errors import InputError
+from solver.perf import Calibration
+from solver.workload.schema import Service, Workload
+
+
+def compile_service(svc: Service, headroom: float) -> ServiceDemand:
+    """One service of the raw workload as the planner reads it."""
+    rate = svc.demand.rate
+    scale = 1.0 + headroom
+    if svc.demand.classes:
+        names = tuple(c.name for c in svc.demand.classes)
+        demand = tuple(rate * c.share * scale for c in svc.demand.classes)
+        tokens = tuple(ClassTokens(c.prompt_tokens or 0, c.output_tokens or 0) for c in svc.demand.classes)
+    else:
+        names, demand = ("default",), (rate * scale,)
+        tokens = (ClassTokens(svc.demand.prompt_tokens or 0, svc.demand.output_tokens or 0),)
+    model = model_arch(svc.model) if svc.model is not None else None
+    label = svc.model if isinstance(svc.model, str) else getattr(svc.model, "name", "")
+    profiles = tuple(
+        Profile(p.gpu, p.gpus_per_replica, p.precision, p.offer, p.request_class,
+                p.requests_per_s if p.requests_per_s is not None else p.items_per_min,
+                p.latency_ms, p.ttft_ms, p.tpot_ms, p.memory_gib_per_gpu)
+        for p in svc.profiles)
+    return ServiceDemand(
+        svc.name, svc.demand.unit, names, demand, rate, svc.min_replicas, svc.max_replicas,
+        class_tokens=tokens, model=model, model_label=label or "", precisions=tuple(svc.precisions),
+        engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms), profiles=profiles,
+        size_with_error_band=svc.size_with_error_band)
+
+
+def calibration_of(workload: Workload) -> Calibration:
+    try:
+        return Calibration.from_overrides(workload.solver.calibration)
+    except ValueError as exc:
+        raise InputError.single("solver.calibration", str(exc), "use a constant named in docs/performance-model.md") from None
+
+
+def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
+    """The workload resolved against the catalog, without candidate configurations yet."""
+    offers, filtered_out = filter_offers(workload, catalog)
+    c = workload.constraints
+    return Problem(
+        services=tuple(compile_service(s, c.headroom) for s in workload.services),
+        offers=tuple(offers), configs=(), gpu_quotas=dict(c.gpu_quotas), offer_limits=offer_limits(workload, offers),
+        budget_usd_per_hour=c.budget_usd_per_hour, headroom=c.headroom, filtered_out=tuple(filtered_out),
+        name=workload.name, pricing=c.pricing, calibration=calibration_of(workload))
