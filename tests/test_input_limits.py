@@ -252,3 +252,21 @@ def test_a_file_that_is_not_utf8_names_the_offset(tmp_path: Path) -> None:
 def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     (tmp_path / "w.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(BASE).encode())
     assert run_cli("solve", str(tmp_path / "w.json")).returncode == 0
+
+
+@pytest.mark.parametrize("slo, constraints", [
+    ({"latency_ms": 1e-7}, {}),  # found by the fuzzer: relaxed and rounded to 0, an invalid change
+    ({"latency_ms": 5e-324}, {}),  # too small to relax at all in double precision
+    ({"latency_ms": 3.6e6}, {"budget_usd_per_hour": 1e7, "gpu_quotas": {"A10": 10_000_000}}),  # at the maximum
+])
+def test_sensitivity_relaxations_stay_valid_at_the_edges_of_the_schema(slo, constraints) -> None:
+    from solver.review.expand import parse_review
+
+    svc = {"name": "img", "demand": {"items_per_min": 10.0}, "slo": slo,
+           "profiles": [{"gpu": "A10", "items_per_min": 5.0, "latency_ms": 1.0}]}
+    review = parse_review({"base": {"workload": {"services": [svc], "constraints": constraints}}})
+    relaxed = {s.relaxes: s.value for s in review.scenarios if s.group == "sensitivity"}
+    if slo["latency_ms"] == 1e-7:
+        assert relaxed["slo[img].latency_ms"] == pytest.approx(1.25e-7)
+    else:  # already at the schema's maximum: nothing to relax
+        assert not {"slo[img].latency_ms", "budget", "quota[A10]"} & set(relaxed)
