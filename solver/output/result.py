@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from solver.errors import InfeasibilityReason
 
@@ -121,7 +121,10 @@ class PlanResult:
         return None if self.total_price_usd_per_hour is None else self.total_price_usd_per_hour / 60.0
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        # Placements are plain JSON already (one per instance: 10,000 on a large fleet):
+        # copied plainly, since dataclasses.asdict deep-copies every leaf (~60 us each).
+        d = asdict(replace(self, placements=[]))
+        d["placements"] = _json_copy(self.placements)
         d["monthly_usd"] = _round(self.monthly_usd)
         d["total_price_usd_per_minute"] = _round(self.price_usd_per_minute, 8)
         d["total_price_usd_per_hour"] = _round(self.total_price_usd_per_hour)
@@ -133,6 +136,16 @@ class PlanResult:
                  "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements",
                  "infeasibility", "evaluation", "solver"]
         return {k: d[k] for k in order if k in d}
+
+
+def _json_copy(value):
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_json_copy(v) for v in value)
+    return value
 
 
 def _round(x: float | None, digits: int = 6) -> float | None:
