@@ -22,14 +22,26 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("estimate", help="estimate one LLM's memory, latency and throughput across the catalog",
                               description=__doc__.split("\n\n")[1])
     p.add_argument("model", nargs="?", help="library model name, e.g. llama-3.1-8b (see --list-models)")
+    p.add_argument("--model-json", metavar="FILE", help="describe the model inline instead: a JSON or YAML file with "
+                   "the fields of a workload's inline model (name, params_b, layers, hidden_size, attention_heads, "
+                   "kv_heads, head_dim, ...; `solver-cli schema`)")
     p.add_argument("--list-models", action="store_true", help="list the built-in model architectures and exit")
     p.add_argument("--gpu", action="append", metavar="GPU", help="only this GPU type (repeat or comma-separate)")
     p.add_argument("--gpus-per-replica", action="append", metavar="N", help="only these sizes (default 1,2,4,8)")
-    p.add_argument("--precision", action="append", metavar="P", help="weights: fp16, bf16, fp8, int8 (default fp16,fp8)")
-    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, tensorrt-llm, llama.cpp")
+    p.add_argument("--precision", action="append", metavar="P", help="weights: fp16, bf16, fp8, int8, fp4, int4 (default fp16,fp8)")
+    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, tensorrt-llm, llama.cpp; versioned: vllm-0.5, tensorrt-llm-0.9")
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--output-tokens", type=int, default=256)
     p.add_argument("--batch", type=int, default=None, help="pin the batch (concurrent sequences per replica)")
+    p.add_argument("--batching", choices=["continuous", "static"], default="continuous",
+                   help="continuous (vLLM, SGLang, TensorRT-LLM in-flight; default) or static (a fixed batch runs "
+                   "prefill then decode together)")
+    p.add_argument("--max-batch", metavar="N", default=None,
+                   help="the engine's cap on concurrent sequences (vLLM max_num_seqs, TensorRT-LLM max_batch_size); "
+                   "default: the engine's own (vLLM 256, TensorRT-LLM 2048, SGLang 2048)")
+    p.add_argument("--kv-cache-memory-fraction", metavar="F", default=None,
+                   help="the engine's memory setting in (0, 1], in its own meaning: vLLM gpu_memory_utilization, "
+                   "TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang mem_fraction_static")
     p.add_argument("--ttft-ms", type=float, default=None, help="time-to-first-token SLO")
     p.add_argument("--tpot-ms", type=float, default=None, help="time-per-output-token SLO")
     p.add_argument("--latency-ms", type=float, default=None, help="end-to-end latency SLO")
@@ -45,14 +57,26 @@ def run(args) -> int:
 
     if args.list_models:
         return _list_models()
-    if not args.model:
-        return _fail("give a model name, e.g. `solver-cli estimate llama-3.1-8b`. To fix: see "
+    try:
+        engine_options = _engine_options(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    if args.model_json:
+        if args.model:
+            return _fail(f"give either a model name ({args.model!r}) or --model-json, not both. To fix: drop one")
+        try:
+            model = _inline_model(args.model_json)
+        except ValueError as exc:
+            return _fail(str(exc))
+    elif not args.model:
+        return _fail("give a model name, e.g. `solver-cli estimate llama-3.1-8b`, or --model-json FILE. To fix: see "
                      "`solver-cli estimate --list-models`")
-    model = get_model(args.model)
-    if model is None:
-        return _fail(f"unknown model {args.model!r}{_did_you_mean(args.model, model_names())} "
-                     "To fix: use a name from `solver-cli estimate --list-models`, or describe the model inline "
-                     "in a workload file")
+    else:
+        model = get_model(args.model)
+        if model is None:
+            return _fail(f"unknown model {args.model!r}{_did_you_mean(args.model, model_names())} "
+                         "To fix: use a name from `solver-cli estimate --list-models`, or describe the model in a "
+                         "file for --model-json")
     catalog = default_catalog()
     try:
         gpus = _chosen_gpus(args, catalog)
@@ -61,6 +85,7 @@ def run(args) -> int:
         _check_choices(args, precisions)
     except ValueError as exc:
         return _fail(str(exc))
+    args.engine_options = engine_options
     rows = _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision=bool(args.precision),
                  pinned_size=bool(args.gpus_per_replica))
     if args.feasible_only:
@@ -95,6 +120,44 @@ def _ints(values: list[str], option: str) -> list[int]:
             raise ValueError(f"{option} takes positive whole numbers, got {v!r}. To fix: e.g. {option} 1,2,4,8")
         out.append(int(v))
     return out
+
+
+def _engine_options(args) -> dict:
+    """--max-batch and --kv-cache-memory-fraction, checked as the workload schema checks engine_options."""
+    out: dict = {"max_batch": None, "kv_cache_memory_fraction": None}
+    if args.max_batch is not None:
+        text = str(args.max_batch).strip()
+        if not text.isdigit() or not 0 < int(text) <= 100_000:
+            raise ValueError(f"--max-batch must be a whole number from 1 to 100000, got {args.max_batch!r}. "
+                             "To fix: e.g. --max-batch 256 (vLLM's default) or 2048 (TensorRT-LLM's)")
+        out["max_batch"] = int(text)
+    if args.kv_cache_memory_fraction is not None:
+        try:
+            value = float(args.kv_cache_memory_fraction)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not 0 < value <= 1:
+            raise ValueError(f"--kv-cache-memory-fraction must be a fraction in (0, 1], got "
+                             f"{args.kv_cache_memory_fraction!r}. To fix: e.g. --kv-cache-memory-fraction 0.9")
+        out["kv_cache_memory_fraction"] = value
+    return out
+
+
+def _inline_model(path: str):
+    """A --model-json file, validated like a workload's inline model (errors name the field)."""
+    from pathlib import Path
+
+    from solver.compile.resolve import model_arch
+    from solver.errors import InputError
+    from solver.workload.documents import load_document
+    from solver.workload.schema import InlineModel
+
+    try:
+        data = load_document(Path(path), what="--model-json")
+        inline = InlineModel.model_validate_with_paths(data, prefix="--model-json")
+    except InputError as exc:
+        raise ValueError("invalid --model-json: " + "; ".join(str(v) for v in exc.violations)) from None
+    return model_arch(inline)
 
 
 def _chosen_gpus(args, catalog) -> list:
@@ -147,18 +210,24 @@ def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool,
                               prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                               ttft_slo_ms=args.ttft_ms, tpot_slo_ms=args.tpot_ms, latency_slo_ms=args.latency_ms,
                               instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs,
-                              batch=args.batch)
-                rows.append(_row(model, gpu, g, precision, args.engine, host, estimate(q)))
+                              batch=args.batch, batching=args.batching, **args.engine_options)
+                rows.append(_row(model, gpu, g, precision, args.engine, host, estimate(q), q))
     return rows
 
 
-def _row(model, gpu, g: int, precision: str, engine: str, host, e) -> dict:
+def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
+    from solver.perf.llm import engine_policy
+
+    policy = engine_policy(q)
     usd_per_m = None
     if e.feasible and host.price_usd_per_replica_hour is not None and e.output_tokens_per_s > 0:
         usd_per_m = host.price_usd_per_replica_hour / (e.output_tokens_per_s * 3600) * 1e6
     return {
         "model": model.name, "gpu": gpu.name, "gpus_per_replica": g, "instances_per_replica": host.instances_per_replica,
-        "precision": precision, "engine": engine, "interconnect": host.interconnect, "offer": host.offer_id,
+        "precision": precision, "engine": engine, "batching": q.batching,
+        # The engine's settings in effect (its defaults unless --max-batch/--kv-cache-memory-fraction).
+        "engine_options": {"max_batch": policy.max_batch, "kv_cache_memory_fraction": policy.memory_fraction},
+        "interconnect": host.interconnect, "offer": host.offer_id,
         "feasible": e.feasible, "reason": e.reason, "reason_kind": e.reason_kind,
         "batch": e.batch, "max_batch_vram": e.max_batch_vram,
         "memory_gib_per_gpu": _round(e.memory_gib_per_gpu), "weights_gib_per_gpu": _round(e.weights_gib_per_gpu),
@@ -200,13 +269,18 @@ def _table(rows: list[dict], model_name: str, args) -> str:
                          "-", "-", "-", "-", "-", r["reason_kind"], "-", r["reason"]])
     headers = ["gpu", "gpus/replica", "precision", "mem GiB/GPU", "batch", "TTFT ms", "TPOT ms", "out tok/s",
                "req/s", "binding", "$/M out tok", "why not"]
-    band = rows[0]["error_band"] if rows else 0.0
+    from solver.perf import Calibration
+
+    band = Calibration().error_band  # pooled over regimes; each JSON row carries its regime's
     slos = ", ".join(f"{k} {v:g} ms" for k, v in (("TTFT", args.ttft_ms), ("TPOT", args.tpot_ms),
                                                    ("latency", args.latency_ms)) if v is not None) or "none"
-    head = (f"{model_name} on {args.engine}: {args.prompt_tokens} prompt / {args.output_tokens} output tokens; "
+    options = ", ".join(f"{k} {v}" for k, v in args.engine_options.items() if v is not None)
+    head = (f"{model_name} on {args.engine} ({args.batching} batching{', ' + options if options else ''}): "
+            f"{args.prompt_tokens} prompt / {args.output_tokens} output tokens; "
             f"SLOs: {slos}; batch: {args.batch or 'best within VRAM and SLOs'}")
     foot = (f"throughput is per replica; $ per million output tokens on the cheapest offer hosting the replica; "
-            f"estimates are within +-{100 * band:.0f} % (throughput) of calibration measurements for ~4 in 5 rows")
+            f"throughput within +-{100 * band:.0f} % for ~4 in 5 measurements (cross-validated); --format json "
+            f"gives each row's throughput, TTFT and TPOT bands for its regime")
     return head + "\n" + _render(headers, body) + "\n" + foot
 
 

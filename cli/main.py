@@ -20,11 +20,54 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def _input_error(exc) -> int:
+def _input_error(exc, fmt: str = "table") -> int:
+    if fmt == "json":
+        return _json_failure("invalid", EXIT_INPUT, errors=[
+            {"field": v.field, "message": v.message, "fix": v.fix} for v in exc.violations])
     _err("error: invalid input")
     for v in exc.violations:
         _err(f"  - {v}")
     return EXIT_INPUT
+
+
+def _json_failure(status: str, code: int, **detail) -> int:
+    """Under --format json every outcome is JSON on stdout, failures included."""
+    print(json.dumps({"status": status, **detail}, indent=2))
+    return code
+
+
+def _failure(args, status: str, code: int, message: str) -> int:
+    if getattr(args, "format", "table") == "json":
+        return _json_failure(status, code, error=message)
+    _err(f"error: {message}")
+    return code
+
+
+def _run_interruptibly(work):
+    """Run `work()` in a thread so that Ctrl-C answers at once, even while the MIP solver
+    (C code that does not return to Python) is busy: the process then exits with 5."""
+    import threading
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="solve")
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        _err("\ninterrupted")
+        sys.stderr.flush()
+        os._exit(EXIT_OTHER)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def cmd_solve(args) -> int:
@@ -33,12 +76,12 @@ def cmd_solve(args) -> int:
     from solver.workload.documents import load_document
 
     if args.export_out and Path(args.export_out).exists() and not Path(args.export_out).is_dir():
-        _err(f"error: --export-out {args.export_out} exists and is not a directory. To fix: give a directory")
-        return EXIT_INPUT
+        return _failure(args, "invalid", EXIT_INPUT,
+                        f"--export-out {args.export_out} exists and is not a directory. To fix: give a directory")
     try:
         data = load_document(Path(args.workload))
     except InputError as exc:
-        return _input_error(exc)
+        return _input_error(exc, args.format)
     if args.server:
         return _solve_remote(args, data)
     from solver.plan import PlanOptions, plan
@@ -51,10 +94,11 @@ def cmd_solve(args) -> int:
         stderr_filter.install()
     try:
         workload = parse_workload(data)
-        result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
-                                            on_progress=progress, base_dir=str(Path(args.workload).parent)))
+        options = PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
+                              on_progress=progress, base_dir=str(Path(args.workload).parent))
+        result = _run_interruptibly(lambda: plan(workload, options))
     except InputError as exc:
-        return _input_error(exc)
+        return _input_error(exc, args.format)
     except InfeasibleError as exc:
         reasons = [asdict(r) for r in exc.reasons]
         if args.format == "json":
@@ -63,14 +107,11 @@ def cmd_solve(args) -> int:
             print(render_infeasible(reasons))
         return EXIT_INFEASIBLE
     except SolverTimeout as exc:
-        _err(f"error: {exc}")
-        return EXIT_TIMEOUT
-    except (Cancelled, PlannerError) as exc:
-        _err(f"error: {exc}")
-        return EXIT_OTHER
-    except KeyboardInterrupt:
-        _err("interrupted")
-        return EXIT_OTHER
+        return _failure(args, "timeout", EXIT_TIMEOUT, str(exc))
+    except Cancelled as exc:
+        return _failure(args, "cancelled", EXIT_OTHER, str(exc))
+    except PlannerError as exc:
+        return _failure(args, "error", EXIT_OTHER, str(exc))
     finally:
         if progress is not None:
             print(file=sys.stderr)  # end the progress line
@@ -107,8 +148,7 @@ def _solve_remote(args, data: dict) -> int:
     try:
         from planner_client import PlannerClient, PlannerClientError
     except ImportError:
-        _err("error: the gRPC client (planner_client) is not installed")
-        return EXIT_OTHER
+        return _failure(args, "error", EXIT_OTHER, "the gRPC client (planner_client) is not installed")
     from solver.output.render import render_infeasible, render_plan
 
     try:
@@ -123,8 +163,8 @@ def _solve_remote(args, data: dict) -> int:
             else:
                 print(render_infeasible(exc.infeasibility))
             return EXIT_INFEASIBLE
-        _err(f"error: {exc}")
-        return exc.exit_code
+        status = {EXIT_INPUT: "invalid", EXIT_TIMEOUT: "timeout"}.get(exc.exit_code, "error")
+        return _failure(args, status, exc.exit_code, str(exc))
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
     return _export_after_solve(args, d)
 
@@ -152,9 +192,12 @@ def cmd_catalog(args) -> int:
             print(json.dumps(rows, indent=2))
         else:
             from solver.output.render import _table
-            print(_table(["gpu", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS", "nvlink GB/s", "consumer"],
-                         [[g["name"], f"{g['memory_gib']:g}", str(g["memory_bandwidth_gbs"] or "-"), str(g["fp16_tflops"] or "-"),
-                           str(g["fp8_tflops"] or "-"), str(g["nvlink_gbs"] or "-"), "yes" if g["consumer"] else ""] for g in rows]))
+            print(_table(["gpu", "vendor", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS", "fp4 TFLOPS",
+                          "nvlink GB/s", "nvlink domain", "int4", "consumer"],
+                         [[g["name"], g["vendor"], f"{g['memory_gib']:g}", str(g["memory_bandwidth_gbs"] or "-"),
+                           str(g["fp16_tflops"] or "-"), str(g["fp8_tflops"] or "-"), str(g["fp4_tflops"] or "-"),
+                           str(g["nvlink_gbs"] or "-"), str(g["nvlink_domain_gpus"] or "-"),
+                           "yes" if g["supports_int4"] else "", "yes" if g["consumer"] else ""] for g in rows]))
         return EXIT_OK
     offers = list(catalog.offers)
     for field, value in (("gpu", args.gpu), ("provider", args.provider), ("region", args.region)):

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Build the shipped default catalog from the project's reference data.
 
-Reads ``../shared/data/gpu_specs.csv`` and ``gpu_instances.csv`` (+ notes) and writes
+Reads ``../shared/data/gpu_specs.csv`` and ``gpu_instances.csv`` (+ notes), merges the
+product-owned supplements ``solver/catalog/data/gpus_supplement.csv`` and
+``offers_supplement.csv`` (GPUs, figures and offers the read-only reference data lacks,
+each row with its own source, as_of and caveats), and writes
 ``solver/catalog/data/{gpus,offers,excluded_offers}.csv``. The product never reads
 ``../shared`` at run time: the CSVs this script writes are committed, with the
-source and date of every row, and `tests/test_catalog.py` checks they are current.
+source and date of every row, and `tests/test_drift.py` checks they are current.
+A supplement row without a source, date or caveats is an error.
 
 Usage: python scripts/build_catalog.py [--shared ../shared] [--check]
 """
@@ -19,6 +23,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "solver" / "catalog" / "data"
+GPUS_SUPPLEMENT = OUT_DIR / "gpus_supplement.csv"
+OFFERS_SUPPLEMENT = OUT_DIR / "offers_supplement.csv"
+# Architectures with 4-bit weight-only kernels in the engines (vLLM quantization table:
+# GPTQ from Volta, AWQ from Turing; none on AMD GPUs) - see solver/catalog/types.py.
+INT4_ARCHITECTURES = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
 # The date the reference CSVs were gathered (shared/data README: SkyPilot catalog v9 snapshot).
 DATA_AS_OF = "2026-11"
 
@@ -42,6 +51,7 @@ GPU_TYPES: dict[str, tuple[str, dict[str, object], str]] = {
                   "bf16 = fp16 (Hopper runs both at one rate); fp8/int8 = 2x fp16 (Hopper ratio, as in the H100-SXM5 row)"),
     "H200": ("H200-SXM", {}, ""),
     "B200": ("B200", {}, ""),
+    "H100-NVL": ("H100-NVL", {}, ""),
     "GH200": ("GH200 (96GB HBM3)", {"memory_bandwidth_gbs": 3350.0, "fp16_tflops": 989.4, "bf16_tflops": 989.4,
                                     "fp8_tflops": 1978.9, "int8_tops": 1978.9, "nvlink_gbs": None},
               "bandwidth and FLOP/s not in the spec table: the H100-SXM5 figures are used as a floor (GH200's GPU is H100-class)"),
@@ -59,7 +69,7 @@ GPU_TYPES: dict[str, tuple[str, dict[str, object], str]] = {
     "MI300X": ("MI300X", {}, ""),
 }
 CONSUMER = {"RTX-4090", "RTX-3090"}
-NO_LLM_ESTIMATE = {"MI300X"}  # vendor kernels differ; the roofline constants are fitted on NVIDIA only
+NO_LLM_ESTIMATE: set[str] = set()  # MI300X became estimable with its own (AMD) efficiency constants
 
 # gpu_instances.csv GPU name -> product GPU name (form factor from the instance name where stated).
 def product_gpu(provider: str, instance: str, gpu: str) -> tuple[str | None, str]:
@@ -68,6 +78,9 @@ def product_gpu(provider: str, instance: str, gpu: str) -> tuple[str | None, str
         return ("A100-80GB-PCIe", "form factor from instance name") if "pcie" in name else ("A100-80GB", "")
     if gpu == "A100-40GB":
         return ("A100-40GB-PCIe", "form factor from instance name") if "pcie" in name else ("A100-40GB", "")
+    if gpu == "H100" and provider == "azure" and name.startswith("standard_nc") and name.endswith("h100_v5"):
+        return "H100-NVL", ("Azure NCads H100 v5 = 1-2 x H100 NVL 94 GB "
+                            "(learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ncadsh100v5-series)")
     if gpu == "H100":
         # Form factor is not stated by the catalog (Azure NC/ND H100 v5, Paperspace): plan with the
         # slowest variant so predictions err on the safe side.
@@ -111,31 +124,112 @@ def _num(text: str) -> float | None:
 def build_gpus(specs: dict[str, dict[str, str]]) -> list[dict[str, object]]:
     rows = []
     for name, (spec_name, overrides, derivation) in GPU_TYPES.items():
-        s = specs[spec_name]
-        row: dict[str, object] = {
-            "name": name,
-            "vendor": "AMD" if spec_name.startswith("MI") else "NVIDIA",
-            "architecture": s["architecture"],
-            "form_factor": "SXM" if "SXM" in s["form_factor"] or "OAM" in s["form_factor"] else "PCIe",
-            "memory_gib": _num(s["memory_gib"]),
-            "memory_bandwidth_gbs": _num(s["memory_bandwidth_gbs"]),
-            "fp16_tflops": _num(s["fp16_dense_tflops"]),
-            "bf16_tflops": _num(s["bf16_dense_tflops"]),
-            "fp8_tflops": _num(s["fp8_dense_tflops"]),
-            "int8_tops": _num(s["int8_dense_tops"]),
-            "nvlink_gbs": _num(s["nvlink_gbs"]),
-            "pcie_gen": int(s["pcie_gen"]) if s["pcie_gen"].strip() else None,
-        }
+        row = _spec_fields(name, specs[spec_name])
         row.update(overrides)
-        row["supports_fp8"] = row["fp8_tflops"] is not None
-        row["consumer"] = name in CONSUMER
-        row["llm_estimates"] = name not in NO_LLM_ESTIMATE
         row["spec_row"] = spec_name
-        row["source"] = s["source"]
+        row["source"] = specs[spec_name]["source"]
         row["derivation"] = derivation
         row["as_of"] = DATA_AS_OF
         rows.append(row)
     return rows
+
+
+def _spec_fields(name: str, s: dict[str, str]) -> dict[str, object]:
+    return {
+        "name": name,
+        "vendor": "AMD" if s["gpu"].startswith("MI") else "NVIDIA",
+        "architecture": s["architecture"],
+        "form_factor": "SXM" if "SXM" in s["form_factor"] or "OAM" in s["form_factor"] else "PCIe",
+        "memory_gib": _num(s["memory_gib"]),
+        "memory_bandwidth_gbs": _num(s["memory_bandwidth_gbs"]),
+        "fp16_tflops": _num(s["fp16_dense_tflops"]),
+        "bf16_tflops": _num(s["bf16_dense_tflops"]),
+        "fp8_tflops": _num(s["fp8_dense_tflops"]),
+        "fp4_tflops": None,  # the reference table has no FP4 column; the supplement adds the figures
+        "int8_tops": _num(s["int8_dense_tops"]),
+        "nvlink_gbs": _num(s["nvlink_gbs"]),
+        "nvlink_domain_gpus": None,
+        "pcie_gen": int(s["pcie_gen"]) if s["pcie_gen"].strip() else None,
+        "supports_int4": None,
+    }
+
+
+# Supplement columns that carry figures; empty cells inherit (overrides) or stay unknown (new GPUs).
+_SUPPLEMENT_NUMERIC = ("memory_gib", "memory_bandwidth_gbs", "fp16_tflops", "bf16_tflops", "fp8_tflops", "fp4_tflops",
+                       "int8_tops", "nvlink_gbs")
+_SUPPLEMENT_TEXT = ("vendor", "architecture", "form_factor")
+_PROVENANCE = ("source", "as_of", "caveats")
+
+
+class SupplementError(ValueError):
+    """A supplement row the build refuses: it names the file, row and column."""
+
+
+def _require_provenance(path: Path, rows: list[dict[str, str]]) -> None:
+    for i, r in enumerate(rows, start=2):  # line 1 is the header
+        for col in _PROVENANCE:
+            if not (r.get(col) or "").strip():
+                raise SupplementError(f"{path.name} line {i} ({r.get('name') or r.get('provider')}): "
+                                      f"empty '{col}' - every supplement row states its source, as_of and caveats")
+
+
+def apply_gpu_supplement(rows: list[dict[str, object]], specs: dict[str, dict[str, str]],
+                         supplement: list[dict[str, str]], path: Path = GPUS_SUPPLEMENT) -> list[dict[str, object]]:
+    """Override figures of existing GPUs and add new ones; each row keeps the supplement's source."""
+    _require_provenance(path, supplement)
+    by_name = {r["name"]: r for r in rows}
+    for i, sup in enumerate(supplement, start=2):
+        name = sup["name"].strip()
+        row = by_name.get(name)
+        if row is None:
+            base = specs.get(sup["extends"].strip()) if sup["extends"].strip() else None
+            if sup["extends"].strip() and base is None:
+                raise SupplementError(f"{path.name} line {i} ({name}): extends unknown reference row {sup['extends']!r}")
+            row = _spec_fields(name, base) if base else {k: None for k in _spec_fields(name, specs[next(iter(specs))])}
+            row["name"] = name
+            row.update(spec_row=sup["extends"].strip(), source="", derivation="", as_of="")
+            rows.append(row)
+            by_name[name] = row
+        for col in _SUPPLEMENT_TEXT:
+            if sup[col].strip():
+                row[col] = sup[col].strip()
+        for col in _SUPPLEMENT_NUMERIC:
+            if sup[col].strip():
+                row[col] = float(sup[col])
+        for col in ("nvlink_domain_gpus", "pcie_gen"):
+            if sup[col].strip():
+                row[col] = int(sup[col])
+        if sup["supports_int4"].strip():
+            row["supports_int4"] = sup["supports_int4"].strip().lower() == "true"
+        row["source"] = "; ".join(x for x in (str(row["source"] or ""), sup["source"].strip()) if x)
+        row["derivation"] = " ".join(x for x in (str(row["derivation"] or ""), sup["caveats"].strip()) if x)
+        row["as_of"] = sup["as_of"].strip()
+        if row["memory_gib"] is None or not row["vendor"] or not row["form_factor"]:
+            raise SupplementError(f"{path.name} line {i} ({name}): a new GPU needs memory_gib, vendor and form_factor")
+    return rows
+
+
+def finish_gpus(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Derived columns, in the order gpus.csv stores them."""
+    out = []
+    for r in rows:
+        domain = r["nvlink_domain_gpus"]
+        if domain is None and r["nvlink_gbs"]:
+            domain = 8 if r["form_factor"] == "SXM" else 2  # HGX/DGX boards join 8; PCIe bridges join pairs
+        int4 = r["supports_int4"]
+        if int4 is None:
+            int4 = r["vendor"] == "NVIDIA" and str(r["architecture"]).startswith(INT4_ARCHITECTURES)
+        out.append({
+            "name": r["name"], "vendor": r["vendor"], "architecture": r["architecture"], "form_factor": r["form_factor"],
+            "memory_gib": r["memory_gib"], "memory_bandwidth_gbs": r["memory_bandwidth_gbs"],
+            "fp16_tflops": r["fp16_tflops"], "bf16_tflops": r["bf16_tflops"], "fp8_tflops": r["fp8_tflops"],
+            "fp4_tflops": r["fp4_tflops"], "int8_tops": r["int8_tops"], "nvlink_gbs": r["nvlink_gbs"],
+            "nvlink_domain_gpus": domain, "pcie_gen": r["pcie_gen"],
+            "supports_fp8": r["fp8_tflops"] is not None, "supports_int4": bool(int4),
+            "consumer": r["name"] in CONSUMER, "llm_estimates": r["name"] not in NO_LLM_ESTIMATE,
+            "spec_row": r["spec_row"], "source": r["source"], "derivation": r["derivation"], "as_of": r["as_of"],
+        })
+    return out
 
 
 def build_offers(instances: list[dict[str, str]], notes: dict[tuple[str, str], str]):
@@ -193,6 +287,34 @@ def build_offers(instances: list[dict[str, str]], notes: dict[tuple[str, str], s
     return offers, excluded
 
 
+def apply_offer_supplement(offers: list[dict[str, object]], gpus: set[str], supplement: list[dict[str, str]],
+                           path: Path = OFFERS_SUPPLEMENT) -> list[dict[str, object]]:
+    """Offers for GPUs the reference instances lack, each with its own source, date and caveats."""
+    _require_provenance(path, supplement)
+    seen = {(o["provider"], o["name"]) for o in offers}
+    for i, r in enumerate(supplement, start=2):
+        key = (r["provider"].strip(), r["name"].strip())
+        if key in seen:
+            raise SupplementError(f"{path.name} line {i}: offer {key[0]}/{key[1]} is already in the catalog")
+        if r["gpu"].strip() not in gpus:
+            raise SupplementError(f"{path.name} line {i}: unknown GPU {r['gpu']!r}")
+        seen.add(key)
+        offers.append({
+            "provider": key[0], "name": key[1], "region": r["region"].strip(), "gpu": r["gpu"].strip(),
+            "gpus_per_instance": int(r["gpus_per_instance"]), "gpu_memory_gib": _num(r["gpu_memory_gib"]),
+            "vcpus": _num(r["vcpus"]), "host_memory_gib": _num(r["host_memory_gib"]),
+            "price_usd_per_hour": float(r["price_usd_per_hour"]), "spot_price_usd_per_hour": _num(r["spot_price_usd_per_hour"]),
+            "inter_node_fabric": r["inter_node_fabric"].strip(), "inter_node_gbs": _num(r["inter_node_gbs"]),
+            "source": r["source"].strip(), "as_of": r["as_of"].strip(), "notes": r["caveats"].strip(),
+        })
+    return offers
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def _csv_text(rows: list[dict[str, object]]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
@@ -210,8 +332,9 @@ def build(shared: Path) -> dict[str, str]:
         instances = list(csv.DictReader(f))
     with open(data / "gpu_instances_notes.csv", newline="") as f:
         notes = {(r["provider"], r["instance_type"]): r["note"].strip() for r in csv.DictReader(f)}
-    gpus = build_gpus(specs)
+    gpus = finish_gpus(apply_gpu_supplement(build_gpus(specs), specs, _read(GPUS_SUPPLEMENT)))
     offers, excluded = build_offers(instances, notes)
+    offers = apply_offer_supplement(offers, {g["name"] for g in gpus}, _read(OFFERS_SUPPLEMENT))
     return {"gpus.csv": _csv_text(gpus), "offers.csv": _csv_text(offers), "excluded_offers.csv": _csv_text(excluded)}
 
 
@@ -220,7 +343,11 @@ def main() -> int:
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     parser.add_argument("--check", action="store_true", help="fail if the committed files differ")
     args = parser.parse_args()
-    files = build(args.shared)
+    try:
+        files = build(args.shared)
+    except SupplementError as exc:
+        print(f"catalog supplement rejected: {exc}", file=sys.stderr)
+        return 2
     stale = [n for n, text in files.items() if not (OUT_DIR / n).exists() or (OUT_DIR / n).read_text() != text]
     if args.check:
         if stale:

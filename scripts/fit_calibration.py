@@ -1,24 +1,30 @@
 #!/usr/bin/env python
 """Fit the performance model's constants to the calibration measurements.
 
-    python scripts/fit_calibration.py            # print the fit
-    python scripts/fit_calibration.py --write    # and store it in solver/perf/calibration.py
+    python scripts/fit_calibration.py                    # print the fit
+    python scripts/fit_calibration.py --cv               # and the cross-validated errors, bands, coverage
+    python scripts/fit_calibration.py --cv --write       # and store constants and bands in solver/perf/calibration.py
+                                                         # and the per-row record in solver/perf/data/cv_residuals.csv
 
 Method (also in docs/performance-model.md):
+  * the cases are every usable row of the calibration CSVs (`calibration.all_cases()`: the
+    verbatim calibration set, the product's rows on today's hardware, the vLLM engine
+    reference and the no-queue rows of the latency-under-load set); AMD GPUs have their own
+    bandwidth/compute/per-layer constants, which only AMD rows move;
   * memory constants come straight from the memory rows: q4_k_m bits per weight from the
     GGUF file sizes, the runtime overhead from the one vLLM memory split;
   * the free performance constants minimise the sum over metrics (throughput, TPOT, TTFT)
-    of the mean squared log error of that metric's rows - so each metric weighs the same
-    however many rows it has - by Nelder-Mead from several starting points, within
-    physical bounds (efficiencies in (0, 1]);
-  * GRAPH_LAYER_OVERHEAD_US (per-layer time of engines that replay CUDA graphs: vLLM,
-    SGLang, current TensorRT-LLM) is then fitted alone, the physics held fixed, to the
-    published vLLM measurements in solver/perf/data/engine_reference.csv;
-  * the error bands are the 80th percentile of |relative error| per metric, rounded up to
-    the next 5 %, of leave-one-out residuals: each performance row predicted by constants
-    fitted without it (`--cv`, ~3 minutes) - an out-of-sample figure, since the model is
-    judged on measurements it was not fitted to. Without `--cv` the in-sample residuals
-    are shown and the stored bands are left alone.
+    of the mean robust (soft-L1, scale 0.15) loss of that metric's log errors - so each
+    metric weighs the same however many rows it has, and a few rows the physics cannot
+    explain do not bend the rest - by Levenberg-Marquardt (forward-difference Jacobian,
+    projected onto physical bounds: efficiencies in (0, 1]) from the stored constants and
+    from the middle of the box, keeping the better;
+  * `--cv`: K-fold cross-validation (folds stratified by metric, fixed assignment): each
+    fold's rows are predicted by constants refitted without them. The error bands are the
+    split-conformal 80 % quantiles of those out-of-fold |relative errors|, per metric and,
+    where a regime has at least 8 rows, per regime (memory- or compute-bound). The
+    coverage reported is held out twice over: each row's error is compared with a band
+    computed from the other rows' out-of-fold errors only.
 """
 
 from __future__ import annotations
@@ -27,27 +33,44 @@ import argparse
 import math
 import re
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from solver.perf.api import Calibration  # noqa: E402
 from solver.perf import calibration as fit  # noqa: E402
+from solver.perf.api import Calibration  # noqa: E402
 from solver.perf.llm import memory_budget  # noqa: E402
 
 GIB = 1024**3
 # name: (lower bound, upper bound, decimals kept)
 FREE = {
     "bandwidth_efficiency": (0.3, 1.0, 3),
+    "kv_bandwidth_efficiency": (0.2, 1.0, 3),
     "compute_efficiency": (0.2, 1.0, 3),
     "fp8_compute_efficiency": (0.2, 1.0, 3),
     "layer_overhead_us": (0.0, 300.0, 1),
-    "link_efficiency": (0.1, 1.0, 3),
+    "graph_layer_overhead_us": (0.0, 300.0, 1),
+    "link_efficiency": (0.05, 1.0, 3),
+    "nvlink_efficiency": (0.05, 1.0, 3),
+    "request_overhead_ms": (0.0, 100.0, 2),
     "llama_cpp_layer_overhead_us": (0.0, 500.0, 1),
     "llama_cpp_bandwidth_gbs": (200.0, 5000.0, 0),
+    "lmdeploy_layer_overhead_us": (0.0, 500.0, 1),
+    "activation_passes": (0.0, 50.0, 2),
+    # Issue 12: FP4 GEMMs, routed-expert GEMMs, and AMD Instinct's own fractions (only AMD rows move them).
+    "fp4_compute_efficiency": (0.1, 1.0, 3),
+    "moe_compute_efficiency": (0.02, 1.0, 3),
+    "amd_bandwidth_efficiency": (0.3, 1.0, 3),
+    "amd_compute_efficiency": (0.1, 1.0, 3),
+    "amd_layer_overhead_us": (0.0, 300.0, 1),
+    "token_overhead_us": (0.0, 200.0, 2),
 }
+DEFAULT_FOLDS = 10
 
 
 def memory_constants(cases) -> dict[str, float]:
@@ -59,149 +82,243 @@ def memory_constants(cases) -> dict[str, float]:
             bits.append(c.measured * GIB * 8 / params)
         if c.metric == "kv_cache_gib":
             mb = memory_budget(c.query)
-            overhead = mb.budget_gib - mb.weights_gib - mb.activation_gib - c.measured
+            budget = mb.policy.memory_fraction * mb.memory_gib
+            overhead = budget - mb.weights_gib - mb.activation_gib(1) - c.measured
     return {"Q4_K_M_BITS_PER_WEIGHT": round(math.exp(sum(map(math.log, bits)) / len(bits)), 2),
             "RUNTIME_OVERHEAD_GIB": round(max(overhead, 0.0), 2)}
 
 
-def objective(values: dict[str, float], cases) -> float:
-    cal = replace(Calibration(), **values)
-    by_metric: dict[str, list[float]] = {}
-    for r in fit.residuals(cal, cases):
-        if r.case.metric in fit.PERFORMANCE_METRICS:
-            by_metric.setdefault(r.case.metric, []).append(math.log(max(r.predicted, 1e-12) / r.case.measured) ** 2)
-    return sum(sum(v) / len(v) for v in by_metric.values())
+def performance(cases) -> list:
+    return [c for c in cases if c.metric in fit.PERFORMANCE_METRICS]
 
 
-def nelder_mead(f, x0: list[float], step: float = 0.15, iters: int = 1500, tol: float = 1e-9) -> list[float]:
-    """Minimise f over the unit box, from x0 (coordinates scaled to [0, 1])."""
-    clip = lambda x: [min(max(v, 0.0), 1.0) for v in x]  # noqa: E731
-    n = len(x0)
-    simplex = [clip(x0)] + [clip([v + (step if i == j else 0.0) for j, v in enumerate(x0)]) for i in range(n)]
-    scores = [f(x) for x in simplex]
+# Scale of the robust loss, in log error: rows further off than about this weigh less than
+# under least squares (soft-L1), so that a few rows the physics cannot explain (a serving
+# stack's own delays) do not bend the constants every other row depends on.
+ROBUST_SCALE = 0.15
+
+
+class Objective:
+    """Weighted, robustified log residuals: their sum of squares is the sum over metrics of
+    the mean soft-L1 loss of that metric's log errors (least squares below ROBUST_SCALE)."""
+
+    def __init__(self, cases):
+        self.cases = performance(cases)
+        counts = {m: sum(1 for c in self.cases if c.metric == m) for m in fit.PERFORMANCE_METRICS}
+        self.weights = np.array([1.0 / math.sqrt(counts[c.metric]) for c in self.cases])
+        self.measured = np.array([c.measured for c in self.cases])
+        self.evaluations = 0
+
+    def residuals(self, values: dict[str, float]) -> np.ndarray:
+        self.evaluations += 1
+        cal = replace(Calibration(), **values)
+        predicted = np.array([max(fit.predict(c, cal)[0], 1e-12) for c in self.cases])
+        z = np.log(predicted / self.measured) / ROBUST_SCALE
+        soft_l1 = 2 * (np.sqrt(1 + z * z) - 1)  # ~ z^2 for small z, ~ 2|z| for large
+        return self.weights * ROBUST_SCALE * np.sign(z) * np.sqrt(soft_l1)
+
+    def __call__(self, values: dict[str, float]) -> float:
+        r = self.residuals(values)
+        return float(r @ r)
+
+
+def to_values(unit) -> dict[str, float]:
+    return {k: lo + float(u) * (hi - lo) for (k, (lo, hi, _)), u in zip(FREE.items(), unit)}
+
+
+def to_unit(values: dict[str, float]) -> np.ndarray:
+    return np.array([(values[k] - lo) / (hi - lo) for k, (lo, hi, _) in FREE.items()])
+
+
+def levenberg_marquardt(f: Objective, x0: np.ndarray, iters: int = 60, tol: float = 1e-10) -> np.ndarray:
+    """Minimise |f(x)|^2 over the unit box (projected steps, forward-difference Jacobian)."""
+    x = np.clip(x0, 0.0, 1.0)
+    r = f.residuals(to_values(x))
+    cost = float(r @ r)
+    damping = 1e-3
+    h = 1e-4
     for _ in range(iters):
-        order = sorted(range(n + 1), key=scores.__getitem__)
-        simplex, scores = [simplex[i] for i in order], [scores[i] for i in order]
-        if scores[-1] - scores[0] < tol:
+        jac = np.empty((len(r), len(x)))
+        for j in range(len(x)):
+            step = h if x[j] + h <= 1.0 else -h
+            xj = x.copy()
+            xj[j] += step
+            jac[:, j] = (f.residuals(to_values(xj)) - r) / step
+        g = jac.T @ r
+        a = jac.T @ jac
+        improved = False
+        for _ in range(8):
+            try:
+                delta = -np.linalg.solve(a + damping * np.diag(np.diag(a) + 1e-9), g)
+            except np.linalg.LinAlgError:
+                damping *= 10
+                continue
+            x_new = np.clip(x + delta, 0.0, 1.0)
+            r_new = f.residuals(to_values(x_new))
+            cost_new = float(r_new @ r_new)
+            if cost_new < cost:
+                converged = cost - cost_new < tol * max(cost, 1e-12)
+                x, r, cost = x_new, r_new, cost_new
+                damping = max(damping / 3, 1e-9)
+                improved = True
+                break
+            damping *= 4
+        if not improved or converged:
             break
-        centroid = [sum(x[j] for x in simplex[:-1]) / n for j in range(n)]
-        worst = simplex[-1]
-        reflect = clip([c + (c - w) for c, w in zip(centroid, worst)])
-        fr = f(reflect)
-        if fr < scores[0]:
-            expand = clip([c + 2 * (c - w) for c, w in zip(centroid, worst)])
-            fe = f(expand)
-            simplex[-1], scores[-1] = (expand, fe) if fe < fr else (reflect, fr)
-        elif fr < scores[-2]:
-            simplex[-1], scores[-1] = reflect, fr
-        else:
-            contract = clip([c + 0.5 * (w - c) for c, w in zip(centroid, worst)])
-            fc = f(contract)
-            if fc < scores[-1]:
-                simplex[-1], scores[-1] = contract, fc
-            else:
-                best = simplex[0]
-                simplex = [best] + [clip([b + 0.5 * (v - b) for b, v in zip(best, x)]) for x in simplex[1:]]
-                scores = [scores[0]] + [f(x) for x in simplex[1:]]
-    return simplex[min(range(n + 1), key=scores.__getitem__)]
+    return x
 
 
-def to_values(unit: list[float]) -> dict[str, float]:
-    return {k: lo + u * (hi - lo) for (k, (lo, hi, _)), u in zip(FREE.items(), unit)}
-
-
-def to_unit(values: dict[str, float]) -> list[float]:
-    return [(values[k] - lo) / (hi - lo) for k, (lo, hi, _) in FREE.items()]
-
-
-def fit_performance(cases, quick: bool = False) -> dict[str, float]:
-    f = lambda u: objective(to_values(u), cases)  # noqa: E731
-    current = {k: getattr(Calibration(), k) for k in FREE}
-    starts = [to_unit(current)] if quick else [to_unit(current), [0.5] * len(FREE), [0.8, 0.6, 0.6, 0.2, 0.5, 0.2, 0.2]]
-    best, best_score = None, math.inf
+def fit_performance(cases, start: dict[str, float] | None = None, quick: bool = False) -> dict[str, float]:
+    """The free constants that minimise the objective (from `start`, or the stored constants and the box's middle)."""
+    f = Objective(cases)
+    stored = {k: getattr(Calibration(), k) for k in FREE}
+    starts = [to_unit(start or stored)] + ([] if quick else [np.full(len(FREE), 0.5)])
+    best, best_cost = None, math.inf
     for x0 in starts:
-        x = nelder_mead(f, x0)
-        x = nelder_mead(f, x, step=0.05)  # restart: Nelder-Mead stalls on flat ridges
-        if f(x) < best_score:
-            best, best_score = x, f(x)
+        x = levenberg_marquardt(f, x0)
+        cost = f(to_values(x))
+        if cost < best_cost:
+            best, best_cost = x, cost
     return {k: round(v, FREE[k][2]) for k, v in to_values(best).items()}
 
 
-def fit_graph_overhead(values: dict[str, float], reference) -> float:
-    """Golden-section search of the one constant the engine-reference rows inform."""
-    def f(us: float) -> float:
-        cal = replace(Calibration(), **values, graph_layer_overhead_us=us)
-        return sum(math.log(r.predicted / r.case.measured) ** 2 for r in fit.residuals(cal, reference))
-
-    lo, hi = 0.0, 300.0
-    g = (math.sqrt(5) - 1) / 2
-    for _ in range(60):
-        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-        lo, hi = (lo, b) if f(a) < f(b) else (a, hi)
-    return round((lo + hi) / 2, 1)
-
-
-def leave_one_out(cases, values: dict[str, float]) -> list:
-    """Each performance row predicted by a fit that did not see it (started from the full fit)."""
-    out = []
-    perf = [c for c in cases if c.metric in fit.PERFORMANCE_METRICS]
-    for c in perf:
-        others = [o for o in cases if o is not c]
-        held = fit_performance(others, quick=True)
-        out.extend(fit.residuals(replace(Calibration(), **{**values, **held}), [c]))
-        print(f"  leave-one-out row {c.row:2d}: {100 * out[-1].relative_error:+6.1f} %", file=sys.stderr)
+def folds_of(cases, k: int) -> list[int]:
+    """Fold of each performance case: stratified by metric, in file order (deterministic)."""
+    out, seen = [], {}
+    for c in performance(cases):
+        n = seen.get(c.metric, 0)
+        seen[c.metric] = n + 1
+        out.append(n % k)
     return out
 
 
+def cross_validated(cases, values: dict[str, float], k: int = DEFAULT_FOLDS, log=sys.stderr) -> list:
+    """Out-of-fold residuals: each performance row predicted by constants fitted without its fold."""
+    perf = performance(cases)
+    memory = [c for c in cases if c.metric not in fit.PERFORMANCE_METRICS]
+    fold = folds_of(cases, k)
+    out = []
+    for i in range(k):
+        train = [c for c, f in zip(perf, fold) if f != i] + memory
+        held = [c for c, f in zip(perf, fold) if f == i]
+        if not held:
+            continue
+        refit = fit_performance(train, start=values, quick=True)
+        out.extend(fit.residuals(replace(Calibration(), **refit), held))
+        print(f"  fold {i + 1}/{k}: {len(held)} rows held out", file=log)
+    order = {c.key: j for j, c in enumerate(perf)}
+    return sorted(out, key=lambda r: order[r.case.key])
+
+
+def held_out_coverage(rows: list, coverage: float = fit.BAND_COVERAGE) -> dict[str, tuple[int, int]]:
+    """Per band group: (rows inside, rows) where each row meets a band computed without it."""
+    out = {}
+    for key, group in fit.band_keys(rows).items():
+        inside = 0
+        for j, r in enumerate(group):
+            others = [abs(o.relative_error) for i, o in enumerate(group) if i != j]
+            inside += abs(r.relative_error) <= fit.conformal_quantile(others, coverage)
+        out[key] = (inside, len(group))
+    return out
+
+
+def family_table(rows) -> list[str]:
+    """Median |error| per (GPU family, precision, metric), and per family over precisions."""
+    from statistics import median
+
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        q = r.case.query
+        fam = fit.gpu_family(q.gpu)
+        groups.setdefault((fam, q.precision, r.case.metric), []).append(abs(r.relative_error))
+        groups.setdefault((fam, "all", r.case.metric), []).append(abs(r.relative_error))
+    lines = ["  family     precision  metric      rows  median |error|"]
+    for (fam, prec, metric), errs in sorted(groups.items()):
+        lines.append(f"  {fam:10s} {prec:10s} {metric:10s} {len(errs):5d}  {100 * median(errs):6.1f} %")
+    return lines
+
+
+def write_cv_residuals(path: Path, in_sample: list, out_of_fold: list, folds: list[int]) -> None:
+    """The record tests/test_calibration.py checks: in-sample and out-of-fold prediction per row."""
+    import csv
+
+    by_key = {r.case.key: r for r in in_sample}
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["case", "metric", "regime", "measured", "predicted_in_sample", "predicted_out_of_fold", "fold"])
+        for r, fold in zip(out_of_fold, folds):
+            w.writerow([r.case.key, r.case.metric, r.regime, f"{r.case.measured:.6g}",
+                        f"{by_key[r.case.key].predicted:.6g}", f"{r.predicted:.6g}", fold])
+
+
 def band(value: float) -> float:
-    return math.ceil(value * 20 - 1e-9) / 20  # up to the next 5 %
+    return math.ceil(value * 100 - 1e-9) / 100  # up to the next whole percent
 
 
-def write_block(text: str, name: str, assignments: dict[str, float]) -> str:
+def write_block(text: str, name: str, assignments: dict[str, object]) -> str:
     body = "".join(f"{k} = {v!r}\n" for k, v in assignments.items())
     pattern = re.compile(rf"(# BEGIN {name}[^\n]*\n).*?(# END {name})", re.S)
     return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
 
 
+def band_constants(bands: dict[str, float]) -> dict[str, object]:
+    pooled = {f"ERROR_BAND_{m.upper()}": band(bands[m]) for m in fit.PERFORMANCE_METRICS}
+    regimes = tuple((k, band(v)) for k, v in sorted(bands.items()) if "." in k)
+    return {**pooled, "ERROR_BANDS_BY_REGIME": regimes}
+
+
+def report(title: str, rows: list) -> None:
+    print(title)
+    for metric, err in fit.median_abs_errors(rows).items():
+        n = sum(1 for r in rows if r.case.metric == metric)
+        print(f"  median |error| {metric:12s} {100 * err:5.1f} %  ({n} rows)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="store the fit in solver/perf/calibration.py")
-    parser.add_argument("--cv", action="store_true", help="leave-one-out residuals for the error bands (slow)")
+    parser.add_argument("--cv", action="store_true", help="cross-validated errors, bands and coverage")
+    parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help=f"folds for --cv (default {DEFAULT_FOLDS})")
+    parser.add_argument("--families", action="store_true", help="in-sample errors by GPU family and precision")
     args = parser.parse_args()
-    cases, skipped = fit.benchmark_cases()
+    started = time.perf_counter()
+    cases, skipped = fit.all_cases()
     memory = memory_constants(cases)
     values = fit_performance(cases)
-    reference, _ = fit.benchmark_cases(path=fit.ENGINE_REFERENCE_CSV)
-    values["graph_layer_overhead_us"] = fit_graph_overhead(values, reference)
     cal = replace(Calibration(), **values)
     rows = fit.residuals(cal, cases)
-    if args.cv:
-        with_values = dict(values)
-        loo = leave_one_out(cases, with_values)
-        bands = {f"ERROR_BAND_{m.upper()}": band(v) for m, v in fit.error_bands(loo).items()}
-        for metric, err in fit.median_abs_errors(loo).items():
-            print(f"  leave-one-out median |error| {metric:12s} {100 * err:5.1f} %")
-    else:
-        bands = {f"ERROR_BAND_{m.upper()}": band(v) for m, v in fit.error_bands(rows).items()}
-    print(f"{len(cases)} usable rows, {len(skipped)} skipped; objective {objective(values, cases):.4f}")
+    print(f"{len(cases)} usable rows ({len(performance(cases))} performance), {len(skipped)} skipped; "
+          f"objective {Objective(cases)(values):.4f}")
     for k, v in values.items():
         print(f"  {k:30s} {v}")
-    for k, v in {**memory, **bands}.items():
+    for k, v in memory.items():
         print(f"  {k:30s} {v}")
-    for metric, err in fit.median_abs_errors(rows).items():
-        print(f"  median |error| {metric:12s} {100 * err:5.1f} %")
-    for r in fit.residuals(cal, reference):
-        print(f"  engine reference row {r.case.row}: {r.case.label}: {100 * r.relative_error:+.1f} %")
+    report("In-sample (fitted to every row):", rows)
+    if args.families:
+        print("In-sample by GPU family and precision:")
+        print("\n".join(family_table([r for r in rows if r.case.metric in fit.PERFORMANCE_METRICS])))
+    bands = None
+    if args.cv:
+        oof = cross_validated(cases, values, args.folds)
+        report(f"{args.folds}-fold cross-validated (each row predicted by a fit without its fold):", oof)
+        print(f"Cross-validated ({args.folds} folds) by GPU family and precision:")
+        print("\n".join(family_table(oof)))
+        bands = fit.error_bands(oof)
+        print("Error bands (80 % conformal quantile of out-of-fold |error|) and held-out coverage:")
+        for key, (inside, n) in held_out_coverage(oof).items():
+            print(f"  {key:20s} band {100 * band(bands[key]):5.1f} %   coverage {inside}/{n} = {100 * inside / n:5.1f} %")
     if memory["Q4_K_M_BITS_PER_WEIGHT"] != fit.Q4_K_M_BITS_PER_WEIGHT or memory["RUNTIME_OVERHEAD_GIB"] != fit.RUNTIME_OVERHEAD_GIB:
         print("  note: memory constants differ from calibration.py; update them there by hand")
     if args.write:
         path = Path(fit.__file__)
-        text = path.read_text()
-        text = write_block(text, "FITTED", {k.upper(): v for k, v in values.items()})
-        if args.cv:
-            text = write_block(text, "BANDS", bands)
+        text = write_block(path.read_text(), "FITTED", {k.upper(): v for k, v in values.items()})
+        if bands is not None:
+            text = write_block(text, "BANDS", band_constants(bands))
         path.write_text(text)
-        print(f"written to {path.relative_to(ROOT)}")
+        if args.cv:
+            write_cv_residuals(fit.CV_RESIDUALS_CSV, rows, oof, folds_of(cases, args.folds))
+        print(f"written to {path.relative_to(ROOT)}" + ("" if bands else " (bands unchanged: run with --cv)"))
+    print(f"({time.perf_counter() - started:.0f} s)")
     return 0
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from solver.optimize.backends import SolveOptions, get_backend
+from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
@@ -19,7 +20,7 @@ from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
-from solver.optimize.formulation import Formulation, build
+from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
@@ -68,7 +69,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     unservable = diagnose_unservable(problem, catalog)
     if unservable:
         raise InfeasibleError(unservable)
-    backend = get_backend(options.backend or workload.solver.backend)
+    backend_name = options.backend or workload.solver.backend
 
     stage("model")
     greedy = greedy_solution(problem)
@@ -80,6 +81,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         configs = [c for c in configs
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
+    backend = get_backend(resolve_auto(backend_name, form.model))
     hint = form.values_from(greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
@@ -145,7 +147,7 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in sol.fleet if problem.offer(o).gpu == gpu)
         if used > quota:
             return False
-    return True
+    return not region_violations(problem, sol)
 
 
 def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:

@@ -261,3 +261,43 @@ def test_infeasible_request_class_names_the_service_and_the_class(tmp_path: Path
     assert proc.returncode == EXIT_INFEASIBLE, out
     assert "thumbnails" in out and "long" in out, out
     assert "latency" in out, out
+
+
+def test_unknown_fields_get_did_you_mean_at_every_depth(solver_cli, tmp_path):
+    import json
+
+    path = tmp_path / "typos.json"
+    path.write_text(json.dumps({"services": [{"name": "a", "modle": "llama-3.1-8b",
+                                              "demand": {"requests_per_s": 1, "prompt_tokns": 3, "output_tokens": 8},
+                                              "slo": {"ttf_ms": 300}}],
+                                "constraint": {}, "solver": {"time_limt_s": 3}}))
+    proc = subprocess.run([solver_cli, "solve", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    for field, suggestion in (("services[0].modle", "'model'"), ("services[0].demand.prompt_tokns", "'prompt_tokens'"),
+                              ("services[0].slo.ttf_ms", "'ttft_ms'"), ("constraint", "'constraints'"),
+                              ("solver.time_limt_s", "'time_limit_s'")):
+        line = next(x for x in proc.stderr.splitlines() if f"- {field}:" in x)
+        assert "did you mean" in line and suggestion in line, line
+
+
+def test_field_and_name_errors_arrive_together(solver_cli, tmp_path):
+    import json
+
+    path = tmp_path / "both.json"
+    path.write_text(json.dumps({"services": [{"name": "a", "model": "lama-3-8b", "demand": {
+        "requests_per_s": -1, "prompt_tokens": 3, "output_tokens": 3}}], "constraints": {"providers": ["gpc"]}}))
+    proc = subprocess.run([solver_cli, "solve", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    for field in ("services[0].demand.requests_per_s", "services[0].model", "constraints.providers[0]"):
+        assert f"- {field}:" in proc.stderr, (field, proc.stderr)
+
+
+def test_provider_and_region_names_ignore_case():
+    from solver.plan import plan
+    from solver.workload.documents import parse_workload
+
+    w = {"services": [{"name": "a", "model": "llama-3.1-8b", "precisions": ["fp16"],
+                       "demand": {"requests_per_s": 1, "prompt_tokens": 256, "output_tokens": 128}}],
+         "constraints": {"providers": ["GCP"], "regions": ["US-Central1"]}}
+    r = plan(parse_workload(w))
+    assert r.fleet and all(f.provider == "gcp" and f.region == "us-central1" for f in r.fleet)

@@ -83,11 +83,16 @@ def test_warm_cache_gives_identical_plans_measured_profiles(seed):
 
 
 def test_cache_is_bounded():
-    cache = CandidateCache(max_entries=3)
+    from solver.compile.candidates import _Key
+
+    cache = CandidateCache(max_entries=4)
     for i in range(10):
-        cache.put(("k", i), ((), ()))
-    assert cache.get(("k", 0)) is None and cache.get(("k", 9)) is not None
-    assert len(cache._entries) == 3
+        per_service = cache.service(_Key(("service", i)))
+        cache.put(per_service, _Key(("offer", 0)), ((), (), ()))
+        cache.put(per_service, _Key(("offer", 1)), ((), (), ()))
+    assert len(cache) <= 4
+    assert cache.get(cache.service(_Key(("service", 9))), _Key(("offer", 1))) is not None
+    assert cache.get(cache.service(_Key(("service", 0))), _Key(("offer", 1))) is None
 
 
 def test_compiled_problem_carries_what_later_stages_read():

@@ -70,7 +70,7 @@ def test_table_across_the_catalog():
 @pytest.mark.parametrize("args,expected", [
     (("lama-3-8b",), "did you mean 'llama-3.1-8b'"),
     (("llama-3.1-8b", "--gpu", "H100-SXN"), "did you mean 'H100-SXM'"),
-    (("llama-3.1-8b", "--precision", "fp4"), "unknown precision"),
+    (("llama-3.1-8b", "--precision", "fp3"), "unknown precision"),
     (("llama-3.1-8b", "--engine", "vlm"), "did you mean 'vllm'"),
     (("llama-3.1-8b", "--gpus-per-replica", "two"), "--gpus-per-replica"),
     ((), "give a model name"),

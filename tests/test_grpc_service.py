@@ -134,6 +134,11 @@ def test_get_catalog(client):
     assert everything["offers"][0] == {"id": first.id, **asdict(first)}
     lam = client.get_catalog(provider="lambda")
     assert lam["offers"] and all(o["provider"] == "lambda" for o in lam["offers"])
+    # Issue 12's GPU fields travel too: FP4 rate, NVLink domain, int4 support, vendor.
+    gpus = {g["name"]: g for g in everything["gpus"]}
+    assert gpus["GB200"]["fp4_tflops"] == catalog.gpus["GB200"].fp4_tflops and gpus["GB200"]["nvlink_domain_gpus"] == 72
+    assert gpus["H100-SXM"]["supports_int4"] and gpus["H100-SXM"].get("fp4_tflops") is None
+    assert gpus["MI300X"]["vendor"] == "AMD" and not gpus["MI300X"].get("supports_int4")
     with pytest.raises(PlannerClientError) as err:
         client.get_catalog(gpu="H100")
     assert err.value.violations[0]["field"] == "gpu" and "H100-SXM" in err.value.violations[0]["message"]

@@ -214,6 +214,6 @@ def test_unservable_class_quotes_the_closest_configuration():
         plan(parse_workload(w))
     (reason,) = info.value.reasons
     assert reason.constraint == "class[chat,huge]"
-    assert "with 8 GPU(s) per replica" in reason.message
+    assert "with 8 GPUs per replica" in reason.message
     quoted = float(reason.fix.split("at least ")[1].split(" ms")[0])
     assert 600 < quoted < 2000, reason.fix

@@ -33,7 +33,7 @@ BASE = {
     "name": "demo",
     "services": [
         {"name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16", "fp8"],
-         "demand": {"requests_per_s": 5, "prompt_tokens": 512, "output_tokens": 256},
+         "demand": {"requests_per_s": 4, "prompt_tokens": 512, "output_tokens": 256},
          "slo": {"ttft_ms": 2000, "tpot_ms": 60}},
     ],
     # L4 is the cheapest fit; a zero quota keeps it out so the sensitivity has a binding quota.
@@ -104,7 +104,7 @@ def test_scenarios_built_by_hand_give_the_same_numbers(ran):
     _, results, _, _ = ran
     r = by_id(results)
     doubled = copy.deepcopy(BASE)
-    doubled["services"][0]["demand"]["requests_per_s"] = 10
+    doubled["services"][0]["demand"]["requests_per_s"] = 8
     assert r["double"].usd_per_hour == pytest.approx(plan(parse_workload(doubled)).total_price_usd_per_hour, abs=1e-6)
     cat = default_catalog()
     cheap = replace(cat, offers=tuple(o.with_price(o.price_usd_per_hour * 0.3) if o.gpu == "H100-SXM" else o

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from solver.catalog.loader import default_catalog, interconnect_for
-from solver.catalog.types import Catalog, GpuType, Offer
+from solver.catalog.types import Catalog, GpuType, Offer, default_int4_support
 from solver.errors import FieldViolation, InputError
 from solver.suggest import did_you_mean
 
 
 def gpu_from_spec(s) -> GpuType:
     fp8 = s.supports_fp8 if s.supports_fp8 is not None else s.fp8_tflops is not None
+    int4 = s.supports_int4 if s.supports_int4 is not None else default_int4_support(s.vendor, s.architecture)
+    domain = s.nvlink_domain_gpus
+    if domain is None and s.nvlink_gbs:
+        domain = 8 if s.form_factor == "SXM" else 2  # as the default catalog: HGX boards join 8, bridges pairs
     return GpuType(name=s.name, memory_gib=s.memory_gib, memory_bandwidth_gbs=s.memory_bandwidth_gbs,
                    fp16_tflops=s.fp16_tflops, bf16_tflops=s.bf16_tflops, fp8_tflops=s.fp8_tflops,
-                   int8_tops=s.int8_tops, nvlink_gbs=s.nvlink_gbs, pcie_gen=s.pcie_gen, form_factor=s.form_factor,
-                   architecture=s.architecture, supports_fp8=fp8, consumer=s.consumer, source=s.source or "user")
+                   fp4_tflops=s.fp4_tflops, int8_tops=s.int8_tops, nvlink_gbs=s.nvlink_gbs, nvlink_domain_gpus=domain,
+                   pcie_gen=s.pcie_gen, form_factor=s.form_factor, vendor=s.vendor, architecture=s.architecture,
+                   supports_fp8=fp8, supports_int4=int4, consumer=s.consumer, source=s.source or "user")
 
 
 def catalog_from_spec(gpus_spec, offers_spec, *, include_default_gpus: bool = True,

@@ -37,9 +37,11 @@ def default_catalog() -> Catalog:
                 name=r["name"], memory_gib=float(r["memory_gib"]),
                 memory_bandwidth_gbs=_f(r["memory_bandwidth_gbs"]), fp16_tflops=_f(r["fp16_tflops"]),
                 bf16_tflops=_f(r["bf16_tflops"]), fp8_tflops=_f(r["fp8_tflops"]), int8_tops=_f(r["int8_tops"]),
-                nvlink_gbs=_f(r["nvlink_gbs"]), pcie_gen=int(r["pcie_gen"]) if r["pcie_gen"] else None,
+                fp4_tflops=_f(r["fp4_tflops"]), nvlink_gbs=_f(r["nvlink_gbs"]),
+                nvlink_domain_gpus=int(r["nvlink_domain_gpus"]) if r["nvlink_domain_gpus"] else None,
+                pcie_gen=int(r["pcie_gen"]) if r["pcie_gen"] else None,
                 form_factor=r["form_factor"], vendor=r["vendor"], architecture=r["architecture"],
-                supports_fp8=_b(r["supports_fp8"]), consumer=_b(r["consumer"]),
+                supports_fp8=_b(r["supports_fp8"]), supports_int4=_b(r["supports_int4"]), consumer=_b(r["consumer"]),
                 llm_estimates=_b(r["llm_estimates"]), source=r["source"], derivation=r["derivation"],
                 as_of=r["as_of"],
             )
@@ -59,7 +61,8 @@ def default_catalog() -> Catalog:
     with open(DATA_DIR / "excluded_offers.csv", newline="") as f:
         for r in csv.DictReader(f):
             excluded.append((f"{r['provider']}/{r['instance_type']}", r["reason"]))
-    return Catalog(gpus=gpus, offers=tuple(offers), description="built-in default (shared/data, SkyPilot catalog v9 snapshot)",
+    return Catalog(gpus=gpus, offers=tuple(offers),
+                   description="built-in default (shared/data, SkyPilot catalog v9 snapshot, product supplements)",
                    excluded=tuple(excluded))
 
 

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-PRECISIONS = ("fp16", "bf16", "fp8", "int8")
+# Weight precisions a service may allow. fp4 = NVFP4/MXFP4 on FP4 tensor cores (Blackwell);
+# int4 = weight-only AWQ/GPTQ (4-bit weights, 16-bit activations and GEMMs).
+PRECISIONS = ("fp16", "bf16", "fp8", "int8", "fp4", "int4")
+# Architectures the engines run 4-bit weight-only kernels on: vLLM's quantization table
+# (docs.vllm.ai/en/v0.14.0/features/quantization/, "Supported Hardware") lists GPTQ from Volta
+# and AWQ from Turing on NVIDIA, neither on AMD GPUs; Marlin W4A16 also runs on Blackwell.
+INT4_ARCHITECTURES = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
 INTERCONNECTS = ("none", "pcie", "nvlink")
+
+
+def default_int4_support(vendor: str, architecture: str) -> bool:
+    """Whether the engines ship 4-bit weight-only kernels for this GPU (see INT4_ARCHITECTURES)."""
+    return vendor.upper() == "NVIDIA" and architecture.startswith(INT4_ARCHITECTURES)
 
 
 @dataclass(frozen=True)
@@ -18,11 +29,14 @@ class GpuType:
     fp8_tflops: float | None = None
     int8_tops: float | None = None
     nvlink_gbs: float | None = None  # per GPU, bidirectional total
+    fp4_tflops: float | None = None  # dense FP4 tensor rate (NVFP4/MXFP4); None = no FP4 tensor cores
+    nvlink_domain_gpus: int | None = None  # GPUs one NVLink/xGMI fabric joins (8 HGX, 72 GB200 NVL72, 2 bridge)
     pcie_gen: int | None = None
     form_factor: str = "PCIe"  # "SXM" or "PCIe"
     vendor: str = "NVIDIA"
     architecture: str = ""
     supports_fp8: bool = False
+    supports_int4: bool = False  # 4-bit weight-only kernels (AWQ/GPTQ) run here
     consumer: bool = False
     llm_estimates: bool = True  # False: only measured profiles can place a service here
     source: str = ""
@@ -30,21 +44,34 @@ class GpuType:
     as_of: str = ""
 
     def tflops(self, precision: str) -> float | None:
-        """Dense tensor throughput at a precision (FLOP/s in units of 1e12)."""
+        """Dense tensor throughput at which a precision's GEMMs run (FLOP/s in units of 1e12).
+
+        int4 is weight-only: the weights are dequantised and multiplied at 16 bits."""
         if precision == "fp8":
             return self.fp8_tflops if self.supports_fp8 else None
+        if precision == "fp4":
+            return self.fp4_tflops
         if precision == "int8":
             return self.int8_tops
+        if precision == "int4":
+            return (self.fp16_tflops or self.bf16_tflops) if self.supports_int4 else None
         if precision == "bf16":
             return self.bf16_tflops or self.fp16_tflops
-        return self.fp16_tflops or self.bf16_tflops
+        if precision == "fp16":
+            return self.fp16_tflops or self.bf16_tflops
+        return None
 
     def supports(self, precision: str) -> bool:
+        """Whether the engines can serve weights at this precision on this GPU."""
         if precision == "fp8":
             return self.supports_fp8
+        if precision == "fp4":
+            return self.fp4_tflops is not None
+        if precision == "int4":
+            return self.supports_int4
         if precision == "bf16":
             return self.bf16_tflops is not None or (self.fp16_tflops is not None and self.architecture.startswith(("Ampere", "Ada", "Hopper", "Blackwell")))
-        return True
+        return precision in ("fp16", "int8")
 
 
 @dataclass(frozen=True)

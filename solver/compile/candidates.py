@@ -29,17 +29,28 @@ from solver.workload.schema import Workload
 
 
 def replica_sizes(gpus_per_instance: int) -> list[int]:
-    """GPUs per replica: powers of two dividing the instance's GPU count.
+    """GPUs per replica: powers of two dividing the instance's GPU count, and the whole
+    instance (a 6-GPU instance: 1, 2 and 6).
 
-    Powers of two make packing exact: replicas whose sizes are powers of two that each
-    divide the instance size fit into n instances iff their GPUs sum to at most n x size.
+    These make packing exact: replicas whose sizes are powers of two that each divide the
+    instance size fit into n instances iff their GPUs sum to at most n x size, and a
+    whole-instance replica takes an instance of its own. Other divisors are not exact
+    (on 30-GPU instances, replicas of 15, 10, 10, 6, 6, 6, 6 GPUs sum to 59 <= 60 yet do
+    not fit two instances), so they are not planned.
     """
     sizes, g = [], 1
     while g <= gpus_per_instance:
         if gpus_per_instance % g == 0:
             sizes.append(g)
         g *= 2
+    if sizes[-1] != gpus_per_instance:
+        sizes.append(gpus_per_instance)
     return sizes
+
+
+def _a(n: int) -> str:
+    """The article before a number read aloud: "an 8-GPU", "an 11-GPU", "a 6-GPU"."""
+    return "an" if str(n).startswith("8") or n in (11, 18) else "a"
 
 
 def _slo_miss(svc: ServiceDemand, ttft: float | None, tpot: float | None, latency: float | None) -> str:
@@ -85,37 +96,54 @@ class _Key:
 
 
 class CandidateCache:
-    """(service performance, offer hardware, calibration) -> that pair's pruned
-    configurations and rejections. Bounded: when full, the older half is dropped (a
-    plain dict keeps insertion order, so hits cost no bookkeeping). Thread-safe."""
+    """service performance key -> offer hardware key -> that pair's pruned configurations,
+    rejections and dominated configurations. Two levels, so a service's (large) key is
+    compared once per service, not once per offer. Bounded in (service, offer) entries:
+    when full, the services cached first are dropped until half the room is free (dicts
+    keep insertion order, so hits cost no bookkeeping). Thread-safe."""
 
     def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
         self.max_entries = max_entries
-        self._entries: dict[tuple[_Key, _Key], tuple[tuple[Config, ...], tuple[Rejection, ...]]] = {}
+        self._services: dict[_Key, dict[_Key, tuple]] = {}
+        self._size = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get(self, key: tuple[_Key, _Key]):
-        found = self._entries.get(key)
+    def service(self, service_key: _Key) -> dict[_Key, tuple]:
+        """The offers cached for one service key (a live dict: read it, `put` into it)."""
+        found = self._services.get(service_key)
+        if found is None:
+            with self._lock:
+                found = self._services.setdefault(service_key, {})
+        return found
+
+    def get(self, per_service: dict[_Key, tuple], offer_key: _Key):
+        found = per_service.get(offer_key)
         if found is None:
             self.misses += 1
         else:
             self.hits += 1
         return found
 
-    def put(self, key: tuple[_Key, _Key], value) -> None:
+    def put(self, per_service: dict[_Key, tuple], offer_key: _Key, value: tuple) -> None:
         with self._lock:
-            if len(self._entries) >= self.max_entries:
-                for old in list(self._entries)[: len(self._entries) // 2]:
-                    del self._entries[old]
-            self._entries[key] = value
+            if self._size >= self.max_entries:
+                for key in list(self._services):
+                    if self._size < self.max_entries // 2:
+                        break
+                    if self._services[key] is not per_service:  # never the one being filled
+                        self._size -= len(self._services.pop(key))
+            if offer_key not in per_service:
+                self._size += 1
+            per_service[offer_key] = value
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._size
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            self._services.clear()
+            self._size = 0
             self.hits = self.misses = 0
 
 
@@ -144,27 +172,26 @@ class CandidateBuilder:
         """The service's configurations on every offer (pruned of those another of the same
         offer dominates, unless `prune` is False: the evaluator wants them all)."""
         configs: list[Config] = []
-        service_key = None
+        cached = None
         if self.cache is not None and prune:
             # Pruning inside one offer depends on max_replicas being set (see pruning.py).
-            service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
+            cached = self.cache.service(_Key((svc.performance_key(), svc.max_replicas is None, self.calibration)))
         for i, offer in enumerate(self.offers):
             self.stop.check("candidate configurations")  # one offer's estimates take a few ms
-            key = found = None
-            if service_key is not None:
+            found = offer_key = None
+            if cached is not None:
                 offer_key = self._offer_keys.get(i)
                 if offer_key is None or offer_key.value[0] != offer.id:
                     offer_key = self._offer_keys[i] = _Key(_offer_hardware(
                         offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
-                key = (service_key, offer_key)
-                found = self.cache.get(key)
+                found = self.cache.get(cached, offer_key)
             if found is None:
                 mine, rejected = _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]).build()
                 kept = tuple(prune_configs(list(mine), svc)) if prune else mine
                 kept_ids = {id(c) for c in kept}
                 found = (kept, rejected, tuple(c for c in mine if id(c) not in kept_ids))
-                if key is not None:
-                    self.cache.put(key, found)
+                if cached is not None:
+                    self.cache.put(cached, offer_key, found)
             mine, rejected, dominated = found
             if mine and mine[0].service != svc.name:  # cached for another service with the same performance key
                 mine = tuple(replace(c, service=svc.name) for c in mine)
@@ -192,13 +219,33 @@ class _OfferCandidates:
     def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
         offer, model = self.offer, self.svc.model
         configs: list[Config] = []
-        for g in replica_sizes(offer.gpus_per_instance):
+        sizes = replica_sizes(offer.gpus_per_instance)
+        for g in sizes:
             configs.extend(self._measured(g))
             if model is not None and not self._has_profile(g):
                 configs.extend(self._estimated(model, g, 1))
         if model is not None and offer.inter_node_fabric:
             configs.extend(self._spanning(model))
+        self._unplannable_profiles(sizes)
         return tuple(configs), tuple(self.rejections)
+
+    def _unplannable_profiles(self, sizes: list[int]) -> None:
+        """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
+        said so (never dropped silently)."""
+        offer = self.offer
+        odd = sorted({p.gpus_per_replica for p in self.svc.profiles if p.gpu == offer.gpu
+                      and p.offer in (None, offer.id) and p.gpus_per_replica not in sizes})
+        for g in odd:
+            precision = next(p.precision for p in self.svc.profiles if p.gpus_per_replica == g and p.gpu == offer.gpu)
+            if g > offer.gpus_per_instance:
+                why = f"{_a(g)} {g}-GPU replica does not fit {_a(offer.gpus_per_instance)} {offer.gpus_per_instance}-GPU instance"
+            else:
+                why = (f"{g}-GPU replicas do not pack exactly on {offer.gpus_per_instance}-GPU instances: only powers "
+                       f"of two that divide the instance ({', '.join(map(str, sizes[:-1] or sizes))}) or the whole "
+                       f"instance ({offer.gpus_per_instance}) are planned")
+            self._reject(g, precision, "profile_size",
+                         f"{why}. To fix: measure with {' or '.join(map(str, sizes))} GPUs per replica, or use "
+                         f"offers with {g} GPUs per instance")
 
     def _has_profile(self, g: int) -> bool:
         return any(self._profile_matches(p, g) for p in self.svc.profiles)
@@ -231,7 +278,8 @@ class _OfferCandidates:
                 self._reject(g, precision, _slo_kind(reason) or "no_profile", reason)
                 continue
             out.append(Config(svc.name, offer.id, g, precision, "measured", tuple(perfs), mem))
-        if not profiles and svc.model is None and g == replica_sizes(offer.gpus_per_instance)[0]:
+        if not profiles and svc.model is None and g == 1 and not any(
+                p.gpu == offer.gpu and p.offer in (None, offer.id) for p in svc.profiles):
             self._reject(g, None, "no_profile",
                          f"no measured profile for {offer.gpu} and the service has no LLM model to estimate from")
         return out
@@ -265,10 +313,12 @@ class _OfferCandidates:
                     continue
                 mem = max(mem or 0.0, e.memory_gib_per_gpu)
                 if svc.size_with_error_band:
-                    # Size for the pessimistic end of the band: slower tokens, fewer requests.
-                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), e.ttft_ms * (1 + e.ttft_error_band),
-                                           e.tpot_ms * (1 + e.tpot_error_band), e.latency_ms * (1 + e.tpot_error_band),
-                                           e.batch, e.binding_limit))
+                    # Size for the pessimistic end of the bands (of the estimate's regimes):
+                    # slower tokens, fewer requests - as the model checked the SLOs.
+                    ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
+                    latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
+                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), ttft_hi,
+                                           e.tpot_ms * (1 + e.tpot_error_band), latency_hi, e.batch, e.binding_limit))
                 else:
                     perfs.append(ClassPerf(e.requests_per_s, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit))
             if fail is not None:
@@ -298,16 +348,16 @@ class _OfferCandidates:
 
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
         svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
-        ttft_shrink = 1.0 + cal.ttft_error_band if svc.size_with_error_band else 1.0
-        shrink = 1.0 + cal.tpot_error_band if svc.size_with_error_band else 1.0
+        # size_with_error_band: the model checks the SLOs against the pessimistic end of the
+        # band of each estimate's regime (memory- or compute-bound).
         return PerfQuery(
             model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
             usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
-            ttft_slo_ms=slo.ttft_ms / ttft_shrink if slo.ttft_ms else None,
-            tpot_slo_ms=slo.tpot_ms / shrink if slo.tpot_ms else None,
-            latency_slo_ms=slo.latency_ms / shrink if slo.latency_ms else None,
+            ttft_slo_ms=slo.ttft_ms, tpot_slo_ms=slo.tpot_ms, latency_slo_ms=slo.latency_ms,
             instances_per_replica=span, inter_node_gbs=self.offer.inter_node_gbs, calibration=cal,
+            kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
+            size_with_error_band=svc.size_with_error_band,
         )
 
     def _reject(self, g, precision, kind, reason):

@@ -38,7 +38,9 @@ def compile_service(svc: Service, headroom: float) -> ServiceDemand:
         svc.name, svc.demand.unit, names, demand, rate, svc.min_replicas, svc.max_replicas,
         class_tokens=tokens, model=model, model_label=label or "", precisions=tuple(svc.precisions),
         engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms), profiles=profiles,
-        size_with_error_band=svc.size_with_error_band)
+        size_with_error_band=svc.size_with_error_band,
+        kv_cache_dtype=None if svc.engine_options.kv_cache_dtype == "auto" else svc.engine_options.kv_cache_dtype,
+        max_batch=svc.engine_options.max_batch, kv_cache_memory_fraction=svc.engine_options.kv_cache_memory_fraction)
 
 
 def calibration_of(workload: Workload) -> Calibration:
@@ -55,5 +57,6 @@ def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
     return Problem(
         services=tuple(compile_service(s, c.headroom) for s in workload.services),
         offers=tuple(offers), configs=(), gpu_quotas=dict(c.gpu_quotas), offer_limits=offer_limits(workload, offers),
-        budget_usd_per_hour=c.budget_usd_per_hour, headroom=c.headroom, filtered_out=tuple(filtered_out),
+        budget_usd_per_hour=c.budget_usd_per_hour, same_region=c.same_region, headroom=c.headroom,
+        filtered_out=tuple(filtered_out),
         name=workload.name, pricing=c.pricing, calibration=calibration_of(workload))

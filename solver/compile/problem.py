@@ -67,7 +67,7 @@ class Rejection:
     gpu: str
     gpus_per_replica: int
     precision: str | None
-    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "dominated"
+    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "profile_size"
     reason: str
 
 
@@ -128,6 +128,9 @@ class ServiceDemand:
     slo: Slo = Slo()
     profiles: tuple[Profile, ...] = ()
     size_with_error_band: bool = False
+    kv_cache_dtype: str | None = None  # engine_options.kv_cache_dtype; None = "auto"
+    max_batch: int | None = None  # engine_options.max_batch; None: the engine's default
+    kv_cache_memory_fraction: float | None = None  # engine_options.kv_cache_memory_fraction; None: the engine's
 
     @property
     def total_demand(self) -> float:
@@ -137,7 +140,8 @@ class ServiceDemand:
         """Everything but the name and demand levels that decides a configuration's
         per-replica performance: services (or scenarios) equal in it share candidates."""
         return (self.unit, self.class_names, self.class_tokens, self.model, self.precisions, self.engine,
-                self.slo, self.profiles, self.size_with_error_band)
+                self.slo, self.profiles, self.size_with_error_band, self.kv_cache_dtype, self.max_batch,
+                self.kv_cache_memory_fraction)
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ class Problem:
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # GPU type -> GPUs
     offer_limits: dict[str, int] = field(default_factory=dict)  # offer id -> instances
     budget_usd_per_hour: float | None = None
+    same_region: str | None = None  # "service" | "fleet": replicas of each service / all in one region
     headroom: float = 0.0
     filtered_out: tuple[tuple[str, str], ...] = ()  # (offer id, why the constraints removed it)
     name: str = "workload"

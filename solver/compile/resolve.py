@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.loader import default_catalog, load_catalog_file
-from solver.catalog.types import Catalog, Offer
+from solver.catalog.types import PRECISIONS, Catalog, Offer
 from solver.errors import FieldViolation, InputError
 from solver.models.library import ModelArch, get_model, model_names
 from solver.workload.limits import short
@@ -48,64 +48,103 @@ def model_arch(model: str | InlineModel) -> ModelArch:
     return arch
 
 
+def _precision_hardware(precision: str) -> str:
+    return {"fp4": "FP4 needs FP4 tensor cores (Blackwell only: B200, GB200, RTX PRO 6000).",
+            "fp8": "FP8 needs FP8 tensor cores (Ada, Hopper, Blackwell, MI300).",
+            "int4": "int4 weight-only (AWQ/GPTQ) kernels exist for NVIDIA Volta or newer only.",
+            "bf16": "this GPU has no BF16 support."}.get(precision, "not supported on this GPU.")
+
+
 def check_references(workload: Workload, catalog: Catalog) -> None:
     """Every name the workload uses must exist; collect all problems at once."""
+    problems = reference_problems(workload.model_dump(), catalog)
+    if problems:
+        raise InputError(problems)
+
+
+def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
+    """Unknown names (models, GPU types, offers, providers, regions) in a workload document.
+
+    Works on plain data and skips what has the wrong shape, so it can also run on a
+    document that failed validation: all errors are then reported at once.
+    """
     problems: list[FieldViolation] = []
     gpus = catalog.gpus
     offer_ids = {o.id for o in catalog.offers}
-    for i, svc in enumerate(workload.services):
-        if isinstance(svc.model, str) and get_model(svc.model) is None:
+
+    def unknown_gpu(path: str, name) -> None:
+        if isinstance(name, str) and name not in gpus:
+            problems.append(FieldViolation(path, f"unknown GPU type {name!r}{did_you_mean(name, gpus)}",
+                                           "use a GPU name from `solver-cli catalog --gpus`"))
+
+    def unknown_offer(path: str, name) -> None:
+        if isinstance(name, str) and name not in offer_ids:
+            problems.append(FieldViolation(path, f"unknown offer {name!r}{did_you_mean(name, offer_ids)}",
+                                           "use an offer id (provider/name) from `solver-cli catalog`"))
+
+    for i, svc in enumerate(_items(data.get("services"))):
+        model = svc.get("model")
+        if isinstance(model, str) and get_model(model) is None:
             problems.append(FieldViolation(
-                f"services[{i}].model", f"unknown model {svc.model!r}{did_you_mean(svc.model, model_names())}",
+                f"services[{i}].model", f"unknown model {model!r}{did_you_mean(model, model_names())}",
                 "use a library model (`solver-cli estimate --list-models`) or describe it inline "
                 "(params_b, layers, hidden_size, attention_heads, kv_heads, head_dim)"))
-        for j, p in enumerate(svc.profiles):
-            if p.gpu not in gpus:
-                problems.append(FieldViolation(f"services[{i}].profiles[{j}].gpu",
-                                               f"unknown GPU type {p.gpu!r}{did_you_mean(p.gpu, gpus)}",
-                                               "use a GPU name from `solver-cli catalog --gpus`"))
-            if p.offer is not None and p.offer not in offer_ids:
-                problems.append(FieldViolation(f"services[{i}].profiles[{j}].offer",
-                                               f"unknown offer {p.offer!r}{did_you_mean(p.offer, offer_ids)}",
-                                               "use an offer id (provider/name) from `solver-cli catalog`"))
-    c = workload.constraints
-    for name in c.gpu_quotas:
-        if name not in gpus:
-            problems.append(FieldViolation(f"constraints.gpu_quotas.{name}", f"unknown GPU type {name!r}{did_you_mean(name, gpus)}",
-                                           "use a GPU name from `solver-cli catalog --gpus`"))
-    for name in c.offer_quotas:
-        if name not in offer_ids:
-            problems.append(FieldViolation(f"constraints.offer_quotas.{name}", f"unknown offer {name!r}{did_you_mean(name, offer_ids)}",
-                                           "use an offer id (provider/name) from `solver-cli catalog`"))
-    for field_name, names in (("gpu_types", c.gpu_types or []), ("exclude_gpu_types", c.exclude_gpu_types)):
-        for k, name in enumerate(names):
-            if name not in gpus:
-                problems.append(FieldViolation(f"constraints.{field_name}[{k}]", f"unknown GPU type {name!r}{did_you_mean(name, gpus)}",
-                                               "use a GPU name from `solver-cli catalog --gpus`"))
-    providers = {o.provider for o in catalog.offers}
-    for k, name in enumerate(c.providers or []):
-        if name not in providers:
-            problems.append(FieldViolation(f"constraints.providers[{k}]", f"no offers from provider {name!r}{did_you_mean(name, providers)}",
-                                           f"use one of {', '.join(sorted(providers))}"))
-    regions = {o.region for o in catalog.offers}
-    for k, name in enumerate(c.regions or []):
-        if name not in regions:
-            problems.append(FieldViolation(f"constraints.regions[{k}]", f"no offers in region {name!r}{did_you_mean(name, regions)}",
-                                           f"use one of {', '.join(sorted(regions))}"))
-    if problems:
-        raise InputError(problems)
+        for j, prof in enumerate(_items(svc.get("profiles"))):
+            gpu, precision = prof.get("gpu"), prof.get("precision")
+            unknown_gpu(f"services[{i}].profiles[{j}].gpu", gpu)
+            if isinstance(gpu, str) and gpu in gpus and isinstance(precision, str) and precision in PRECISIONS \
+                    and not gpus[gpu].supports(precision):
+                problems.append(FieldViolation(
+                    f"services[{i}].profiles[{j}].precision",
+                    f"{gpu} cannot run {precision}: {_precision_hardware(precision)}",
+                    f"correct the profile's precision or GPU; {gpu} supports "
+                    f"{', '.join(x for x in PRECISIONS if gpus[gpu].supports(x))}"))
+            if prof.get("offer") is not None:
+                unknown_offer(f"services[{i}].profiles[{j}].offer", prof.get("offer"))
+    c = data.get("constraints") if isinstance(data.get("constraints"), dict) else {}
+    for name in _keys(c.get("gpu_quotas")):
+        unknown_gpu(f"constraints.gpu_quotas.{name}", name)
+    for name in _keys(c.get("offer_quotas")):
+        unknown_offer(f"constraints.offer_quotas.{name}", name)
+    for field_name in ("gpu_types", "exclude_gpu_types"):
+        for k, name in enumerate(_list(c.get(field_name))):
+            unknown_gpu(f"constraints.{field_name}[{k}]", name)
+    for field_name, label, values in (("providers", "from provider", {o.provider for o in catalog.offers}),
+                                      ("regions", "in region", {o.region for o in catalog.offers})):
+        lowered = {v.lower() for v in values}
+        for k, name in enumerate(_list(c.get(field_name))):
+            if isinstance(name, str) and name.lower() not in lowered:
+                problems.append(FieldViolation(f"constraints.{field_name}[{k}]",
+                                               f"no offers {label} {name!r}{did_you_mean(name, values)}",
+                                               f"use one of {', '.join(sorted(values))}"))
+    return problems
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _items(value) -> list[dict]:
+    return [v if isinstance(v, dict) else {} for v in _list(value)]
+
+
+def _keys(value) -> list:
+    return list(value) if isinstance(value, dict) else []
 
 
 def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], list[tuple[str, str]]]:
     c = workload.constraints
     kept: list[Offer] = []
     dropped: list[tuple[str, str]] = []
+    # Provider and region names are matched case-insensitively ("AWS" is aws).
+    providers = {p.lower() for p in c.providers} if c.providers else None
+    regions = {r.lower() for r in c.regions} if c.regions else None
     for o in catalog.offers:
         gpu = catalog.gpus[o.gpu]
         why = ""
-        if c.providers and o.provider not in c.providers:
+        if providers and o.provider.lower() not in providers:
             why = f"provider {o.provider} not in constraints.providers"
-        elif c.regions and o.region not in c.regions:
+        elif regions and o.region.lower() not in regions:
             why = f"region {o.region} not in constraints.regions"
         elif c.gpu_types and o.gpu not in c.gpu_types:
             why = f"GPU {o.gpu} not in constraints.gpu_types"

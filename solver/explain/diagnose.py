@@ -9,10 +9,12 @@ from solver.catalog.types import Catalog
 from solver.compile.problem import Config, Problem, Rejection, ServiceDemand
 from solver.errors import InfeasibilityReason
 from solver.interrupt import Stop
+from solver.output.render import plural
 
 _KIND_WORDS = {"vram": "does not fit in VRAM", "ttft": "misses the TTFT SLO", "tpot": "misses the TPOT SLO",
                "latency": "misses the latency SLO", "precision": "precision not supported",
-               "unsupported": "not supported", "no_profile": "no measured profile"}
+               "unsupported": "not supported", "no_profile": "no measured profile",
+               "profile_size": "replica size cannot be packed exactly"}
 
 
 def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[InfeasibilityReason]:
@@ -77,7 +79,7 @@ def _unserved_classes(svc: ServiceDemand, mine: list[Config], quotable: list[Con
         label = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}[field_name]
         out.append(InfeasibilityReason(
             f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot meet the {label} SLO on any allowed "
-            f"configuration; the closest is {c.offer_id} with {c.gpus_per_replica} GPU(s) per replica at "
+            f"configuration; the closest is {c.offer_id} with {plural(c.gpus_per_replica, 'GPU')} per replica at "
             f"{c.precision or 'measured'}: {c.classes[k].reason}.",
             f"relax slo.{field_name} to at least {math.ceil(value)} ms, or allow faster GPUs, or add a measured "
             "profile for this class", name))
@@ -104,6 +106,10 @@ def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Proble
             else:
                 fix.append("allow fp8 together with FP8-capable GPUs (Hopper, Ada: H100, H200, L4, L40S; "
                            "none is allowed now)")
+        if "fp4" not in svc.precisions:
+            fp4_gpus = sorted({o.gpu for o in problem.offers if catalog.gpus[o.gpu].supports("fp4")})
+            if fp4_gpus:  # only where an allowed GPU has FP4 tensor cores
+                fix.append(f"allow fp4 (about a quarter of 16-bit weight memory on {', '.join(fp4_gpus)})")
         fix.append(f"allow offers with {need:.0f} GB or more per instance (e.g. 2x80 GB, 8x80 GB)")
         need_text = f"~{need:.0f} GB per replica" if need else "more memory than any allowed GPU"
         return InfeasibilityReason(
@@ -121,6 +127,12 @@ def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Proble
                 f"{name}: no allowed configuration meets the {kind.upper() if kind != 'latency' else 'latency'} SLO; "
                 f"the best is {best.gpu} x{best.gpus_per_replica} at {best.precision or 'measured'}: {best.reason}.",
                 f"relax slo.{slo_field} to at least {math.ceil(achieved)} ms, or allow faster GPUs / fp8", name)
+    if kinds.get("profile_size") and not any(kinds.get(k) for k in ("ttft", "tpot", "latency", "vram")):
+        # The service's only measurements are for replica sizes that cannot be planned.
+        sample = next(r for r in rej if r.kind == "profile_size")
+        message, fix = sample.reason.split(". To fix: ", 1)
+        return InfeasibilityReason(f"profiles[{name}]", f"{name}: its measured profiles cannot be planned "
+                                   f"({sample.offer_id}: {message}).", fix, name)
     top = kinds.most_common(1)[0][0]
     sample = next(r for r in rej if r.kind == top)
     return InfeasibilityReason(f"candidates[{name}]", f"{name}: every configuration is ruled out ({_KIND_WORDS.get(top, top)}: "

@@ -32,6 +32,10 @@ s.t.
                                                            whole instances)
   quota[t]        sum_{o of GPU t} G_o n_o <= Q_t
   budget          sum_o price_o n_o <= B
+  same region     (constraints.same_region) binary z per region (a provider's region):
+                  fleet:   n_o <= ub(n_o) z_region(o),         sum z <= 1
+                  service: R_G <= ub(R_G) z_s,region(G),       sum_region z_s <= 1
+                  (groups are then split by region, so a group never spans two)
 
 Exactness: any per-configuration plan maps to (R, Y) by summing, and any (R, Y) decodes
 to one (`solution_from`): every group of a pool has a configuration on every offer of the
@@ -56,7 +60,7 @@ from dataclasses import dataclass, field
 from solver.compile.problem import Config, Problem
 from solver.interrupt import NEVER, Stop
 from solver.optimize.linear import INF, LinearModel
-from solver.optimize.solution import Assignment, Solution
+from solver.optimize.solution import Assignment, Solution, regions_used
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class Formulation:
     r: dict[str, int] = field(default_factory=dict)  # group key -> var index (replicas R_G)
     y: dict[tuple[tuple, str], int] = field(default_factory=dict)  # (pool key, offer id) -> var index
     x: dict[tuple[str, int], int] = field(default_factory=dict)  # (group key, class) -> var index
+    z: dict[tuple[str, tuple[str, str]], int] = field(default_factory=dict)  # (service or "", region) -> binary
     cost_terms: list[tuple[int, float]] = field(default_factory=list)
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     by_service: dict[str, list[Group]] = field(default_factory=dict)
@@ -128,6 +133,9 @@ class Formulation:
             for k, routed in enumerate(a.routed):
                 if (group.key, k) in self.x:
                     values[self.x[(group.key, k)]] += routed
+            for key in ((a.service, region_of(self.problem.offer(a.offer_id))), ("", region_of(self.problem.offer(a.offer_id)))):
+                if key in self.z:
+                    values[self.z[key]] = 1.0
         for i, v in enumerate(self.model.variables):
             if values[i] > v.ub + 1e-9:
                 return None
@@ -213,16 +221,34 @@ def _need_bound(c: Config, p: Problem) -> int:
     return ub
 
 
-POOL_FROM_CONFIGS = 1000
+POOL_FROM_CONFIGS = 300
 
 
-def group_configs(configs: list[Config], pool: bool = True) -> tuple[list[Group], list[Pool]]:
+def region_of(offer) -> tuple[str, str]:
+    """A region is a provider's region: names are only unique within one provider."""
+    return (offer.provider, offer.region)
+
+
+def region_violations(problem: Problem, sol: Solution) -> list[str]:
+    """What breaks constraints.same_region in a plan (empty when it holds or is unset)."""
+    if not problem.same_region:
+        return []
+    fleet, per_service = regions_used(lambda o: region_of(problem.offer(o)), sol)
+    if problem.same_region == "fleet":
+        return [f"the fleet spans {len(fleet)} regions"] if len(fleet) > 1 else []
+    return [f"{name} spans {len(r)} regions" for name, r in sorted(per_service.items()) if len(r) > 1]
+
+
+def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tuple] | None = None
+                  ) -> tuple[list[Group], list[Pool]]:
     """Groups (interchangeable configurations of one service) and pools, in the order their
-    first configuration appears; with `pool` False every configuration is its own group."""
+    first configuration appears; with `pool` False every configuration is its own group;
+    with `region` (offer id -> region) a group never spans two regions."""
     members: dict[tuple, list[Config]] = {}
     for c in configs:
         key = (c.service, c.gpus_per_replica, c.instances_per_replica, c.precision, c.source,
-               tuple(k.throughput for k in c.classes), None if pool else c.offer_id)
+               tuple(k.throughput for k in c.classes), None if pool else c.offer_id,
+               region[c.offer_id] if region is not None else None)
         members.setdefault(key, []).append(c)
     groups = []
     for cs in members.values():
@@ -238,15 +264,21 @@ def group_configs(configs: list[Config], pool: bool = True) -> tuple[list[Group]
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
           quotas: bool = True, stop: Stop = NEVER) -> Formulation:
-    configs = [c for c in (problem.configs if configs is None else configs) if replica_upper_bound(c, problem) > 0]
+    ub = {}
+    for c in (problem.configs if configs is None else configs):
+        bound = replica_upper_bound(c, problem)
+        if bound > 0:
+            ub[c.key] = (c, bound)
+    configs = [c for c, _ in ub.values()]
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
-    f.groups, f.pools = group_configs(configs, pool=len(configs) >= POOL_FROM_CONFIGS)
+    by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
+    f.groups, f.pools = group_configs(configs, pool=len(configs) >= POOL_FROM_CONFIGS, region=by_region)
     for g in f.groups:
         f.by_service.setdefault(g.service, []).append(g)
         for c in g.configs:
             f.group_of[c.key] = g
-    group_ub = {g.key: _group_bound(g, problem) for g in f.groups}
+    group_ub = {g.key: _group_bound(g, problem, ub) for g in f.groups}
     hosted_ub = _hosted_bounds(f, problem, group_ub)
     for o in problem.offers:
         if o.id not in hosted_ub:
@@ -275,17 +307,22 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     _host_and_packing_rows(f)
     if quotas:
         _quota_rows(f)
+    if problem.same_region:
+        _same_region_rows(f, group_ub)
     if budget and problem.budget_usd_per_hour is not None:
         lm.row("budget", f.cost_terms, ub=problem.budget_usd_per_hour)
     lm.objective = dict(f.cost_terms)
     return f
 
 
-def _group_bound(g: Group, p: Problem) -> int:
-    """The need bound, and the members' availability when every member offer is limited."""
+def _group_bound(g: Group, p: Problem, ub: dict[str, tuple[Config, int]]) -> int:
+    """The need bound, and the members' availability when every member offer is limited
+    (a member's bound is the smaller of the two, so the sum is right in both cases)."""
+    if len(g.configs) == 1:
+        return ub[g.rep.key][1]
     need = _need_bound(g.rep, p)
     if all(c.offer_id in p.offer_limits for c in g.configs):
-        need = min(need, sum(replica_upper_bound(c, p) for c in g.configs))
+        need = min(need, sum(ub[c.key][1] for c in g.configs))
     return need
 
 
@@ -347,6 +384,30 @@ def _host_and_packing_rows(f: Formulation) -> None:
     for o in f.problem.offers:
         if o.id in f.n:
             f.model.row(f"pack[{o.id}]", on_offer[o.id] + [(f.n[o.id], -float(o.gpus_per_instance))], ub=0.0)
+
+
+def _same_region_rows(f: Formulation, group_ub: dict[str, int]) -> None:
+    p, lm = f.problem, f.model
+    if p.same_region == "fleet":
+        for o in p.offers:
+            if o.id not in f.n:
+                continue
+            key = ("", region_of(o))
+            if key not in f.z:
+                f.z[key] = lm.var(f"z[{o.provider}/{o.region}]", 0, 1, integer=True)
+            lm.row(f"region[{o.id}]", [(f.n[o.id], 1.0), (f.z[key], -lm.variables[f.n[o.id]].ub)], ub=0.0)
+        lm.row("one_region", [(z, 1.0) for z in f.z.values()], ub=1.0)
+        return
+    for s in p.services:
+        own: list[tuple[int, float]] = []
+        for g in f.by_service.get(s.name, []):
+            key = (s.name, region_of(p.offer(g.rep.offer_id)))
+            if key not in f.z:
+                f.z[key] = lm.var(f"z[{s.name}@{key[1][0]}/{key[1][1]}]", 0, 1, integer=True)
+                own.append((f.z[key], 1.0))
+            lm.row(f"region[{g.key}]", [(f.r[g.key], 1.0), (f.z[key], -float(group_ub[g.key]))], ub=0.0)
+        if own:
+            lm.row(f"one_region[{s.name}]", own, ub=1.0)
 
 
 def _quota_rows(f: Formulation) -> None:

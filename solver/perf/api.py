@@ -14,13 +14,22 @@ from solver.catalog.types import GpuType
 from solver.models.library import ModelArch
 from solver.perf import calibration as _fit
 
-# Bytes per stored weight. q4_k_m (llama.cpp GGUF) keeps some tensors at 6 bits, so its
-# effective size is fitted from published file sizes (see calibration.py).
+# Bytes per stored weight (and per KV-cache element for fp16/bf16/fp8). q4_k_m (llama.cpp
+# GGUF) keeps some tensors at 6 bits, so its effective size is fitted from published file
+# sizes (see calibration.py). fp4 and int4 carry their block scales (see calibration.py).
 BYTES_PER_ELEMENT = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0,
+                     "fp4": _fit.FP4_BITS_PER_WEIGHT / 8, "int4": _fit.INT4_BITS_PER_WEIGHT / 8,
                      "q4_k_m": _fit.Q4_K_M_BITS_PER_WEIGHT / 8}
 PRECISIONS = tuple(BYTES_PER_ELEMENT)
-# "tensorrt-llm-0.9" is the engine of the calibration rows (kept to reproduce them).
-ENGINES = ("vllm", "tensorrt-llm", "sglang", "llama.cpp", "tensorrt-llm-0.9")
+# KV-cache element types a service may ask for (engine_options.kv_cache_dtype); "auto" is None.
+KV_PRECISIONS = ("fp16", "bf16", "fp8")
+# Engine ids, with versions where public measurements show a version running slower:
+# "tensorrt-llm-0.9" is the engine of the calibration rows (eager kernel launches, kept to
+# reproduce them); "vllm-0.5" is vLLM before 0.6's scheduler rewrite (see ENGINE_FACTORS).
+ENGINES = ("vllm", "tensorrt-llm", "sglang", "llama.cpp", "tensorrt-llm-0.9", "vllm-0.5")
+# Engines of calibration rows only (not offered to users): their constants are nuisance
+# parameters that let those rows inform the shared physics.
+CALIBRATION_ENGINES = ("lmdeploy-0.1",)
 REASON_KINDS = ("vram", "ttft", "tpot", "latency", "unsupported")
 
 
@@ -31,24 +40,46 @@ class Calibration:
     Override per workload with `Calibration.from_overrides({...})`.
     """
 
-    bandwidth_efficiency: float = _fit.BANDWIDTH_EFFICIENCY  # achieved / datasheet memory bandwidth
+    bandwidth_efficiency: float = _fit.BANDWIDTH_EFFICIENCY  # achieved / datasheet bandwidth, streaming weights
     compute_efficiency: float = _fit.COMPUTE_EFFICIENCY  # achieved / dense fp16 tensor FLOP/s (GEMMs)
     runtime_overhead_gib: float = _fit.RUNTIME_OVERHEAD_GIB  # per GPU, inside the engine's memory budget
-    usable_memory_fraction: float = _fit.USABLE_MEMORY_FRACTION  # of GPU memory the engine takes (vLLM 0.90)
+    # The engine's memory setting (vLLM gpu_memory_utilization, TensorRT-LLM
+    # kv_cache_free_gpu_memory_fraction, SGLang mem_fraction_static) for every engine;
+    # None: each engine's own default (ENGINE_POLICIES). A service's engine_options win.
+    usable_memory_fraction: float | None = None
     engine_factors: tuple[tuple[str, float], ...] = _fit.ENGINE_FACTORS  # speed relative to the fitted physics
     allreduce_latency_us: tuple[tuple[str, float], ...] = _fit.LINK_LATENCY_US
-    error_band: float = _fit.ERROR_BAND_THROUGHPUT  # relative; ~80 % of calibration rows fall within it
+    error_band: float = _fit.ERROR_BAND_THROUGHPUT  # relative, throughput, all regimes pooled
     # Added with issue 3:
     fp8_compute_efficiency: float = _fit.FP8_COMPUTE_EFFICIENCY  # fp8/int8 GEMMs: fraction of the fp16 efficiency
     layer_overhead_us: float = _fit.LAYER_OVERHEAD_US  # fixed time per layer per pass, eager launches (TRT-LLM 0.9)
     graph_layer_overhead_us: float = _fit.GRAPH_LAYER_OVERHEAD_US  # the same under CUDA graphs (vLLM, SGLang, TRT-LLM)
-    link_efficiency: float = _fit.LINK_EFFICIENCY  # achieved / nominal one-direction link bandwidth in all-reduce
-    activation_tokens: int = _fit.ACTIVATION_TOKENS  # tokens of one forward pass the engine reserves activations for
-    max_batch: int = _fit.MAX_BATCH  # scheduler cap on concurrent sequences per replica
+    link_efficiency: float = _fit.LINK_EFFICIENCY  # achieved / nominal one-direction PCIe or InfiniBand bandwidth
+    activation_tokens: int = _fit.ACTIVATION_TOKENS  # per-pass token budget the engine reserves activations for
+    max_batch: int | None = None  # scheduler cap on concurrent sequences for every engine; None: engine default
     llama_cpp_layer_overhead_us: float = _fit.LLAMA_CPP_LAYER_OVERHEAD_US  # llama.cpp replaces layer_overhead_us
     llama_cpp_bandwidth_gbs: float = _fit.LLAMA_CPP_BANDWIDTH_GBS  # ceiling of llama.cpp's batch-1 kernels
-    ttft_error_band: float = _fit.ERROR_BAND_TTFT
-    tpot_error_band: float = _fit.ERROR_BAND_TPOT
+    ttft_error_band: float = _fit.ERROR_BAND_TTFT  # all regimes pooled
+    tpot_error_band: float = _fit.ERROR_BAND_TPOT  # all regimes pooled
+    # Added with issue 8:
+    kv_bandwidth_efficiency: float = _fit.KV_BANDWIDTH_EFFICIENCY  # achieved / datasheet bandwidth, reading KV cache
+    nvlink_efficiency: float = _fit.NVLINK_EFFICIENCY  # achieved / nominal one-direction NVLink bandwidth in all-reduce
+    request_overhead_ms: float = _fit.REQUEST_OVERHEAD_MS  # serving engines: per request, before its first token
+    # Activations that cross DRAM between kernels (norms, residual adds, rotary, SiLU,
+    # quantisation, GEMM inputs and outputs): per token per layer, this many vectors of
+    # (hidden + intermediate/TP) 16-bit values.
+    activation_passes: float = _fit.ACTIVATION_PASSES
+    lmdeploy_layer_overhead_us: float = _fit.LMDEPLOY_LAYER_OVERHEAD_US  # calibration-only engine "lmdeploy-0.1"
+    # Bands per "<metric>.<regime>" (regime "memory" or "compute"); a metric without its
+    # regime here takes the pooled band above.
+    error_bands: tuple[tuple[str, float], ...] = _fit.ERROR_BANDS_BY_REGIME
+    # Added with issue 12:
+    fp4_compute_efficiency: float = _fit.FP4_COMPUTE_EFFICIENCY  # fp4 GEMMs: fraction of the fp16 efficiency
+    amd_bandwidth_efficiency: float = _fit.AMD_BANDWIDTH_EFFICIENCY  # AMD Instinct (ROCm kernels) in place of the NVIDIA figure
+    amd_compute_efficiency: float = _fit.AMD_COMPUTE_EFFICIENCY
+    amd_layer_overhead_us: float = _fit.AMD_LAYER_OVERHEAD_US  # per layer per pass, vLLM on ROCm (graphs)
+    moe_compute_efficiency: float = _fit.MOE_COMPUTE_EFFICIENCY  # FP4 routed-expert GEMMs: fraction of the dense rate
+    token_overhead_us: float = _fit.TOKEN_OVERHEAD_US  # host time per sequence per step (host-scheduled engines)
 
     def engine_factor(self, engine: str) -> float:
         return dict(self.engine_factors).get(engine, 1.0)
@@ -56,27 +87,43 @@ class Calibration:
     def link_latency_us(self, link: str) -> float:
         return dict(self.allreduce_latency_us)[link]
 
+    def band(self, metric: str, regime: str) -> float:
+        """Relative error band of `metric` ("throughput" | "ttft" | "tpot") in `regime`."""
+        pooled = {"throughput": self.error_band, "ttft": self.ttft_error_band, "tpot": self.tpot_error_band}[metric]
+        return dict(self.error_bands).get(f"{metric}.{regime}", pooled)
+
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, float] | None) -> "Calibration":
         """Defaults with some constants replaced, e.g. from a workload's `solver.calibration`.
 
         Keys are field names (`bandwidth_efficiency`), `engine_factor.<engine>` or
         `engine_factor_<engine>` (`engine_factor_tensorrt_llm`), and
-        `allreduce_latency_us.<link>`. Unknown keys raise ValueError naming close ones.
+        `allreduce_latency_us.<link>`. Overriding a pooled band (`error_band`,
+        `ttft_error_band`, `tpot_error_band`) sets that metric's band in every regime.
+        Unknown keys raise ValueError naming close ones.
         """
-        base = cls()
+        base = _DEFAULT if cls is Calibration else cls()
         if not overrides:
             return base
-        scalars = {f.name for f in fields(cls) if f.name not in ("engine_factors", "allreduce_latency_us")}
+        scalars = {f.name for f in fields(cls)
+                   if f.name not in ("engine_factors", "allreduce_latency_us", "error_bands")}
         engines = dict(base.engine_factors)
         links = dict(base.allreduce_latency_us)
+        bands = dict(base.error_bands)
         changes: dict[str, object] = {}
         for key, value in overrides.items():
             engine = _engine_key(key)
             value = _checked(key, float(value), divisor=key in _DIVISORS or engine is not None,
                              whole=key in _WHOLE)
             if key in scalars:
-                changes[key] = int(value) if key in ("activation_tokens", "max_batch") else value
+                if key in _WHOLE and (value < 1 or value != int(value)):
+                    raise ValueError(f"calibration {key} must be a positive whole number, got {value:g}")
+                if key in _FRACTIONS and not 0 < value <= 1:
+                    raise ValueError(f"calibration {key} must be a fraction in (0, 1], got {value:g}")
+                changes[key] = int(value) if key in _WHOLE else value
+                metric = _POOLED_BANDS.get(key)
+                if metric:
+                    bands = {k: v for k, v in bands.items() if not k.startswith(metric + ".")}
             elif engine is not None:
                 engines[engine] = value
             elif key.startswith("allreduce_latency_us.") and key.split(".", 1)[1] in links:
@@ -88,13 +135,21 @@ class Calibration:
                     [f"allreduce_latency_us.{k}" for k in links]
                 raise ValueError(f"unknown calibration constant {key!r}{did_you_mean(key, known)}")
         return replace(base, engine_factors=tuple(engines.items()), allreduce_latency_us=tuple(links.items()),
-                       **changes)
+                       error_bands=tuple(bands.items()), **changes)
+
+
+_WHOLE = ("activation_tokens", "max_batch")
+_FRACTIONS = ("usable_memory_fraction",)
+_POOLED_BANDS = {"error_band": "throughput", "ttft_error_band": "ttft", "tpot_error_band": "tpot"}
+
+
+# One shared default: caches keyed on a calibration then compare it by identity, not field by field.
+_DEFAULT = Calibration()
 
 
 # Constants that divide a predicted time (0 would mean an infinitely slow GPU or link).
 _DIVISORS = ("bandwidth_efficiency", "compute_efficiency", "fp8_compute_efficiency", "link_efficiency",
              "llama_cpp_bandwidth_gbs", "max_batch")
-_WHOLE = ("activation_tokens", "max_batch")
 MIN_DIVISOR = 1e-6  # far below any real efficiency; keeps predicted times finite
 MAX_CONSTANT = 1e6
 
@@ -115,8 +170,9 @@ def _checked(key: str, value: float, *, divisor: bool, whole: bool) -> float:
 def _engine_key(key: str) -> str | None:
     for prefix in ("engine_factor.", "engine_factor_"):
         if key.startswith(prefix):
-            name = key[len(prefix):].replace("_", "-").replace("llama-cpp", "llama.cpp").replace("-0-9", "-0.9")
-            return name if name in ENGINES else None
+            name = key[len(prefix):].replace("_", "-").replace("llama-cpp", "llama.cpp").replace("-0-9", "-0.9") \
+                .replace("-0-5", "-0.5").replace("-0-1", "-0.1")
+            return name if name in ENGINES + CALIBRATION_ENGINES else None
     return None
 
 
@@ -137,11 +193,17 @@ class PerfQuery:
     instances_per_replica: int = 1  # >1: pipeline stages on several instances (inter-node fabric)
     inter_node_gbs: float | None = None  # GB/s per instance over the inter-node fabric
     batch: int | None = None  # pin the batch instead of searching for the best
-    kv_precision: str | None = None  # defaults to fp8 for fp8 weights, else 16-bit
+    kv_precision: str | None = None  # KV-cache elements; None ("auto"): fp8 for fp8 weights, else 16-bit
     calibration: Calibration = field(default_factory=Calibration)
     # Added with issue 3:
     pipeline_stages: int | None = None  # None: one stage per instance; llama.cpp's layer split sets it
     batching: str = "continuous"  # "continuous" (vLLM, SGLang, TRT-LLM in-flight) | "static" (fixed batch)
+    # Added with issue 8 (a service's engine_options; None: the engine's default):
+    max_batch: int | None = None  # the engine's cap on concurrent sequences (vLLM max_num_seqs, ...)
+    kv_cache_memory_fraction: float | None = None  # the engine's memory fraction, in the engine's own meaning
+    # Check SLOs against the pessimistic end of the error band of the estimate's regime
+    # (a workload's size_with_error_band); the estimate itself stays the central value.
+    size_with_error_band: bool = False
 
 
 @dataclass(frozen=True)

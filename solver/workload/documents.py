@@ -120,9 +120,25 @@ def _type_name(data: Any) -> str:
 
 
 def parse_workload(data: Any) -> Workload:
+    """Validate a workload document. When fields are wrong, unknown names in it (models,
+    GPU types, offers, providers, regions) are reported in the same error, not in a second
+    round after the fields are fixed (checked against the built-in catalog, and only when
+    the document uses it)."""
     if not isinstance(data, dict):
         raise InputError.single("workload", "the workload must be an object.", "see `solver-cli schema`")
-    return Workload.model_validate_with_paths(data)
+    try:
+        return Workload.model_validate_with_paths(data)
+    except InputError as exc:
+        catalog = data.get("catalog")
+        if catalog in (None, {}) or (isinstance(catalog, dict) and catalog.get("source") == "default"):
+            from solver.catalog import default_catalog
+            from solver.compile.resolve import reference_problems
+
+            seen = {v.field for v in exc.violations}
+            extra = [v for v in reference_problems(data, default_catalog()) if v.field not in seen]
+            if extra:
+                raise InputError(exc.violations + extra) from None
+        raise
 
 
 def load_workload(path: str | Path) -> Workload:

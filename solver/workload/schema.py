@@ -6,14 +6,21 @@ validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from solver.errors import FieldViolation, InputError
+from solver.suggest import did_you_mean
 
-Precision = Literal["fp16", "bf16", "fp8", "int8"]
-Engine = Literal["vllm", "tensorrt-llm", "sglang"]
+# Weight precisions: fp4 = NVFP4/MXFP4 on FP4 tensor cores (Blackwell only); int4 = weight-only
+# AWQ/GPTQ with 16-bit activations (NVIDIA Volta or newer). Keep in step with
+# solver/catalog/types.py PRECISIONS and solver/perf/api.py BYTES_PER_ELEMENT.
+Precision = Literal["fp16", "bf16", "fp8", "int8", "fp4", "int4"]
+# Engines; "vllm-0.5" and "tensorrt-llm-0.9" name older versions whose measured speed differs
+# (solver/perf/calibration.py ENGINE_FACTORS, LAYER_OVERHEAD_US).
+Engine = Literal["vllm", "tensorrt-llm", "sglang", "vllm-0.5", "tensorrt-llm-0.9"]
 # Upper bounds that catch unit slips (ms typed as s, $/month typed as $/hour) without limiting real use.
 MAX_RATE = 1e9
 MAX_TOKENS = 2_000_000
@@ -29,7 +36,7 @@ class _Strict(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise InputError([_violation(e, prefix) for e in exc.errors()]) from None
+            raise InputError([_violation(e, prefix, cls) for e in exc.errors()]) from None
 
 
 def _path(loc: tuple, prefix: str = "") -> str:
@@ -67,16 +74,43 @@ _FIXES = {
 }
 
 
-def _violation(err: dict, prefix: str) -> FieldViolation:
+def _model_at(root: type, loc: tuple) -> type | None:
+    """The pydantic model class that holds the last element of an error location."""
+    model: type | None = root
+    for part in loc[:-1]:
+        if model is None:
+            return None
+        if isinstance(part, int) or str(part).startswith(("function-", "tagged-union", "union[", "literal[")):
+            continue
+        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        model = _model_in(field.annotation) if field is not None else (model if str(part) == model.__name__ else None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _model_in(annotation) -> type | None:
+    """The first pydantic model inside an annotation (list[X], X | None, dict[str, X], ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolation:
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
+        holder = _model_at(root, tuple(err["loc"])) if root is not None else None
+        if holder is not None:
+            msg += did_you_mean(str(err["loc"][-1]), holder.model_fields)
     fix = _FIXES.get(err["type"], "")
     if "To fix:" in msg:
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
-    if not msg.endswith("."):
+    if not msg.endswith((".", "?")):
         msg += "."
     return FieldViolation(_path(tuple(err["loc"]), prefix), msg, fix)
 
@@ -123,7 +157,7 @@ class Demand(_Strict):
     items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE)
     prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=16)
+    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _one_unit(self):
@@ -180,12 +214,45 @@ class MeasuredProfile(_Strict):
         return self
 
 
+class EngineOptions(_Strict):
+    """The serving engine's own settings where they differ from its defaults: what a replica
+    holds and how it batches (docs/performance-model.md, "Engines")."""
+
+    kv_cache_dtype: Literal["auto", "fp16", "bf16", "fp8"] = Field(
+        default="auto", description="KV-cache element type, separate from the weight precision. auto: the "
+        "engines' default (fp8 beside fp8 weights, else 16-bit); fp8 halves the KV cache and needs an "
+        "FP8-capable GPU (Ada, Hopper, Blackwell, MI300)")
+    max_batch: int | None = Field(default=None, gt=0, le=100_000, description="cap on concurrent sequences per "
+                                  "replica (vLLM max_num_seqs, TensorRT-LLM max_batch_size, SGLang "
+                                  "max_running_requests); default: the engine's own (vLLM 256, TensorRT-LLM 2048, "
+                                  "SGLang 2048)")
+    kv_cache_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="the engine's memory setting, in its own meaning: vLLM "
+        "gpu_memory_utilization (of all GPU memory; default 0.9), TensorRT-LLM kv_cache_free_gpu_memory_fraction "
+        "(of the memory weights and activations leave; default 0.9), SGLang mem_fraction_static (weights and KV "
+        "pool, of all GPU memory; default 0.88 at TP1 to 0.79 at TP16)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_options(cls, data):
+        if isinstance(data, dict):
+            from solver.suggest import did_you_mean
+
+            known = list(cls.model_fields)
+            for key in data:
+                if key not in known:
+                    raise ValueError(f"unknown engine option {key!r}{did_you_mean(str(key), known) or '.'} "
+                                     f"To fix: use {', '.join(known)}")
+        return data
+
+
 class Service(_Strict):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
     model: str | InlineModel | None = Field(default=None, description="a library model name, or an inline description; "
                                             "omit for non-LLM services described by measured profiles")
     precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], min_length=1)
     engine: Engine = "vllm"
+    engine_options: EngineOptions = Field(default_factory=EngineOptions)
     demand: Demand
     slo: SLO = Field(default_factory=SLO)
     min_replicas: int = Field(default=0, ge=0, le=100_000)
@@ -237,6 +304,9 @@ class Constraints(_Strict):
     exclude_gpu_types: list[str] = Field(default_factory=list)
     allow_consumer_gpus: bool = False
     pricing: Literal["on_demand", "spot"] = "on_demand"
+    same_region: Literal["service", "fleet"] | None = Field(
+        default=None, description="keep each service's replicas in one region (`service`), or the whole fleet "
+        "(`fleet`); a region is a provider's region. Unset: replicas may go anywhere the filters allow")
 
     @field_validator("gpu_quotas", "offer_quotas")
     @classmethod
@@ -254,12 +324,19 @@ class GpuSpec(_Strict):
     fp16_tflops: float | None = Field(default=None, gt=0, le=1e6)
     bf16_tflops: float | None = Field(default=None, gt=0, le=1e6)
     fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    fp4_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense FP4 tensor TFLOPS; "
+                                     "omit for GPUs without FP4 tensor cores (only Blackwell has them)")
     int8_tops: float | None = Field(default=None, gt=0, le=1e6)
     nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6)
+    nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=1024, description="GPUs one NVLink/xGMI fabric "
+                                           "joins: 8 for HGX boards, 72 for GB200 NVL72, 2 for bridged PCIe cards")
     pcie_gen: int | None = Field(default=None, ge=1, le=8)
     form_factor: Literal["SXM", "PCIe"] = "PCIe"
+    vendor: Literal["NVIDIA", "AMD"] = "NVIDIA"
     architecture: str = ""
     supports_fp8: bool | None = None
+    supports_int4: bool | None = Field(default=None, description="4-bit weight-only (AWQ/GPTQ) kernels run here; "
+                                       "default: NVIDIA Volta or newer")
     consumer: bool = False
     source: str = ""
 

@@ -246,7 +246,7 @@ class GetCatalogResponse(_message.Message):
     def __init__(self, description: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuType, _Mapping]]] = ..., offers: _Optional[_Iterable[_Union[Offer, _Mapping]]] = ...) -> None: ...
 
 class GpuType(_message.Message):
-    __slots__ = ("name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops", "bf16_tflops", "fp8_tflops", "int8_tops", "nvlink_gbs", "pcie_gen", "form_factor", "vendor", "architecture", "supports_fp8", "consumer", "llm_estimates", "source", "derivation", "as_of")
+    __slots__ = ("name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops", "bf16_tflops", "fp8_tflops", "int8_tops", "nvlink_gbs", "pcie_gen", "form_factor", "vendor", "architecture", "supports_fp8", "consumer", "llm_estimates", "source", "derivation", "as_of", "fp4_tflops", "nvlink_domain_gpus", "supports_int4")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BANDWIDTH_GBS_FIELD_NUMBER: _ClassVar[int]
@@ -265,6 +265,9 @@ class GpuType(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     DERIVATION_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
+    FP4_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_GPUS_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_INT4_FIELD_NUMBER: _ClassVar[int]
     name: str
     memory_gib: float
     memory_bandwidth_gbs: float
@@ -283,7 +286,10 @@ class GpuType(_message.Message):
     source: str
     derivation: str
     as_of: str
-    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ...) -> None: ...
+    fp4_tflops: float
+    nvlink_domain_gpus: int
+    supports_int4: bool
+    def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ..., fp4_tflops: _Optional[float] = ..., nvlink_domain_gpus: _Optional[int] = ..., supports_int4: bool = ...) -> None: ...
 
 class Offer(_message.Message):
     __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes", "vcpus", "host_memory_gib")
@@ -528,7 +534,7 @@ class SloCheck(_message.Message):
     def __init__(self, name: _Optional[str] = ..., predicted_ms: _Optional[float] = ..., slo_ms: _Optional[float] = ...) -> None: ...
 
 class Alternative(_message.Message):
-    __slots__ = ("config", "gpu", "gpus_per_replica", "precision", "verdict", "reason", "delta_usd_per_hour", "exact")
+    __slots__ = ("config", "gpu", "gpus_per_replica", "precision", "verdict", "reason", "delta_usd_per_hour", "exact", "offer_id", "gpus_per_instance", "basis")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
@@ -537,6 +543,9 @@ class Alternative(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     DELTA_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
     config: str
     gpu: str
     gpus_per_replica: int
@@ -545,7 +554,10 @@ class Alternative(_message.Message):
     reason: str
     delta_usd_per_hour: float
     exact: bool
-    def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ...) -> None: ...
+    offer_id: str
+    gpus_per_instance: int
+    basis: str
+    def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ..., offer_id: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., basis: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
     __slots__ = ("offer_id", "instance", "replicas")
