@@ -13,6 +13,8 @@ catalog, review), written to a temporary folder unless a corpus folder is given.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -75,13 +77,19 @@ def seed_corpus() -> str:
     return str(folder)
 
 
-def main() -> None:
+def main() -> int:
     argv = list(sys.argv)
     if not any(not a.startswith("-") for a in argv[1:]):
-        argv.append(seed_corpus())
+        # libFuzzer ends its process with exit(): run it in a child, then remove the temporary corpus.
+        corpus = seed_corpus()
+        try:
+            return subprocess.run([sys.executable, *argv, corpus]).returncode
+        finally:
+            shutil.rmtree(corpus, ignore_errors=True)
     atheris.Setup(argv, test_one_input)
     atheris.Fuzz()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
