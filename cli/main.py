@@ -1,4 +1,4 @@
-"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export).
+"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export, simulate).
 
 Exit codes: 0 a plan was found; 2 bad input; 3 no feasible fleet; 4 no plan within the
 time limit; 5 cancelled or internal error. Errors never print a traceback.
@@ -147,22 +147,56 @@ def _progress_printer():
 def _solve_remote(args, data: dict) -> int:
     try:
         from planner_client import PlannerClient, PlannerClientError
+        from planner_client.client import referenced_catalog_file
     except ImportError:
         return _failure(args, "error", EXIT_OTHER, "the gRPC client (planner_client) is not installed")
     from solver.output.render import render_infeasible, render_plan
 
+    base_dir = str(Path(args.workload).parent)
+    catalog_file = referenced_catalog_file(data, base_dir)
+    if catalog_file is not None:
+        # The server reads no caller paths, so the file's content would travel with the
+        # request: only when asked, since a workload could name any file of this machine.
+        if not args.send_catalog_file:
+            message = f"the workload names the local file {catalog_file}, which the server cannot read."
+            fix = "add --send-catalog-file to send its content to the server, or put the offers inline (catalog.offers)"
+            if args.format == "json":
+                return _json_failure("invalid", EXIT_INPUT, errors=[{"field": "catalog.file", "message": message,
+                                                                     "fix": fix}])
+            _err("error: invalid input")
+            _err(f"  - catalog.file: {message} To fix: {fix}")
+            return EXIT_INPUT
+        if not args.quiet:
+            size = catalog_file.stat().st_size if catalog_file.is_file() else 0
+            _err(f"sending the catalog file {catalog_file} ({size} bytes) to {args.server}")
     try:
         with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
-            # The client sends the contents of a referenced catalog file: servers never read caller paths.
             d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain, backend=args.backend,
-                             base_dir=str(Path(args.workload).parent))
+                             base_dir=base_dir)
     except PlannerClientError as exc:
         if exc.infeasibility:
             if args.format == "json":
                 print(json.dumps({"status": "infeasible", "infeasibility": exc.infeasibility}, indent=2))
             else:
                 print(render_infeasible(exc.infeasibility))
+            if exc.omitted:
+                _err(f"note: {exc.omitted} more reasons were left out by the server (gRPC's size limit on error "
+                     "details); solve locally (without --server) to see every one")
             return EXIT_INFEASIBLE
+        if exc.code == "UNAUTHENTICATED":
+            return _failure(args, "error", exc.exit_code,
+                            f"{args.server} refused the call: missing or wrong bearer token. "
+                            "To fix: pass --token TOKEN or set $PLANNER_TOKEN to the server's token")
+        if exc.violations:
+            if exc.omitted:  # stderr: the JSON keeps the local shape
+                _err(f"note: {exc.omitted} more problems were left out by the server (gRPC's size limit on error "
+                     "details); solve locally (without --server) to see every one")
+            if args.format == "json":
+                return _json_failure("invalid", exc.exit_code, errors=exc.violations)
+            _err("error: invalid input")
+            for v in exc.violations:
+                _err(f"  - {v['field']}: {v['message']}" + (f" To fix: {v['fix']}" if v["fix"] else ""))
+            return exc.exit_code
         status = {EXIT_INPUT: "invalid", EXIT_TIMEOUT: "timeout"}.get(exc.exit_code, "error")
         return _failure(args, status, exc.exit_code, str(exc))
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
@@ -237,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")
     s.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="bearer token for --server (default: $PLANNER_TOKEN)")
+    s.add_argument("--send-catalog-file", action="store_true",
+                   help="with --server: send the content of the local catalog file the workload names "
+                        "(never sent without this flag)")
     s.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
     s.add_argument("--export", choices=["skypilot", "kubernetes"], default=None,
                    help="also write the plan's deployment files (see `solver-cli export`)")
@@ -259,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_catalog)
 
     for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review"),
-                         ("cli.export_cmd", "export")):
+                         ("cli.export_cmd", "export"), ("cli.simulate_cmd", "simulate")):
         try:
             mod = __import__(module, fromlist=["add_parser"])
         except ImportError:

@@ -173,29 +173,27 @@ def reasons_from_proto(msg: pb.Infeasibility) -> list[dict]:
 def struct_to_dict(struct: struct_pb2.Struct) -> dict:
     """A google.protobuf.Struct -> plain dict. Struct numbers are doubles; whole ones
     become ints, so integer fields (replicas, token counts) validate as typed. NaN and
-    infinities are kept as floats (json_format would raise on them) so that the
-    document checks reject them with their field path."""
-    return {key: _from_value(value) for key, value in struct.fields.items()}
+    infinities are kept (the caller rejects them with their field path)."""
+    return {k: _value(v) for k, v in struct.fields.items()}
+
+
+def _value(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "number_value":
+        n = v.number_value
+        return int(n) if math.isfinite(n) and n.is_integer() and abs(n) < 2**53 else n
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return struct_to_dict(v.struct_value)
+    if kind == "list_value":
+        return [_value(x) for x in v.list_value.values]
+    return None  # null_value, or no kind set
 
 
 def dict_to_struct(data: dict) -> struct_pb2.Struct:
     s = struct_pb2.Struct()
     s.update(data)
     return s
-
-
-def _from_value(value: struct_pb2.Value) -> Any:
-    # Recursion is bounded: protobuf refuses to parse messages nested over 100 deep.
-    kind = value.WhichOneof("kind")
-    if kind == "number_value":
-        x = value.number_value
-        return int(x) if math.isfinite(x) and x.is_integer() and abs(x) < 2**53 else x
-    if kind == "string_value":
-        return value.string_value
-    if kind == "bool_value":
-        return value.bool_value
-    if kind == "struct_value":
-        return struct_to_dict(value.struct_value)
-    if kind == "list_value":
-        return [_from_value(v) for v in value.list_value.values]
-    return None  # null_value, or no kind set

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import PurePath
 
+from google.protobuf.message import DecodeError
+
 from server import convert
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog.custom import catalog_from_spec
@@ -26,7 +28,9 @@ def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, 
         raise InputError.single(field, "no workload given.",
                                 "set workload.object (a JSON object), workload.json or workload.yaml")
     if kind == "object":
-        data = check_document(convert.struct_to_dict(msg.object))
+        # The same checks as JSON/YAML text (solver/workload/limits.py): NaN and infinities
+        # (a Struct's numbers are doubles), strings, number ranges, depth, size.
+        data = check_document(convert.struct_to_dict(msg.object), field)
     else:
         data = parse_text(getattr(msg, kind), suffix=".yaml" if kind == "yaml" else ".json")
     workload = parse_workload(data)
@@ -55,6 +59,17 @@ def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
                                  description=doc.path)
     except InputError as exc:
         raise InputError([replace(v, field=f"catalog.file ({short(doc.path)}): {v.field}") for v in exc.violations]) from None
+
+
+def decode(cls, data: bytes, field: str = "request"):
+    """A request message from its bytes; garbage or invalid UTF-8 is INVALID_ARGUMENT."""
+    try:
+        return cls.FromString(data)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise InputError.single(field, f"the request is not a valid {cls.DESCRIPTOR.full_name} message "
+                                       f"(protobuf decoding failed: {exc}).",
+                                "send the serialized message that proto/fleetplanner/v1/planner.proto defines; "
+                                "every string must be valid UTF-8") from None
 
 
 def backend_name(value: int) -> str | None:

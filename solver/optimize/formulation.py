@@ -32,6 +32,8 @@ s.t.
                                                            whole instances)
   quota[t]        sum_{o of GPU t} G_o n_o <= Q_t
   budget          sum_o price_o n_o <= B
+  lb[s]           sum_{G of s} c_G R_G >= LB_s             (pooled models: valid per-service
+                                                           bounds, solver/optimize/service_bounds.py)
   same region     (constraints.same_region) binary z per region (a provider's region):
                   fleet:   n_o <= ub(n_o) z_region(o),         sum z <= 1
                   service: R_G <= ub(R_G) z_s,region(G),       sum_region z_s <= 1
@@ -112,6 +114,7 @@ class Formulation:
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     by_service: dict[str, list[Group]] = field(default_factory=dict)
     group_of: dict[str, Group] = field(default_factory=dict)  # config key -> its group
+    service_bounds: dict = field(default_factory=dict)  # service -> ServiceBound (pooled models)
 
     # ------------------------------------------------------------ plan <-> values
     def values_from(self, sol: Solution) -> list[float] | None:
@@ -222,6 +225,10 @@ def _need_bound(c: Config, p: Problem) -> int:
 
 
 POOL_FROM_CONFIGS = 300
+# The per-service bounds come from floating-point sub-solves: a hair below them, so no
+# plan at the bound is ever cut off by rounding.
+LB_MARGIN_ABS = 1e-7
+LB_MARGIN_REL = 1e-9
 
 
 def region_of(offer) -> tuple[str, str]:
@@ -263,7 +270,7 @@ def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tu
 
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
-          quotas: bool = True, stop: Stop = NEVER) -> Formulation:
+          quotas: bool = True, stop: Stop = NEVER, cuts: bool = True) -> Formulation:
     ub = {}
     for c in (problem.configs if configs is None else configs):
         bound = replica_upper_bound(c, problem)
@@ -273,7 +280,8 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
     by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
-    f.groups, f.pools = group_configs(configs, pool=len(configs) >= POOL_FROM_CONFIGS, region=by_region)
+    pooled = len(configs) >= POOL_FROM_CONFIGS
+    f.groups, f.pools = group_configs(configs, pool=pooled, region=by_region)
     for g in f.groups:
         f.by_service.setdefault(g.service, []).append(g)
         for c in g.configs:
@@ -311,6 +319,14 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         _same_region_rows(f, group_ub)
     if budget and problem.budget_usd_per_hour is not None:
         lm.row("budget", f.cost_terms, ub=problem.budget_usd_per_hour)
+    if cuts and pooled:
+        # Valid cuts (solver/optimize/service_bounds.py): each service's integer rounding,
+        # which the LP relaxation would otherwise leave to branching.
+        from solver.optimize.service_bounds import service_lower_bounds
+
+        f.service_bounds = service_lower_bounds(f, stop)
+        for name, b in f.service_bounds.items():
+            lm.row(f"lb[{name}]", b.terms, lb=b.bound - LB_MARGIN_ABS - LB_MARGIN_REL * b.bound)
     lm.objective = dict(f.cost_terms)
     return f
 

@@ -39,7 +39,10 @@ def render_plan(d: dict, explain: bool = False) -> str:
     out = []
     gap = d.get("optimality_gap")
     status = d["status"].upper()
-    proof = "proven optimal" if d["status"] == "optimal" else (f"gap {gap:.2%}" if gap is not None else "no optimality proof")
+    if d["status"] == "optimal":
+        proof = "proven optimal" if not gap else f"proven within {gap:.4%} of the optimum"
+    else:
+        proof = f"gap {gap:.2%}" if gap is not None else "no optimality proof"
     out.append(f"{d['workload']}: {status} ({proof}) — ${d['total_price_usd_per_hour']:.4f}/hour "
                f"(${d['total_price_usd_per_minute']:.5f}/min, ${d['monthly_usd']:,.0f}/month), {plural(d['gpus'], 'GPU')}, "
                f"{d['pricing'].replace('_', '-')} prices")

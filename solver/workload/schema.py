@@ -400,6 +400,9 @@ class SolverOptions(_Strict):
     time_limit_s: float = Field(default=60.0, gt=0, le=86_400)
     backend: Literal["auto", "scip", "highs", "cp-sat"] = "auto"
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
+    relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
+        "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
+        "0 proves the optimum itself, to within $0.000001/hour"))
     calibration: dict[str, float] = Field(default_factory=dict, description="override performance-model constants")
 
     @field_validator("calibration")

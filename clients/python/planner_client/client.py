@@ -97,7 +97,10 @@ class PlannerClient:
         folder, or the current directory)."""
         request = self._solve_request(workload, time_limit_s, explain, backend, base_dir)
         response = self._call(self._stub.Solve, request, self._solve_timeout(time_limit_s, explain))
-        return convert.plan_from_proto(response.plan)
+        plan = convert.plan_from_proto(response.plan)
+        if response.deadline_exceeded:
+            raise _deadline_with_plan(plan)
+        return plan
 
     def solve_stream(self, workload: Workload, time_limit_s: float | None = None, explain: bool = False,
                      backend: str | None = None, base_dir: str | Path | None = None) -> Iterator[dict]:
@@ -111,7 +114,10 @@ class PlannerClient:
         def event_dict(event) -> dict:
             if event.WhichOneof("event") == "progress":
                 return {"event": "progress", **convert.to_dict(event.progress)}
-            return {"event": "plan", "plan": convert.plan_from_proto(event.plan)}
+            plan = convert.plan_from_proto(event.plan)
+            if event.deadline_exceeded:
+                raise _deadline_with_plan(plan)
+            return {"event": "plan", "plan": plan}
 
         yield from self._stream(self._stub.SolveStream, request, deadline, event_dict)
 
@@ -237,6 +243,15 @@ class PlannerClient:
         return True
 
 
+def _deadline_with_plan(plan: dict) -> PlannerClientError:
+    """The call's deadline ended the solve before optimality was proven: reported like a
+    deadline (the CLI exits 4), with the best plan found in time."""
+    return PlannerClientError(
+        "DEADLINE_EXCEEDED", f"the call's deadline ended the solve after {plan.get('solve_time_s')} s, before the plan "
+        f"was proven optimal (gap {plan.get('optimality_gap')}); the best plan found is in best_plan. "
+        "To fix: give the call a longer deadline (timeout_s)", best_plan=plan, reason="DEADLINE_BEST_PLAN")
+
+
 def _bad_argument(field: str, message: str, fix: str) -> PlannerClientError:
     """A bad argument, reported like the server's INVALID_ARGUMENT (the CLI exits 2)."""
     return PlannerClientError("INVALID_ARGUMENT", f"{field}: {message}",
@@ -279,6 +294,14 @@ def _workload_message(workload: Any, base_dir: str | Path | None = None) -> pb.W
                  "fix": "check the path (a relative path resolves against the workload file's folder, or base_dir)"}],
             ) from None
     return msg
+
+
+def referenced_catalog_file(workload: Any, base_dir: str | Path | None = None) -> Path | None:
+    """The local catalog file a workload (dict, JSON/YAML text or path) names, resolved as
+    solve() resolves it, i.e. the file solve() would send along; None when it names none."""
+    if isinstance(workload, Path):
+        return _catalog_path(_peek(workload.read_text()), workload.parent if base_dir is None else base_dir)
+    return _catalog_path(_peek(workload) if isinstance(workload, str) else workload, base_dir)
 
 
 def _peek(text: str) -> Any:

@@ -96,10 +96,11 @@ class MathOptBackend:
         proto = self._translate(lm, relax)
         solver_type = parameters_pb2.SOLVER_TYPE_GLOP if relax else self._type
         model_params = model_parameters_pb2.ModelSolveParametersProto()
-        if options.hint is not None and not relax:
-            hint = model_params.solution_hints.add()
-            hint.variable_values.ids.extend(range(len(options.hint)))
-            hint.variable_values.values.extend(options.hint)
+        if not relax:
+            for values in ([options.hint] if options.hint is not None else []) + list(options.extra_hints):
+                hint = model_params.solution_hints.add()
+                hint.variable_values.ids.extend(range(len(values)))
+                hint.variable_values.values.extend(values)
         registration = callback_pb2.CallbackRegistrationProto()
         proto_cb = None
         interrupter = None

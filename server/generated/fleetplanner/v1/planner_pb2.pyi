@@ -74,18 +74,22 @@ class SolveRequest(_message.Message):
     def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., time_limit_s: _Optional[float] = ..., explain: bool = ..., backend: _Optional[_Union[Backend, str]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("plan",)
+    __slots__ = ("plan", "deadline_exceeded")
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_EXCEEDED_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+    deadline_exceeded: bool
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., deadline_exceeded: bool = ...) -> None: ...
 
 class SolveEvent(_message.Message):
-    __slots__ = ("progress", "plan")
+    __slots__ = ("progress", "plan", "deadline_exceeded")
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_EXCEEDED_FIELD_NUMBER: _ClassVar[int]
     progress: Progress
     plan: Plan
-    def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+    deadline_exceeded: bool
+    def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., deadline_exceeded: bool = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("elapsed_s", "best_usd_per_hour", "bound_usd_per_hour", "solutions_found", "fleet")
