@@ -25,6 +25,9 @@ Engine = Literal["vllm", "tensorrt-llm", "sglang", "vllm-0.5", "tensorrt-llm-0.9
 MAX_RATE = 1e9
 MAX_TOKENS = 2_000_000
 MAX_MS = 3.6e6
+# A measured replica slower than this is a unit slip; it also keeps the replicas a demand
+# could need (MAX_RATE x headroom / rate) far inside the MIP solvers' finite range (1e20).
+MIN_REPLICA_RATE = 1e-6
 
 
 class _Strict(BaseModel):
@@ -199,8 +202,8 @@ class MeasuredProfile(_Strict):
     precision: Precision | None = None
     offer: str | None = Field(default=None, description="restrict to one offer id (provider/name)")
     request_class: str | None = Field(default=None, description="the demand class this measurement is for")
-    requests_per_s: float | None = Field(default=None, gt=0, le=MAX_RATE)
-    items_per_min: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
+    items_per_min: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
     latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
