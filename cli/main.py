@@ -327,7 +327,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BrokenPipeError:
+        _discard_stdout()
         return EXIT_OK
+    except OSError as exc:  # writing the answer failed: a full disk or a closed terminal under stdout
+        _discard_stdout()
+        where = f" {exc.filename}" if exc.filename else " the output"
+        _err(f"error: cannot write{where}: {exc.strerror or exc}.")
+        return EXIT_OTHER
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush of what could not
+    be written does not fail a second time (with a message) on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

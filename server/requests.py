@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import PurePath
 
@@ -15,7 +14,8 @@ from solver.catalog.types import Catalog
 from solver.errors import InputError
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.workload.schema import CatalogFile, Workload
-from solver.workload.documents import parse_text, parse_workload
+from solver.workload.limits import short
+from solver.workload.documents import check_document, parse_text, parse_workload
 
 BACKENDS = {pb.BACKEND_AUTO: "auto", pb.BACKEND_SCIP: "scip", pb.BACKEND_HIGHS: "highs", pb.BACKEND_CP_SAT: "cp-sat"}
 
@@ -28,8 +28,9 @@ def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, 
         raise InputError.single(field, "no workload given.",
                                 "set workload.object (a JSON object), workload.json or workload.yaml")
     if kind == "object":
-        data = convert.struct_to_dict(msg.object)
-        _reject_non_finite(data, field)
+        # The same checks as JSON/YAML text (solver/workload/limits.py): NaN and infinities
+        # (a Struct's numbers are doubles), strings, number ranges, depth, size.
+        data = check_document(convert.struct_to_dict(msg.object), field)
     else:
         data = parse_text(getattr(msg, kind), suffix=".yaml" if kind == "yaml" else ".json")
     workload = parse_workload(data)
@@ -47,20 +48,6 @@ def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, 
     return workload, catalog
 
 
-def _reject_non_finite(node, path: str) -> None:
-    """A Struct's numbers are doubles and may be NaN or infinite; JSON and YAML text get
-    the same check in solver.workload.documents."""
-    stack = [(node, path)]
-    while stack:  # iterative: a deeply nested Struct cannot exhaust the recursion limit
-        item, where = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise InputError.single(where, f"{item} is not a finite number.", "use a finite number")
-        if isinstance(item, dict):
-            stack.extend((v, f"{where}.{k}") for k, v in item.items())
-        elif isinstance(item, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
-
-
 def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
     """A catalog file sent along with the request: the same checks and the same description
     (its path) as solver.catalog.load_catalog_file gives the local CLI."""
@@ -71,7 +58,7 @@ def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
         return catalog_from_spec(spec.gpus, spec.offers, include_default_gpus=spec.include_default_gpus,
                                  description=doc.path)
     except InputError as exc:
-        raise InputError([replace(v, field=f"catalog.file ({doc.path}): {v.field}") for v in exc.violations]) from None
+        raise InputError([replace(v, field=f"catalog.file ({short(doc.path)}): {v.field}") for v in exc.violations]) from None
 
 
 def decode(cls, data: bytes, field: str = "request"):

@@ -8,6 +8,7 @@ replica on a concrete instance (first-fit decreasing), and checks every constrai
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from solver.compile.candidates import CandidateBuilder
@@ -174,9 +175,17 @@ def _under_load(catalog, calibration, svc, config, a) -> list[str]:
 
 
 def _place(offer_id: str, size: int, count: int, reps: list[tuple[str, int, int]]) -> tuple[list[Placement], bool]:
-    """First-fit decreasing; replicas spanning instances take whole instances first."""
+    """First-fit decreasing; replicas spanning instances take whole instances first.
+
+    First fit takes the lowest-numbered instance with room. Instances are kept in one
+    heap per number of free GPUs (an instance's free count only falls; an entry whose
+    count has changed since is skipped), so each replica costs O(size log count), not a
+    scan of every instance: a fleet of 10,000 one-GPU instances is placed in a fraction
+    of a second rather than (quadratically) in many seconds."""
     instances = [Placement(offer_id, i, []) for i in range(count)]
     free = [size] * count
+    by_free: list[list[int]] = [[] for _ in range(size + 1)]
+    by_free[size] = list(range(count))  # sorted, hence a heap
     nxt = 0
     for key, g, span in sorted(reps, key=lambda r: (-r[1] * r[2], r[0])):
         if span > 1:
@@ -185,12 +194,26 @@ def _place(offer_id: str, size: int, count: int, reps: list[tuple[str, int, int]
             for i in range(nxt, nxt + span):
                 instances[i].replicas.append((key, size))
                 free[i] = 0
+                heapq.heappush(by_free[0], i)
             nxt += span
             continue
-        slot = next((i for i in range(count) if free[i] >= g), None)
+        slot = _first_fit(by_free, free, g)
         if slot is None:
             return instances, False
         instances[slot].replicas.append((key, g))
         free[slot] -= g
+        heapq.heappush(by_free[free[slot]], slot)
         nxt = max(nxt, slot + 1) if free[slot] == 0 else nxt
     return instances, True
+
+
+def _first_fit(by_free: list[list[int]], free: list[int], g: int) -> int | None:
+    """The lowest-numbered instance with at least g GPUs free, or None."""
+    best = None
+    for f in range(max(g, 0), len(by_free)):
+        heap = by_free[f]
+        while heap and free[heap[0]] != f:
+            heapq.heappop(heap)  # that instance has since taken replicas
+        if heap and (best is None or heap[0] < best):
+            best = heap[0]
+    return best

@@ -15,6 +15,7 @@ from solver.catalog.types import PRECISIONS, Catalog, Offer
 from solver.errors import FieldViolation, InputError
 from solver.models.context import context_violation
 from solver.models.library import ModelArch, get_model, model_names
+from solver.workload.limits import short
 from solver.workload.schema import InlineModel, Workload
 from solver.suggest import did_you_mean
 
@@ -30,7 +31,8 @@ def resolve_catalog(workload: Workload, base_dir: str | None = None) -> Catalog:
         try:
             return load_catalog_file(path)
         except InputError as exc:
-            raise InputError([replace(v, field=f"catalog.file ({path}): {v.field}") for v in exc.violations]) from None
+            raise InputError([replace(v, field=f"catalog.file ({short(str(path))}): {v.field}")
+                              for v in exc.violations]) from None
     if ref.source == "inline":
         return catalog_from_spec(ref.gpus, ref.offers, include_default_offers=ref.include_default_offers,
                                  description="inline")

@@ -158,7 +158,11 @@ class Range(_Strict):
     def values(self) -> list[float]:
         if self.to < self.from_:
             raise ValueError(f"range goes from {self.from_:g} down to {self.to:g}. To fix: make `to` at least `from`")
-        n = math.floor((self.to - self.from_) / self.step + 1e-9) + 1
+        count = (self.to - self.from_) / self.step  # inf for a span or step beyond double range
+        if not count < MAX_SWEEP_POINTS:
+            raise ValueError(f"range from {self.from_:g} to {self.to:g} in steps of {self.step:g} has more than "
+                             f"{MAX_SWEEP_POINTS} points. To fix: use a larger step")
+        n = math.floor(count + 1e-9) + 1
         if n > MAX_SWEEP_POINTS:
             raise ValueError(f"range has {n} points (more than {MAX_SWEEP_POINTS}). To fix: use a larger step")
         return [round(self.from_ + i * self.step, 10) for i in range(n)]

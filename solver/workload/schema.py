@@ -25,6 +25,9 @@ Engine = Literal["vllm", "tensorrt-llm", "sglang", "vllm-0.5", "tensorrt-llm-0.9
 MAX_RATE = 1e9
 MAX_TOKENS = 2_000_000
 MAX_MS = 3.6e6
+# A measured replica slower than this is a unit slip; it also keeps the replicas a demand
+# could need (MAX_RATE x headroom / rate) far inside the MIP solvers' finite range (1e20).
+MIN_REPLICA_RATE = 1e-6
 
 
 class _Strict(BaseModel):
@@ -210,8 +213,8 @@ class MeasuredProfile(_Strict):
     precision: Precision | None = None
     offer: str | None = Field(default=None, description="restrict to one offer id (provider/name)")
     request_class: str | None = Field(default=None, description="the demand class this measurement is for")
-    requests_per_s: float | None = Field(default=None, gt=0, le=MAX_RATE)
-    items_per_min: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
+    items_per_min: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
     latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
@@ -415,6 +418,18 @@ class SolverOptions(_Strict):
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
         "0 proves the optimum itself, to within $0.000001/hour"))
     calibration: dict[str, float] = Field(default_factory=dict, description="override performance-model constants")
+
+    @field_validator("calibration")
+    @classmethod
+    def _known_constants(cls, v: dict[str, float]):
+        # Checked here, at validation, so that a bad constant is reported before any catalog or solve work.
+        from solver.perf.api import Calibration
+
+        try:
+            Calibration.from_overrides(v)
+        except ValueError as exc:
+            raise ValueError(f"{exc}. To fix: use a constant and value as docs/performance-model.md describes") from None
+        return v
 
 
 class Workload(_Strict):
