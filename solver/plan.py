@@ -68,7 +68,20 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     if unservable:
         raise InfeasibleError(unservable)
     backend = get_backend(options.backend or workload.solver.backend)
+    if workload.horizon_mode:
+        # Periods, pricing tiers or a running fleet: the multi-period planner (its own module;
+        # everything below is today's single static hour, unchanged).
+        from solver.plan_horizon import plan_horizon
+        return plan_horizon(workload, catalog, problem, backend, options, t0, deadline, stop, timings)
+    form, outcome, solution, ties = solve_single(problem, backend, deadline, stop, options, workload.solver.tie_break,
+                                                 timings, t0)
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
+
+def solve_single(problem: Problem, backend, deadline: float, stop: Stop, options: PlanOptions, ties_wanted: bool,
+                 timings: dict[str, float], t0: float) -> tuple[Formulation, SolveOutcome, Solution, str]:
+    """One static hour: greedy warm start and bound, the cost MIP, the tie-break."""
+    stage = options.on_stage or (lambda name: None)
     stage("model")
     greedy = greedy_solution(problem)
     configs = list(problem.configs)
@@ -93,18 +106,17 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
     if outcome.values is None:
-        raise SolverTimeout(f"no feasible fleet found within {time_limit:g} s; the model has "
+        raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
     ties = "not needed"
-    if outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05:
+    if outcome.status == "optimal" and ties_wanted and deadline - time.monotonic() > 0.05:
         t1 = time.monotonic()
         stage("tie_break")
         outcome, ties = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
     if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
         stop.check("the tie-break")
-    solution = extract(form, outcome.values)
-    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
+    return form, outcome, extract(form, outcome.values), ties
 
 
 def _relay(form: Formulation, on_progress):
@@ -192,18 +204,9 @@ def extract(form: Formulation, values: list[float]) -> Solution:
     return Solution(fleet, tuple(out))
 
 
-def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
-    t1 = time.monotonic()
-    if options.check:
-        (options.on_stage or (lambda name: None))("evaluate")
-    report = evaluate(workload, catalog, solution) if options.check else None
-    timings["evaluate_s"] = time.monotonic() - t1
+def service_results(problem: Problem, solution: Solution) -> list[ServiceResult]:
+    """Per service: its demand, the capacity the plan gives it, and each configuration used."""
     by_key = {c.key: c for c in problem.configs}
-    fleet = []
-    for offer_id, n in solution.fleet:
-        o = problem.offer(offer_id)
-        fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6)))
     services = []
     for s in problem.services:
         views = []
@@ -235,6 +238,21 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
                                       round(utilization, 4), list(s.class_names), views))
+    return services
+
+
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
+    t1 = time.monotonic()
+    if options.check:
+        (options.on_stage or (lambda name: None))("evaluate")
+    report = evaluate(workload, catalog, solution) if options.check else None
+    timings["evaluate_s"] = time.monotonic() - t1
+    fleet = []
+    for offer_id, n in solution.fleet:
+        o = problem.offer(offer_id)
+        fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6)))
+    services = service_results(problem, solution)
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:

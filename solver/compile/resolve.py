@@ -12,6 +12,7 @@ from dataclasses import replace
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.loader import default_catalog, load_catalog_file
 from solver.catalog.types import Catalog, Offer
+from solver.compile.horizon_checks import check_horizon
 from solver.errors import FieldViolation, InputError
 from solver.models.library import ModelArch, get_model, model_names
 from solver.workload.schema import InlineModel, Workload
@@ -90,6 +91,7 @@ def check_references(workload: Workload, catalog: Catalog) -> None:
         if name not in regions:
             problems.append(FieldViolation(f"constraints.regions[{k}]", f"no offers in region {name!r}{did_you_mean(name, regions)}",
                                            f"use one of {', '.join(sorted(regions))}"))
+    problems += check_horizon(workload, catalog)
     if problems:
         raise InputError(problems)
 
@@ -117,6 +119,8 @@ def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], li
             why = f"GPU quota for {o.gpu} is below one instance ({o.gpus_per_instance} GPUs)"
         elif c.pricing == "spot" and o.spot_price_usd_per_hour is None:
             why = "no spot price"
+        elif c.pricing_tiers is not None and all(o.tier_price(t) is None for t in c.allowed_tiers):
+            why = f"no price for the allowed tiers ({', '.join(c.allowed_tiers)})"
         if why:
             dropped.append((o.id, why))
             continue

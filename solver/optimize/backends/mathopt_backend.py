@@ -59,6 +59,9 @@ class MathOptBackend:
         model = mathopt.Model.from_model_proto(p)
         return model, list(model.variables())
 
+    def _rows(self, model) -> list:
+        return list(model.linear_constraints())
+
     def solve(self, lm: LinearModel, options: SolveOptions) -> SolveOutcome:
         start = time.monotonic()
         model, xs = self._translate(lm, options.relax_integrality)
@@ -130,7 +133,10 @@ class MathOptBackend:
             status = "feasible"
         else:
             status = "no_solution"
-        return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail)
+        duals = None
+        if options.relax_integrality and has_solution and result.has_dual_feasible_solution():
+            duals = list(result.dual_values(self._rows(model)))  # row prices of the LP (a lower-bound certificate)
+        return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail, duals)
 
 
 def _watch_cancel(cancel: threading.Event | None, interrupter) -> threading.Event:

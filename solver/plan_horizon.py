@@ -1,0 +1,355 @@
+"""Multi-period plans: periods, pricing tiers and re-planning from the running fleet.
+
+`plan()` hands over here when the workload has periods, tiers beyond one price list, a
+running fleet or change costs. Stages: distinct periods (equal demand merged) -> either
+today's single-hour MIP per period (when nothing links the periods: on-demand only, no
+running fleet) or the multi-period MIP (solver/optimize/multiperiod.py) -> each period
+checked by the independent evaluator -> reservations, savings against an all-on-demand
+fleet sized for the peak, and, with a running fleet, the changes and a make-before-break
+rollout of the first period.
+
+The first period is "now": its fleet is the plan's top-level fleet, services and
+placements, so readers of single-hour plans see what to run now.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from solver.catalog.types import Catalog
+from solver.compile.problem import Config, Period, Problem
+from solver.errors import Cancelled, InfeasibilityReason, InfeasibleError, PlannerError, SolverTimeout
+from solver.evaluate import evaluate
+from solver.explain.diagnose import diagnose_infeasible
+from solver.interrupt import Stop
+from solver.optimize.multiperiod import HOURS_PER_MONTH, HorizonSolver, PeriodPlan, merge_periods
+from solver.optimize.period_model import offer_prices
+from solver.optimize.rollout import Target, changes, plan_rollout
+from solver.optimize.solution import Assignment, Solution
+from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolverInfo, PeriodAssignment,
+                                  PeriodResult, PeriodService, PlanResult, Replan, Reservation, Rollout, RolloutStep,
+                                  Savings, SolverInfo, TierFleetLine, UnusedReservation)
+from solver.workload.schema import Workload
+
+BASELINE_SHARE = 0.2  # of the time left, at most, for the all-on-demand-at-peak baseline
+NOW = Period("now", 1.0)  # the one period of a workload without periods
+
+
+def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend, options, t0: float,
+                 deadline: float, stop: Stop, timings: dict[str, float]) -> PlanResult:
+    stage = options.on_stage or (lambda name: None)
+    stage("model")
+    periods = problem.periods or (NOW,)
+    specs, merged = merge_periods(problem)
+    t1 = time.monotonic()
+    if _independent(problem):
+        solutions, info = _solve_independent(problem, specs, backend, deadline, stop, options, workload, timings, t0)
+        reserved: dict[str, tuple[int, str]] = {}
+    else:
+        stage("solve")
+        hs = HorizonSolver(problem, list(problem.configs), backend, stop, max(deadline - time.monotonic(), 0.05))
+        timings["formulation_s"] = time.monotonic() - t1
+        sol = hs.solve()
+        if sol.status == "infeasible":
+            stage("diagnose")
+            raise InfeasibleError(_why_infeasible(problem, specs, periods, merged, backend, stop))
+        if sol.status == "no_solution":
+            stop.check("the multi-period solve")
+            raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s for {len(periods)} period(s). "
+                                "To fix: raise the time limit")
+        plans = [sol.plans[merged.index(m)] for m in range(len(specs))]
+        solutions = [_to_solution(problem, specs[m], plan) for m, plan in enumerate(plans)]
+        reserved = {o: (n, sol.reserved_term[o]) for o, n in sol.reserved.items()}
+        info = {"status": sol.status, "horizon_cost_usd": sol.horizon_cost_usd, "bound_usd": sol.bound_usd,
+                "gap": sol.gap, "method": sol.method, "nodes": sol.nodes, "period_solves": sol.period_solves,
+                "detail": sol.detail, "change_cost_usd": sol.change_cost_usd,
+                "model_sizes": [lm.size for lm, _pv in hs.models]}
+    timings["solve_s"] = time.monotonic() - t1
+    if stop.cancelled:
+        raise Cancelled("the multi-period solve was cancelled")
+    return _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0,
+                   deadline, options, timings)
+
+
+# ---------------------------------------------------------------------- solving
+def _independent(problem: Problem) -> bool:
+    """Nothing links the periods: one price list (the offers' own), no running fleet, no
+    budget over the horizon. Each distinct period is then today's single-hour problem."""
+    h = problem.horizon
+    return (h.tiers == (problem.pricing,) and h.current_fleet is None and h.max_spot_share is None
+            and h.spot_min_regions is None and h.budget_usd_per_day is None and h.budget_usd_per_month is None
+            and h.reserved_gpus_min is None and h.reserved_gpus_max is None and h.max_changed_instances is None)
+
+
+def _solve_independent(problem, specs, backend, deadline, stop, options, workload, timings, t0):
+    from solver.plan import solve_single
+
+    solutions, sizes, total, bound, optimal = [], [], 0.0, 0.0, True
+    quiet = replace(options, on_progress=None, on_stage=None)
+    spot = problem.pricing == "spot"
+    for spec in specs:
+        single = replace(problem, services=spec.services, periods=(), horizon=None)
+        local: dict[str, float] = {"candidates_s": 0.0}
+        form, outcome, solution, _ties = solve_single(single, backend, deadline, stop, quiet, workload.solver.tie_break,
+                                                       local, time.monotonic())
+        cost = sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet)
+        total += spec.hours * cost
+        bound += spec.hours * (outcome.bound if outcome.bound is not None else cost)
+        optimal = optimal and outcome.status == "optimal"
+        if spot:
+            # Every offer priced at spot (`pricing: spot`): these are spot instances.
+            solution = Solution((), tuple(replace(a, spot=True) for a in solution.assignments), solution.fleet)
+        solutions.append(solution)
+        sizes.append(form.model.size)
+    status = "optimal" if optimal else "feasible"
+    bound = total if optimal else min(bound, total)
+    gap = 0.0 if optimal or total <= 0 else max(0.0, (total - bound) / total)
+    return solutions, {"status": status, "horizon_cost_usd": total, "bound_usd": bound, "gap": gap,
+                       "method": "single-period MIP per distinct period (nothing links the periods)",
+                       "nodes": 0, "period_solves": len(specs), "detail": "", "change_cost_usd": 0.0,
+                       "model_sizes": sizes}
+
+
+def _to_solution(problem: Problem, spec, plan: PeriodPlan) -> Solution:
+    by_key = {c.key: c for c in problem.configs}
+    demand = {s.name: s for s in spec.services}
+    items = []
+    for (key, spot), n in sorted(plan.replicas.items()):
+        c = by_key[key]
+        routed = plan.routed.get((key, spot))
+        items.append((c, spot, n, routed))
+    out = []
+    for c, spot, n, routed in items:
+        s = demand[c.service]
+        if routed is None:
+            # One class: route in proportion to capacity over all of the service's replicas.
+            total = sum(x.throughput * m for x, _sp, m, _r in items if x.service == c.service)
+            routed = (s.class_demand[0] * c.throughput * n / total if total > 0 else 0.0,)
+        out.append(Assignment(c.key, c.service, c.offer_id, c.gpus_per_replica, c.precision, n, routed,
+                              c.instances_per_replica, spot))
+    out.sort(key=lambda a: (a.service, a.config_key, a.spot))
+    return Solution(tuple(sorted(plan.firm.items())), tuple(out), tuple(sorted(plan.spot.items())))
+
+
+def _why_infeasible(problem, specs, periods, merged, backend, stop) -> list[InfeasibilityReason]:
+    """The first period that has no fleet, explained as a single-hour problem."""
+    reasons: list[InfeasibilityReason] = []
+    for m, spec in enumerate(specs):
+        name = periods[merged.index(m)].name
+        single = replace(problem, services=spec.services, periods=(), horizon=None)
+        found = diagnose_infeasible(single, backend, stop)
+        if found:
+            return [replace(r, message=f"period {name}: {r.message}") for r in found]
+    h = problem.horizon
+    reasons.append(InfeasibilityReason(
+        "horizon", "no fleet meets the multi-period terms (spot share and regions, change limits, reservation "
+        "bounds or a budget per hour, day or month) in every period.",
+        "relax constraints.max_spot_share, spot_min_regions, change_costs.max_changed_instances, "
+        "reserved_gpus_min/max or the budgets" if h is not None else ""))
+    return reasons
+
+
+# ---------------------------------------------------------------------- the answer
+def _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0, deadline,
+            options, timings) -> PlanResult:
+    from solver.plan import service_results
+
+    (options.on_stage or (lambda name: None))("evaluate")
+    t1 = time.monotonic()
+    prices = offer_prices(problem)
+    period_results, reports = [], []
+    violations: list[str] = []
+    hours = sum(p.hours for p in periods)
+    for j, period in enumerate(periods):
+        m = merged[j]
+        sol = solutions[m]
+        report = evaluate(workload, catalog, sol, period=period.name if problem.periods else None, reserved=reserved)
+        reports.append(report)
+        violations += [f"period {period.name}: {v}" for v in report.violations]
+        period_results.append(_period(problem, period, specs[m], sol, reserved, prices, report))
+    timings["evaluate_s"] = time.monotonic() - t1
+    change_cost = _change_cost(problem, solutions[merged[0]])
+    horizon_cost = sum(p.hours * r.total_price_usd_per_hour for p, r in zip(periods, period_results)) + change_cost
+    if abs(horizon_cost - info["horizon_cost_usd"]) > 1e-6 * max(1.0, abs(horizon_cost)):
+        violations.append(f"the solver's horizon cost ${info['horizon_cost_usd']:.6f} differs from the "
+                          f"recomputed ${horizon_cost:.6f}")
+    violations += _horizon_checks(problem, reserved, horizon_cost, hours)
+    if options.check and violations:
+        raise PlannerError("internal error: the plan failed independent evaluation: " + "; ".join(violations))
+    first = solutions[merged[0]]
+    first_spec = specs[merged[0]]
+    scaled = replace(problem, services=first_spec.services)
+    fleet = [FleetLine(f.offer_id, f.provider, f.name, f.region, f.gpu, f.gpus_per_instance, f.instances,
+                       f.price_usd_per_hour, f.subtotal_usd_per_hour) for f in period_results[0].fleet]
+    services = service_results(scaled, _merged_markets(first))
+    savings = _savings(problem, specs, horizon_cost, hours, backend, deadline, options)
+    h = problem.horizon
+    replan = None
+    if h.current_fleet is not None:
+        done = _rollout(problem, first, catalog)
+        replan = Replan([Change(**c) for c in changes(h.current_fleet, dict(first.fleet), dict(first.spot_fleet))],
+                        Rollout([RolloutStep(**st) for st in done["steps"]], done["surge_instances"], done["note"]))
+    bound = min(info["bound_usd"], horizon_cost)
+    gap = 0.0 if info["status"] == "optimal" else round(max(0.0, (horizon_cost - bound) / max(horizon_cost, 1e-9)), 6)
+    horizon = HorizonResult(
+        period_results,
+        [Reservation(o, n, term, round(problem.offer(o).tier_price(term), 6), n * problem.offer(o).gpus_per_instance)
+         for o, (n, term) in sorted(reserved.items())],
+        hours, round(horizon_cost, 6), round(horizon_cost / hours, 6) if hours else 0.0, list(h.tiers), savings, replan,
+        HorizonSolverInfo(info["status"], round(horizon_cost, 6), round(bound, 6), gap, info["method"], len(specs),
+                          info["nodes"], info["period_solves"], round(change_cost, 6), info["detail"]))
+    solver_info = SolverInfo(backend.name, timings.get("solve_s", 0.0), time.monotonic() - t0, gap,
+                             round(bound / hours, 6) if hours else None, _size(info.get("model_sizes", [])), len(problem.configs),
+                             len(problem.rejections), len(problem.filtered_out), "not applied to multi-period plans",
+                             info["detail"], {k: round(v, 4) for k, v in timings.items()})
+    p0 = period_results[0]
+    result = PlanResult(info["status"], problem.name, p0.total_price_usd_per_hour, p0.gpus, fleet, services,
+                        [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas],
+                          "spot": p.spot} for p in reports[0].placements],
+                        solver_info, catalog=catalog.description, pricing=problem.pricing, horizon=horizon)
+    result.evaluation = {"ok": not violations, "violations": violations,
+                         "cost_usd_per_hour": round(reports[0].cost_usd_per_hour, 6)}
+    return result
+
+
+def _period(problem, period, spec, sol: Solution, reserved, prices, report) -> PeriodResult:
+    lines: list[TierFleetLine] = []
+    unused = []
+
+    def line(offer_id: str, n: int, tier: str, price: float) -> None:
+        o = problem.offer(offer_id)
+        lines.append(TierFleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n, tier,
+                                   round(price, 6), round(price * n, 6)))
+
+    firm = dict(sol.fleet)
+    for offer_id in sorted(set(firm) | set(reserved)):
+        n = firm.get(offer_id, 0)
+        r, term = reserved.get(offer_id, (0, None))
+        if r:
+            used = min(n, r)
+            if used:
+                line(offer_id, used, term, problem.offer(offer_id).tier_price(term))
+            if r > used:
+                unused.append(UnusedReservation(offer_id, r - used))
+        if n > r:
+            line(offer_id, n - r, "on_demand", problem.offer(offer_id).price_usd_per_hour)
+    for offer_id, n in sol.spot_fleet:
+        line(offer_id, n, "spot", problem.offer(offer_id).spot_price_usd_per_hour)
+    total = sum(x.subtotal_usd_per_hour for x in lines)
+    total += sum(u.instances * problem.offer(u.offer_id).tier_price(reserved[u.offer_id][1]) for u in unused)
+    rates = [problem.offer(o).spot_interruption_rate_per_hour for o, _ in sol.spot_fleet]
+    interruptions = (sum(problem.offer(o).spot_interruption_rate_per_hour * n for o, n in sol.spot_fleet)
+                     if sol.spot_fleet and all(r is not None for r in rates) else None)
+    gpus = sum(x.gpus_per_instance * x.instances for x in lines)
+    return PeriodResult(period.name, period.hours, lines, round(total, 6), gpus, _services(problem, spec, sol),
+                        {"ok": report.ok, "violations": report.violations,
+                         "cost_usd_per_hour": round(report.cost_usd_per_hour, 6)},
+                        unused, None if interruptions is None else round(interruptions, 6))
+
+
+def _services(problem, spec, sol: Solution) -> list[PeriodService]:
+    by_key = {c.key: c for c in problem.configs}
+    out = []
+    for s in spec.services:
+        mine = [a for a in sol.assignments if a.service == s.name]
+        cap = [0.0] * len(s.class_demand)
+        firm = [0.0] * len(s.class_demand)
+        for a in mine:
+            for k, perf in enumerate(by_key[a.config_key].classes):
+                cap[k] += perf.throughput * a.replicas
+                if not a.spot:
+                    firm[k] += perf.throughput * a.replicas
+        out.append(PeriodService(s.name, s.unit, round(s.raw_demand, 6), round(s.total_demand, 6),
+                                 [round(x, 6) for x in cap], [round(x, 6) for x in firm], sum(a.replicas for a in mine),
+                                 [PeriodAssignment(a.config_key, a.offer_id, a.spot, a.replicas) for a in mine]))
+    return out
+
+
+def _merged_markets(sol: Solution) -> Solution:
+    """The first period with spot and other replicas of one configuration added up (the
+    top-level services view; periods[0] keeps them apart)."""
+    merged: dict[str, Assignment] = {}
+    for a in sol.assignments:
+        b = merged.get(a.config_key)
+        if b is None:
+            merged[a.config_key] = replace(a, spot=False)
+        else:
+            merged[a.config_key] = replace(b, replicas=b.replicas + a.replicas,
+                                           routed=tuple(x + y for x, y in zip(b.routed, a.routed)))
+    return Solution(sol.fleet, tuple(sorted(merged.values(), key=lambda a: (a.service, a.config_key))))
+
+
+def _change_cost(problem: Problem, first: Solution) -> float:
+    h = problem.horizon
+    if h.current_fleet is None:
+        return 0.0
+    added = removed = 0
+    for c in changes(h.current_fleet, dict(first.fleet), dict(first.spot_fleet)):
+        if c["action"] == "add":
+            added += c["instances"]
+        elif c["action"] == "remove":
+            removed += c["instances"]
+    return h.add_instance_usd * added + h.remove_instance_usd * removed
+
+
+def _horizon_checks(problem: Problem, reserved, horizon_cost: float, hours: float) -> list[str]:
+    """What no single period can see: reservation bounds and limits, changes, budgets over the horizon."""
+    h = problem.horizon
+    out = []
+    gpus = sum(n * problem.offer(o).gpus_per_instance for o, (n, _t) in reserved.items())
+    if h.reserved_gpus_min is not None and gpus < h.reserved_gpus_min:
+        out.append(f"{gpus} reserved GPUs, below reserved_gpus_min {h.reserved_gpus_min}")
+    if h.reserved_gpus_max is not None and gpus > h.reserved_gpus_max:
+        out.append(f"{gpus} reserved GPUs, above reserved_gpus_max {h.reserved_gpus_max}")
+    for o, (n, _t) in reserved.items():
+        if o in problem.offer_limits and n > problem.offer_limits[o]:
+            out.append(f"{n} reserved instances of {o} exceed its limit of {problem.offer_limits[o]}")
+    if h.budget_usd_per_day is not None and horizon_cost / hours * 24.0 > h.budget_usd_per_day * (1 + 1e-9):
+        out.append(f"${horizon_cost / hours * 24:.2f}/day exceeds budget_usd_per_day ${h.budget_usd_per_day:g}")
+    if h.budget_usd_per_month is not None and horizon_cost / hours * HOURS_PER_MONTH > h.budget_usd_per_month * (1 + 1e-9):
+        out.append(f"${horizon_cost / hours * HOURS_PER_MONTH:.2f}/month exceeds budget_usd_per_month "
+                   f"${h.budget_usd_per_month:g}")
+    return out
+
+
+def _savings(problem: Problem, specs, horizon_cost: float, hours: float, backend, deadline, options) -> Savings | None:
+    """The cheapest fleet sized for each service's peak, all on-demand, every hour of the horizon."""
+    from solver.plan import solve_single
+
+    peak = tuple(max((spec.services[i] for spec in specs), key=lambda s: s.total_demand) for i in range(len(specs[0].services)))
+    single = replace(problem, services=peak, periods=(), horizon=None)
+    left = deadline - time.monotonic()
+    if left <= 0.1:
+        return None
+    quiet = replace(options, on_progress=None, on_stage=None)
+    try:
+        _f, outcome, solution, _t = solve_single(single, backend, time.monotonic() + BASELINE_SHARE * left,
+                                                 Stop(options.cancel, time.monotonic() + BASELINE_SHARE * left),
+                                                 quiet, False, {"candidates_s": 0.0}, time.monotonic())
+    except (InfeasibleError, SolverTimeout, Cancelled):
+        return None
+    per_hour = sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet)
+    base = per_hour * hours
+    return Savings(f"the cheapest {'spot' if problem.pricing == 'spot' else 'on-demand'} fleet sized for each "
+                   "service's peak period, every hour", round(per_hour, 6), round(base, 6), outcome.status,
+                   round(base - horizon_cost, 6), round((base - horizon_cost) / base, 6) if base > 0 else 0.0)
+
+
+def _rollout(problem: Problem, first: Solution, catalog: Catalog) -> dict:
+    targets = [Target(a.service, a.config_key, a.offer_id, a.spot, a.gpus_per_replica)
+               for a in first.assignments for _ in range(a.replicas)]
+    sizes = {o.id: o.gpus_per_instance for o in catalog.offers}
+
+    def key(service: str, offer_id: str, gpus: int, precision: str | None) -> str:
+        size = sizes.get(offer_id, gpus)
+        span = gpus // size if gpus > size else 1
+        return Config(service, offer_id, gpus, precision, "", (), instances_per_replica=span).key
+
+    return plan_rollout(problem.horizon.current_fleet, targets, dict(first.fleet), dict(first.spot_fleet), sizes, key)
+
+
+def _size(sizes: list[dict[str, int]]) -> dict[str, int]:
+    """The period models together (the MIP the search works on, one period at a time)."""
+    keys = ("variables", "integer_variables", "constraints", "nonzeros")
+    return {k: sum(s.get(k, 0) for s in sizes) for k in keys}
