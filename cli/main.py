@@ -34,6 +34,9 @@ def cmd_solve(args) -> int:
 
     try:
         data = load_document(Path(args.workload))
+        if args.current:
+            from solver.workload.documents import load_current_fleet
+            data = dict(data, current_fleet=load_current_fleet(Path(args.current)))
     except InputError as exc:
         return _input_error(exc)
     if args.server:
@@ -95,8 +98,9 @@ def _solve_remote(args, data: dict) -> int:
     try:
         with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
             # The client sends the contents of a referenced catalog file: servers never read caller paths.
+            fleet = data.pop("current_fleet", None) if args.current else None
             d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain, backend=args.backend,
-                             base_dir=str(Path(args.workload).parent))
+                             base_dir=str(Path(args.workload).parent), current_fleet=fleet)
     except PlannerClientError as exc:
         if exc.infeasibility:
             if args.format == "json":
@@ -172,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--explain", action="store_true", help="per service: the nearest alternatives not taken, and why")
     s.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
     s.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
+    s.add_argument("--current", metavar="FLEET", help="re-plan from the fleet that runs now: a JSON/YAML file with "
+                   "[{offer_id, instances}] or {current_fleet: [...]} (replaces the workload's current_fleet)")
     s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")
     s.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="bearer token for --server (default: $PLANNER_TOKEN)")

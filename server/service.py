@@ -76,7 +76,8 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         context.add_callback(cancel.set)  # fires when the call ends: cancelled, expired or answered
         outcome = "error"
         try:
-            workload, catalog = read_workload(request.workload)
+            workload, catalog = read_workload(request.workload, current_fleet=request.current_fleet
+                                              if request.HasField("current_fleet") else None)
             backend = backend_name(request.backend)
             requested_s = request.time_limit_s if request.HasField("time_limit_s") else workload.solver.time_limit_s
             if not 0 < requested_s <= MAX_TIME_LIMIT_S:

@@ -67,3 +67,37 @@ def parse_workload(data: Any) -> Workload:
 
 def load_workload(path: str | Path) -> Workload:
     return parse_workload(load_document(Path(path)))
+
+
+def load_current_fleet(path: Path) -> list:
+    """A running fleet file (JSON or YAML): a list of {offer_id, instances, ...}, or an
+    object {current_fleet: [...]}. The entries are validated with the workload."""
+    what = f"--current ({path})"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError.single(what, f"file not found: {path}.", "check the path") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise InputError.single(what, f"cannot read {path}: {exc.__class__.__name__}.", "pass a readable text file") from None
+    if not text.strip():
+        raise InputError.single(what, "the file is empty.", "write [] for no running instances, or the running fleet")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            fleet = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise InputError.single(what, f"malformed YAML{where}: {getattr(exc, 'problem', exc)}.", "fix the YAML syntax") from None
+    else:
+        try:
+            fleet = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError.single(what, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.",
+                                    "fix the JSON syntax (a trailing comma or missing quote is typical)") from None
+    if isinstance(fleet, dict) and set(fleet) == {"current_fleet"}:
+        fleet = fleet["current_fleet"]
+    _reject_non_finite(fleet, "current_fleet")
+    if not isinstance(fleet, list):
+        raise InputError.single(what, "expected a list of {offer_id, instances} or an object with only `current_fleet`.",
+                                'write [{"offer_id": "aws/g6.xlarge", "instances": 2}] or {"current_fleet": [...]}')
+    return fleet
