@@ -37,7 +37,7 @@ from helpers_random import random_workload  # noqa: E402
 from test_optimality_enumeration import enum_offers, pareto_min, service_usages  # noqa: E402
 
 CASES = 60
-MULTIPLIERS = (0.0, 0.5, 1.0, 1.0, 1.5, 2.0)  # exact in binary floating point
+MULTIPLIERS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.0)  # exact in binary floating point; at most 1 keeps enumeration small
 HOURS = (4.0, 8.0, 12.0)
 TOL_USD = 1e-6
 
@@ -99,7 +99,8 @@ def period_instance_options(w: dict, period: str) -> list[tuple[int, ...]]:
     return sorted(pareto_min(out))
 
 
-def brute_force_horizon(w: dict) -> float | None:
+def brute_force_horizon(w: dict) -> tuple[float, tuple[int, ...]] | None:
+    """(the cheapest horizon cost, its reservation per offer), or None when some period has no fleet."""
     offers_raw = w["catalog"]["offers"]
     tiers = w["constraints"]["pricing_tiers"]
     od_ok = "on_demand" in tiers
@@ -130,20 +131,21 @@ def brute_force_horizon(w: dict) -> float | None:
                 cost = None
                 break
             cost += p["hours"] * cheapest
-        if cost is not None and (best is None or cost < best):
-            best = cost
+        if cost is not None and (best is None or cost < best[0]):
+            best = (cost, R)
     return best
 
 
 @functools.cache
-def enumerated(seed: int) -> tuple[dict, float | None]:
+def enumerated(seed: int) -> tuple[dict, tuple[float, tuple[int, ...]] | None]:
     w = horizon_case(seed)
     return w, brute_force_horizon(w)
 
 
 @pytest.mark.parametrize("seed", range(CASES))
 def test_multi_period_plan_matches_enumeration(seed: int) -> None:
-    w, expected = enumerated(seed)
+    w, found = enumerated(seed)
+    expected = found[0] if found is not None else None
     if expected is None:
         with pytest.raises(InfeasibleError):
             plan(parse_workload(w))
@@ -160,12 +162,11 @@ def test_cases_exercise_reservations_and_on_demand() -> None:
     """The seeds must include plans that reserve, plans that do not, infeasible ones, and reserved-only tiers."""
     reserve = skip = infeasible = reserved_only = 0
     for seed in range(CASES):
-        w, expected = enumerated(seed)
+        w, found = enumerated(seed)
         reserved_only += "on_demand" not in w["constraints"]["pricing_tiers"]
-        if expected is None:
+        if found is None:
             infeasible += 1
             continue
-        reservations = plan(parse_workload(w)).to_dict()["reservations"]
-        reserve += bool(reservations)
-        skip += not reservations
+        reserve += any(found[1])
+        skip += not any(found[1])
     assert reserve >= 10 and skip >= 5 and infeasible >= 3 and reserved_only >= 3, (reserve, skip, infeasible, reserved_only)
