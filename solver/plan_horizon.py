@@ -220,7 +220,7 @@ def _period(problem, period, spec, sol: Solution, reserved, prices, report) -> P
     def line(offer_id: str, n: int, tier: str, price: float) -> None:
         o = problem.offer(offer_id)
         lines.append(TierFleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n, tier,
-                                   round(price, 6), round(price * n, 6)))
+                                   price, round(price * n, 6)))
 
     firm = dict(sol.fleet)
     for offer_id in sorted(set(firm) | set(reserved)):

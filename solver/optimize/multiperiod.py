@@ -37,7 +37,7 @@ from solver.interrupt import NEVER, Stop
 from solver.optimize.backends import SolveOptions
 from solver.optimize.linear import INF, LinearModel, SolveOutcome
 from solver.optimize.period_model import (OfferPrices, PeriodSpec, PeriodVars, add_period, budget_row,
-                                          instance_upper_bounds, offer_prices)
+                                          instance_upper_bounds, offer_prices, running_counts)
 
 HOURS_PER_DAY = 24.0
 HOURS_PER_MONTH = 730.0
@@ -129,6 +129,9 @@ class HorizonSolver:
         for spec in self.specs:
             for o, ub in instance_upper_bounds(problem, configs, spec.services).items():
                 self.cap[o] = max(self.cap.get(o, 0), ub)
+        for (o, _spot), n in running_counts(problem).items():
+            if any(x.id == o for x in problem.offers):
+                self.cap[o] = max(self.cap.get(o, 0), min(n, problem.offer_limits.get(o, n)))
         self.res = sorted(o for o, pr in self.prices.items() if pr.reserved is not None and self.cap.get(o, 0) > 0)
         self.models: list[tuple[LinearModel, PeriodVars]] = []
         for spec in self.specs:

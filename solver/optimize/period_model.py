@@ -109,6 +109,15 @@ def instance_upper_bounds(problem: Problem, configs: list[Config], services: tup
     return out
 
 
+def running_counts(problem: Problem) -> dict[tuple[str, bool], int]:
+    """Instances of the running fleet per (offer, spot)."""
+    h = problem.horizon
+    out: dict[tuple[str, bool], int] = {}
+    for f in (h.current_fleet or ()) if h is not None else ():
+        out[(f.offer_id, f.spot)] = out.get((f.offer_id, f.spot), 0) + f.instances
+    return out
+
+
 def replica_bound(c: Config, s: ServiceDemand, problem: Problem) -> int:
     need = sum(math.ceil(d / t - 1e-9) for t, d in zip((k.throughput for k in c.classes), s.class_demand)
                if t > 0 and d > 0)
@@ -137,19 +146,23 @@ def add_period(lm: LinearModel, problem: Problem, configs: list[Config], spec: P
     for c in pv.configs:
         by_offer.setdefault(c.offer_id, []).append(c)
     n_ub = instance_upper_bounds(problem, pv.configs, spec.services)
+    # The first period may keep running instances, even idle ones, when changing costs more.
+    keepable = running_counts(problem) if spec.first else {}
     p = f"{tag}" if tag else ""
     for o in problem.offers:
-        if o.id not in by_offer:
+        if o.id not in by_offer and not any(k[0] == o.id for k in keepable):
             continue
         pr = prices[o.id]
-        ub = n_ub[o.id]
+        ub = max(n_ub.get(o.id, 0), keepable.get((o.id, False), 0), keepable.get((o.id, True), 0))
+        limit = problem.offer_limits.get(o.id)
+        ub = min(ub, limit) if limit is not None else ub
         if pr.firm:
             pv.F[o.id] = lm.var(f"F{p}[{o.id}]", 0, max(ub, 0), integer=True)
             _firm_cost(lm, pv, o.id, pr, spec.hours, box_hi.get(o.id, 0), ub, reserved, p)
         if pr.spot is not None:
             pv.S[o.id] = lm.var(f"S{p}[{o.id}]", 0, ub, integer=True)
             pv.hourly_terms.append((pv.S[o.id], pr.spot))
-        for c in by_offer[o.id]:
+        for c in by_offer.get(o.id, []):
             rb = replica_bound(c, services[c.service], problem)
             for spot in (False, True):
                 if (pv.S if spot else pv.F).get(o.id) is not None:
@@ -251,6 +264,8 @@ def _replica_rows(lm, pv: PeriodVars, services, p: str) -> None:
 
 def _pack_rows(lm, problem: Problem, pv: PeriodVars, by_offer: dict[str, list[Config]], p: str) -> None:
     for offer_id, mine in by_offer.items():
+        if offer_id not in pv.F and offer_id not in pv.S:
+            continue
         g = float(problem.offer(offer_id).gpus_per_instance)
         for spot, inst in ((False, pv.F), (True, pv.S)):
             if offer_id not in inst:

@@ -188,8 +188,13 @@ def _assign(pool: list[_Instance], wanted: list[Target], known: bool) -> list[_R
     for t in sorted(wanted, key=lambda t: (-t.gpus, t.service, t.config)):
         size = kept[0].gpus if kept else t.gpus
         span = max(1, math.ceil(t.gpus / size))
+        # Adopt an identical running replica where it sits, if its instance still has room for
+        # it among the planned replicas placed so far (all at least as large: in decreasing
+        # order every instance's free room stays a multiple of the current size).
         stay = next((r for i in kept if i.running for r in i.held
-                     if not r.planned and r.running and r.config == t.config and r.copy_of is None), None) if known else None
+                     if not r.planned and r.running and r.config == t.config and r.copy_of is None
+                     and len(r.slots) == 1 and i.gpus - sum(_share(x, i) for x in i.held if x.planned) >= t.gpus),
+                    None) if known else None
         if stay is not None and span == 1:
             stay.planned = True  # it runs where the plan wants it: nothing to do
             out.append(stay)
@@ -202,6 +207,8 @@ def _assign(pool: list[_Instance], wanted: list[Target], known: bool) -> list[_R
             rep.slots = [inst] if inst is not None else []
         if not known and rep.slots and all(i.running for i in rep.slots):
             rep.running = True  # unknown replicas: a kept instance already runs its share of the plan
+        if not rep.slots:
+            raise AssertionError(f"rollout: no place for {t.config} on the planned instances")
         for inst in rep.slots:
             inst.held.append(rep)
         out.append(rep)
