@@ -24,7 +24,6 @@ from solver.optimize.backends import SolveOptions, get_backend  # noqa: E402
 from solver.compile.candidates import build_problem  # noqa: E402
 from solver.optimize.formulation import build  # noqa: E402
 from solver.optimize.greedy import greedy_solution  # noqa: E402
-from solver.plan import _hint  # noqa: E402
 from solver.compile.resolve import resolve_catalog  # noqa: E402
 from solver.workload.documents import parse_workload  # noqa: E402
 
@@ -39,7 +38,7 @@ def main() -> int:
     problem = build_problem(workload, resolve_catalog(workload))
     form = build(problem)
     greedy = greedy_solution(problem)
-    hint = _hint(form, greedy) if greedy is not None else None
+    hint = form.values_from(greedy) if greedy is not None else None
     print(f"{args.services} services, seed {args.seed}: {form.model.size}")
     # A first, untimed solve pays the solver's one-off start-up so the rows compare fairly.
     get_backend("scip").solve(form.model, SolveOptions(time_limit_s=args.time_limit))

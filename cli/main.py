@@ -1,4 +1,4 @@
-"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review).
+"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export).
 
 Exit codes: 0 a plan was found; 2 bad input; 3 no feasible fleet; 4 no plan within the
 time limit; 5 cancelled or internal error. Errors never print a traceback.
@@ -20,11 +20,54 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def _input_error(exc) -> int:
+def _input_error(exc, fmt: str = "table") -> int:
+    if fmt == "json":
+        return _json_failure("invalid", EXIT_INPUT, errors=[
+            {"field": v.field, "message": v.message, "fix": v.fix} for v in exc.violations])
     _err("error: invalid input")
     for v in exc.violations:
         _err(f"  - {v}")
     return EXIT_INPUT
+
+
+def _json_failure(status: str, code: int, **detail) -> int:
+    """Under --format json every outcome is JSON on stdout, failures included."""
+    print(json.dumps({"status": status, **detail}, indent=2))
+    return code
+
+
+def _failure(args, status: str, code: int, message: str) -> int:
+    if getattr(args, "format", "table") == "json":
+        return _json_failure(status, code, error=message)
+    _err(f"error: {message}")
+    return code
+
+
+def _run_interruptibly(work):
+    """Run `work()` in a thread so that Ctrl-C answers at once, even while the MIP solver
+    (C code that does not return to Python) is busy: the process then exits with 5."""
+    import threading
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="solve")
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        _err("\ninterrupted")
+        sys.stderr.flush()
+        os._exit(EXIT_OTHER)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def cmd_solve(args) -> int:
@@ -32,25 +75,33 @@ def cmd_solve(args) -> int:
     from solver.output.render import render_infeasible, render_plan
     from solver.workload.documents import load_document
 
+    if args.export_out and Path(args.export_out).exists() and not Path(args.export_out).is_dir():
+        return _failure(args, "invalid", EXIT_INPUT,
+                        f"--export-out {args.export_out} exists and is not a directory. To fix: give a directory")
     try:
         data = load_document(Path(args.workload))
         if args.current:
             from solver.workload.documents import load_current_fleet
             data = dict(data, current_fleet=load_current_fleet(Path(args.current)))
     except InputError as exc:
-        return _input_error(exc)
+        return _input_error(exc, args.format)
     if args.server:
         return _solve_remote(args, data)
     from solver.plan import PlanOptions, plan
     from solver.workload.documents import parse_workload
 
     progress = _progress_printer() if sys.stderr.isatty() and not args.quiet else None
+    if progress is not None:  # progress callbacks make SCIP print two spurious ERROR lines
+        from solver.optimize.backends import stderr_filter
+
+        stderr_filter.install()
     try:
         workload = parse_workload(data)
-        result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
-                                            on_progress=progress, base_dir=str(Path(args.workload).parent)))
+        options = PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
+                              on_progress=progress, base_dir=str(Path(args.workload).parent))
+        result = _run_interruptibly(lambda: plan(workload, options))
     except InputError as exc:
-        return _input_error(exc)
+        return _input_error(exc, args.format)
     except InfeasibleError as exc:
         reasons = [asdict(r) for r in exc.reasons]
         if args.format == "json":
@@ -59,20 +110,29 @@ def cmd_solve(args) -> int:
             print(render_infeasible(reasons))
         return EXIT_INFEASIBLE
     except SolverTimeout as exc:
-        _err(f"error: {exc}")
-        return EXIT_TIMEOUT
-    except (Cancelled, PlannerError) as exc:
-        _err(f"error: {exc}")
-        return EXIT_OTHER
-    except KeyboardInterrupt:
-        _err("interrupted")
-        return EXIT_OTHER
+        return _failure(args, "timeout", EXIT_TIMEOUT, str(exc))
+    except Cancelled as exc:
+        return _failure(args, "cancelled", EXIT_OTHER, str(exc))
+    except PlannerError as exc:
+        return _failure(args, "error", EXIT_OTHER, str(exc))
     finally:
         if progress is not None:
             print(file=sys.stderr)  # end the progress line
     d = result.to_dict()
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
-    return EXIT_OK
+    return _export_after_solve(args, d)
+
+
+def _export_after_solve(args, d: dict) -> int:
+    """`solve --export TARGET`: write the plan's deployment files; messages on stderr keep stdout the plan."""
+    if not args.export:
+        return EXIT_OK
+    from cli.export_cmd import default_out, write
+
+    code, lines = write(d, args.export, args.export_out or default_out(args.export))
+    for line in lines:
+        _err(line)
+    return code
 
 
 def _progress_printer():
@@ -91,8 +151,7 @@ def _solve_remote(args, data: dict) -> int:
     try:
         from planner_client import PlannerClient, PlannerClientError
     except ImportError:
-        _err("error: the gRPC client (planner_client) is not installed")
-        return EXIT_OTHER
+        return _failure(args, "error", EXIT_OTHER, "the gRPC client (planner_client) is not installed")
     from solver.output.render import render_infeasible, render_plan
 
     try:
@@ -108,10 +167,10 @@ def _solve_remote(args, data: dict) -> int:
             else:
                 print(render_infeasible(exc.infeasibility))
             return EXIT_INFEASIBLE
-        _err(f"error: {exc}")
-        return exc.exit_code
+        status = {EXIT_INPUT: "invalid", EXIT_TIMEOUT: "timeout"}.get(exc.exit_code, "error")
+        return _failure(args, status, exc.exit_code, str(exc))
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
-    return EXIT_OK
+    return _export_after_solve(args, d)
 
 
 def cmd_schema(args) -> int:
@@ -182,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="bearer token for --server (default: $PLANNER_TOKEN)")
     s.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
+    s.add_argument("--export", choices=["skypilot", "kubernetes"], default=None,
+                   help="also write the plan's deployment files (see `solver-cli export`)")
+    s.add_argument("--export-out", metavar="DIR", default=None, help="directory for --export (default: deploy/TARGET)")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("schema", help="print the workload file's JSON Schema")
@@ -199,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.set_defaults(func=cmd_catalog)
 
-    for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review")):
+    for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review"),
+                         ("cli.export_cmd", "export")):
         try:
             mod = __import__(module, fromlist=["add_parser"])
         except ImportError:

@@ -89,7 +89,7 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
         offer = offers_by_id[a.offer_id]
         builder.offers = [offer]
         builder.rejections = []
-        recomputed = [c for c in builder.for_service(demands[a.service])
+        recomputed = [c for c in builder.for_service(demands[a.service], prune=False)
                       if c.gpus_per_replica == a.gpus_per_replica and c.precision == a.precision
                       and c.instances_per_replica == a.instances_per_replica]
         if not recomputed:
@@ -149,6 +149,19 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
             rep.violations.append(f"{used} {gpu} GPUs exceed the quota of {quota}")
     if c.budget_usd_per_hour is not None and rep.cost_usd_per_hour > c.budget_usd_per_hour + TOL:
         rep.violations.append(f"cost ${rep.cost_usd_per_hour:.4f}/h exceeds the budget ${c.budget_usd_per_hour:g}/h")
+    if c.same_region:
+        # A region is a provider's region (names repeat across providers).
+        where = {o: (offers_by_id[o].provider, offers_by_id[o].region) for o in offers_by_id}
+        if c.same_region == "fleet":
+            regions = {where[o] for o, n in (*sol.fleet, *sol.spot_fleet) if n > 0 and o in where}
+            if len(regions) > 1:
+                rep.violations.append(f"constraints.same_region is fleet, but the fleet uses {sorted(regions)}")
+        else:
+            for name in demands:
+                regions = {where[a.offer_id] for a in sol.assignments
+                           if a.service == name and a.replicas > 0 and a.offer_id in where}
+                if len(regions) > 1:
+                    rep.violations.append(f"constraints.same_region is service, but {name} uses {sorted(regions)}")
     return rep
 
 

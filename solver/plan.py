@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from solver.optimize.backends import SolveOptions, get_backend
+from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
@@ -19,7 +20,8 @@ from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
-from solver.optimize.formulation import Formulation, build
+from solver.optimize.formulation import Formulation, build, region_violations
+from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
@@ -27,7 +29,7 @@ from solver.compile.problem import Problem
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
-from solver.optimize.solution import Assignment, Solution
+from solver.optimize.solution import Solution
 
 
 EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
@@ -67,19 +69,19 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     unservable = diagnose_unservable(problem, catalog)
     if unservable:
         raise InfeasibleError(unservable)
-    backend = get_backend(options.backend or workload.solver.backend)
+    backend_name = options.backend or workload.solver.backend
     if workload.horizon_mode:
         # Periods, pricing tiers or a running fleet: the multi-period planner (its own module;
         # everything below is today's single static hour, unchanged).
         from solver.plan_horizon import plan_horizon
-        return plan_horizon(workload, catalog, problem, backend, options, t0, deadline, stop, timings)
-    form, outcome, solution, ties = solve_single(problem, backend, deadline, stop, options, workload.solver.tie_break,
-                                                 timings, t0)
+        return plan_horizon(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings)
+    form, outcome, solution, ties = solve_single(problem, backend_name, deadline, stop, options,
+                                                 workload.solver.tie_break, timings, t0)
     return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
 
-def solve_single(problem: Problem, backend, deadline: float, stop: Stop, options: PlanOptions, ties_wanted: bool,
-                 timings: dict[str, float], t0: float) -> tuple[Formulation, SolveOutcome, Solution, str]:
+def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
+                 ties_wanted: bool, timings: dict[str, float], t0: float) -> tuple[Formulation, SolveOutcome, Solution, str]:
     """One static hour: greedy warm start and bound, the cost MIP, the tie-break."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
@@ -92,7 +94,8 @@ def solve_single(problem: Problem, backend, deadline: float, stop: Stop, options
         configs = [c for c in configs
                    if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
-    hint = _hint(form, greedy) if greedy is not None else None
+    backend = get_backend(resolve_auto(backend_name, form.model))
+    hint = form.values_from(greedy) if greedy is not None else None
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
@@ -109,14 +112,21 @@ def solve_single(problem: Problem, backend, deadline: float, stop: Stop, options
         raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
     ties = "not needed"
-    if outcome.status == "optimal" and ties_wanted and deadline - time.monotonic() > 0.05:
+    tie_breaking = outcome.status == "optimal" and ties_wanted and deadline - time.monotonic() > 0.05
+    if tie_breaking:
         t1 = time.monotonic()
         stage("tie_break")
-        outcome, ties = tie_break(form, backend, outcome, deadline, options.cancel)
+        outcome, notes = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
     if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
         stop.check("the tie-break")
-    return form, outcome, extract(form, outcome.values), ties
+    solution = form.solution_from(outcome.values)
+    if tie_breaking:
+        solution, added = fill_idle_gpus(form, solution)
+        if added:
+            notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
+        ties = ", ".join(notes) or "skipped (time limit)"
+    return form, outcome, solution, ties
 
 
 def _relay(form: Formulation, on_progress):
@@ -150,58 +160,7 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in sol.fleet if problem.offer(o).gpu == gpu)
         if used > quota:
             return False
-    return True
-
-
-def _hint(form: Formulation, sol: Solution) -> list[float] | None:
-    values = [0.0] * len(form.model.variables)
-    for offer_id, n in sol.fleet:
-        if offer_id not in form.n:
-            return None
-        values[form.n[offer_id]] = float(n)
-    for a in sol.assignments:
-        if a.config_key not in form.r:
-            return None
-        values[form.r[a.config_key]] = float(a.replicas)
-        for k, routed in enumerate(a.routed):
-            if (a.config_key, k) in form.x:
-                values[form.x[(a.config_key, k)]] = routed
-    for i, v in enumerate(form.model.variables):
-        if values[i] > v.ub:
-            return None
-    return values
-
-
-def extract(form: Formulation, values: list[float]) -> Solution:
-    fleet = tuple(sorted((o, int(round(values[i]))) for o, i in form.n.items() if round(values[i]) > 0))
-    by_key = {c.key: c for c in form.configs}
-    demand = {s.name: s for s in form.problem.services}
-    assignments = []
-    for key, i in form.r.items():
-        r = int(round(values[i]))
-        if r <= 0:
-            continue
-        c = by_key[key]
-        s = demand[c.service]
-        if len(s.class_demand) == 1:
-            routed = (0.0,)  # filled below, proportionally to capacity
-        else:
-            routed = tuple(max(values[form.x[(key, k)]], 0.0) if (key, k) in form.x else 0.0
-                           for k in range(len(s.class_demand)))
-        assignments.append(Assignment(key, c.service, c.offer_id, c.gpus_per_replica, c.precision, r, routed,
-                                      c.instances_per_replica))
-    # Single-class services: route demand in proportion to each configuration's capacity.
-    out = []
-    for a in assignments:
-        s = demand[a.service]
-        if len(s.class_demand) == 1:
-            cap = by_key[a.config_key].throughput * a.replicas
-            total = sum(by_key[b.config_key].throughput * b.replicas for b in assignments if b.service == a.service)
-            a = Assignment(a.config_key, a.service, a.offer_id, a.gpus_per_replica, a.precision, a.replicas,
-                           (s.class_demand[0] * cap / total if total > 0 else 0.0,), a.instances_per_replica)
-        out.append(a)
-    out.sort(key=lambda a: (a.service, a.config_key))
-    return Solution(fleet, tuple(out))
+    return not region_violations(problem, sol)
 
 
 def service_results(problem: Problem, solution: Solution) -> list[ServiceResult]:
@@ -236,8 +195,10 @@ def service_results(problem: Problem, solution: Solution) -> list[ServiceResult]
             total_cap = capacity[0]
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
+        llm = s.model is not None
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(utilization, 4), list(s.class_names), views))
+                                      round(utilization, 4), list(s.class_names), views,
+                                      model=s.model_label if llm else None, engine=s.engine if llm else None))
     return services
 
 
@@ -251,7 +212,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6)))
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
     services = service_results(problem, solution)
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None

@@ -23,6 +23,7 @@ from solver.errors import Cancelled, InfeasibilityReason, InfeasibleError, Plann
 from solver.evaluate import evaluate
 from solver.explain.diagnose import diagnose_infeasible
 from solver.interrupt import Stop
+from solver.optimize.backends import get_backend
 from solver.optimize.multiperiod import HOURS_PER_MONTH, HorizonSolver, PeriodPlan, merge_periods
 from solver.optimize.period_model import offer_prices
 from solver.optimize.rollout import Target, changes, plan_rollout
@@ -36,15 +37,17 @@ BASELINE_SHARE = 0.2  # of the time left, at most, for the all-on-demand-at-peak
 NOW = Period("now", 1.0)  # the one period of a workload without periods
 
 
-def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend, options, t0: float,
+def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend_name: str, options, t0: float,
                  deadline: float, stop: Stop, timings: dict[str, float]) -> PlanResult:
     stage = options.on_stage or (lambda name: None)
+    # The period MIPs are covering-and-packing models with few continuous variables: SCIP.
+    backend = get_backend("scip" if backend_name == "auto" else backend_name)
     stage("model")
     periods = problem.periods or (NOW,)
     specs, merged = merge_periods(problem)
     t1 = time.monotonic()
     if _independent(problem):
-        solutions, info = _solve_independent(problem, specs, backend, deadline, stop, options, workload, timings, t0)
+        solutions, info = _solve_independent(problem, specs, backend_name, deadline, stop, options, workload, timings, t0)
         reserved: dict[str, tuple[int, str]] = {}
     else:
         stage("solve")
@@ -82,17 +85,19 @@ def _independent(problem: Problem) -> bool:
             and h.reserved_gpus_min is None and h.reserved_gpus_max is None and h.max_changed_instances is None)
 
 
-def _solve_independent(problem, specs, backend, deadline, stop, options, workload, timings, t0):
+def _solve_independent(problem, specs, backend_name, deadline, stop, options, workload, timings, t0):
     from solver.plan import solve_single
 
     solutions, sizes, total, bound, optimal = [], [], 0.0, 0.0, True
+    notes: set[str] = set()
     quiet = replace(options, on_progress=None, on_stage=None)
     spot = problem.pricing == "spot"
     for spec in specs:
         single = replace(problem, services=spec.services, periods=(), horizon=None)
         local: dict[str, float] = {"candidates_s": 0.0}
-        form, outcome, solution, _ties = solve_single(single, backend, deadline, stop, quiet, workload.solver.tie_break,
-                                                       local, time.monotonic())
+        form, outcome, solution, ties = solve_single(single, backend_name, deadline, stop, quiet,
+                                                     workload.solver.tie_break, local, time.monotonic())
+        notes.add(ties)
         cost = sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet)
         total += spec.hours * cost
         bound += spec.hours * (outcome.bound if outcome.bound is not None else cost)
@@ -108,7 +113,7 @@ def _solve_independent(problem, specs, backend, deadline, stop, options, workloa
     return solutions, {"status": status, "horizon_cost_usd": total, "bound_usd": bound, "gap": gap,
                        "method": "single-period MIP per distinct period (nothing links the periods)",
                        "nodes": 0, "period_solves": len(specs), "detail": "", "change_cost_usd": 0.0,
-                       "model_sizes": sizes}
+                       "model_sizes": sizes, "ties": "; ".join(sorted(notes))}
 
 
 def _to_solution(problem: Problem, spec, plan: PeriodPlan) -> Solution:
@@ -181,9 +186,10 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
     first_spec = specs[merged[0]]
     scaled = replace(problem, services=first_spec.services)
     fleet = [FleetLine(f.offer_id, f.provider, f.name, f.region, f.gpu, f.gpus_per_instance, f.instances,
-                       f.price_usd_per_hour, f.subtotal_usd_per_hour) for f in period_results[0].fleet]
+                       f.price_usd_per_hour, f.subtotal_usd_per_hour, problem.offer(f.offer_id).vcpus,
+                       problem.offer(f.offer_id).host_memory_gib) for f in period_results[0].fleet]
     services = service_results(scaled, _merged_markets(first))
-    savings = _savings(problem, specs, horizon_cost, hours, backend, deadline, options)
+    savings = _savings(problem, specs, horizon_cost, hours, backend.name, deadline, options)
     h = problem.horizon
     replan = None
     if h.current_fleet is not None:
@@ -201,7 +207,8 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
                           info["nodes"], info["period_solves"], round(change_cost, 6), info["detail"]))
     solver_info = SolverInfo(backend.name, timings.get("solve_s", 0.0), time.monotonic() - t0, gap,
                              round(bound / hours, 6) if hours else None, _size(info.get("model_sizes", [])), len(problem.configs),
-                             len(problem.rejections), len(problem.filtered_out), "not applied to multi-period plans",
+                             len(problem.rejections), len(problem.filtered_out),
+                             info.get("ties") or "none: several periods are priced together",
                              info["detail"], {k: round(v, 4) for k, v in timings.items()})
     p0 = period_results[0]
     result = PlanResult(info["status"], problem.name, p0.total_price_usd_per_hour, p0.gpus, fleet, services,
@@ -313,7 +320,8 @@ def _horizon_checks(problem: Problem, reserved, horizon_cost: float, hours: floa
     return out
 
 
-def _savings(problem: Problem, specs, horizon_cost: float, hours: float, backend, deadline, options) -> Savings | None:
+def _savings(problem: Problem, specs, horizon_cost: float, hours: float, backend_name: str, deadline,
+             options) -> Savings | None:
     """The cheapest fleet sized for each service's peak, all on-demand, every hour of the horizon."""
     from solver.plan import solve_single
 
@@ -324,7 +332,7 @@ def _savings(problem: Problem, specs, horizon_cost: float, hours: float, backend
         return None
     quiet = replace(options, on_progress=None, on_stage=None)
     try:
-        _f, outcome, solution, _t = solve_single(single, backend, time.monotonic() + BASELINE_SHARE * left,
+        _f, outcome, solution, _t = solve_single(single, backend_name, time.monotonic() + BASELINE_SHARE * left,
                                                  Stop(options.cancel, time.monotonic() + BASELINE_SHARE * left),
                                                  quiet, False, {"candidates_s": 0.0}, time.monotonic())
     except (InfeasibleError, SolverTimeout, Cancelled):

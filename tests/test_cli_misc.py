@@ -33,3 +33,53 @@ def test_catalog_unknown_gpu_suggests(solver_cli):
 def test_catalog_gpus_table(solver_cli):
     proc = run(solver_cli, "catalog", "--gpus")
     assert proc.returncode == 0 and "A100-80GB" in proc.stdout and "consumer" in proc.stdout
+
+
+def test_table_numbers_and_plurals_read_naturally():
+    from solver.output.render import number, plural
+
+    assert number(1300.0) == "1,300" and number(19.0) == "19" and number(0.504) == "0.504"
+    assert "e+" not in number(123456.0) and number(0.0) == "0"
+    assert plural(1, "GPU") == "1 GPU" and plural(6, "GPU") == "6 GPUs"
+
+
+def test_format_json_reports_bad_input_as_json(solver_cli, tmp_path):
+    import json
+    import subprocess
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"services": [{"name": "x", "demand": {"requests_per_s": -1}}]}))
+    proc = subprocess.run([solver_cli, "solve", str(path), "--format", "json"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    body = json.loads(proc.stdout)
+    assert body["status"] == "invalid"
+    assert any(e["field"] == "services[0].demand.requests_per_s" and e["fix"] for e in body["errors"])
+    syntax = tmp_path / "syntax.json"
+    syntax.write_text("{not json")
+    proc = subprocess.run([solver_cli, "solve", str(syntax), "--format", "json"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and json.loads(proc.stdout)["status"] == "invalid"
+
+
+def test_ctrl_c_ends_a_long_solve_at_once(solver_cli, tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from grpc_support import slow_workload
+
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps(slow_workload(time_limit_s=120)))
+    proc = subprocess.Popen([solver_cli, "solve", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # candidates built, CP-SAT running
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 5
+    assert "interrupted" in err and "Traceback" not in err
+    assert time.monotonic() - sent < 10  # generous: the solve itself would run 120 s

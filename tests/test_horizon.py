@@ -383,3 +383,36 @@ def test_a_swap_needs_a_temporary_instance() -> None:
     assert {(f["offer_id"], f["instances"]) for f in d["fleet"]} == {("x/l4x2", 1), ("x/a10gx2", 1)}
     assert d["rollout"]["surge_instances"] >= 1
     replay(w, d)
+
+
+def test_same_region_holds_in_every_period() -> None:
+    """Two regions, each cheaper for one service: with same_region fleet, everything goes
+    to one region in each period (and the evaluator checks it)."""
+    w = {"periods": [{"name": "peak", "hours": 8}, {"name": "off", "hours": 16}],
+         "services": [service("a", 100, profile={"peak": 2.0}), service("b", 100, gpu="A10G")],
+         "constraints": {"pricing_tiers": ["on_demand", "spot"], "same_region": "fleet"},
+         "catalog": {"offers": [offer("l4-east", od=1.0, region="east", spot_price_usd_per_hour=0.5),
+                                offer("a10g-east", gpu="A10G", od=3.0, region="east"),
+                                offer("l4-west", od=3.0, region="west"),
+                                offer("a10g-west", gpu="A10G", od=1.0, region="west", spot_price_usd_per_hour=0.5)]}}
+    d = solve(w)
+    for p in d["periods"]:
+        regions = {f["region"] for f in p["fleet"]}
+        assert len(regions) == 1, p["fleet"]
+    free = solve({**w, "constraints": {"pricing_tiers": ["on_demand", "spot"]}})
+    assert len({f["region"] for f in free["periods"][0]["fleet"]}) == 2
+    assert d["horizon_cost_usd"] > free["horizon_cost_usd"]
+
+
+def test_same_region_keeps_offers_of_every_region_single_hour() -> None:
+    """Regression (found while merging same_region): offer pruning dropped the dearer L4 of
+    the west and the dearer A10G of the east as 'dominated', leaving no single region able
+    to serve both services. Regions now keep their own offers: east costs 2 x 1 + 2 x 3 = 8."""
+    w = {
+        "services": [service("a", 100), service("b", 100, gpu="A10G")],
+        "constraints": {"same_region": "fleet"},
+        "catalog": {"offers": [offer("l4-east", od=1.0, region="east"), offer("a10g-east", gpu="A10G", od=3.0, region="east"),
+                               offer("l4-west", od=3.0, region="west"), offer("a10g-west", gpu="A10G", od=1.0, region="west")]}}
+    d = solve(w)
+    assert d["status"] == "optimal" and d["total_price_usd_per_hour"] == pytest.approx(8.0)
+    assert len({f["region"] for f in d["fleet"]}) == 1

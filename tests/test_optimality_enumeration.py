@@ -33,6 +33,8 @@ from pathlib import Path
 import pytest
 
 from solver.errors import InfeasibleError
+import solver.plan as plan_module
+from solver.optimize import formulation
 from solver.plan import plan
 from solver.workload.documents import parse_workload
 
@@ -341,6 +343,41 @@ def check_against_enumeration(w: dict, expected: float | None) -> None:
 @pytest.mark.parametrize("seed", range(RANDOM_WORKLOADS))
 def test_random_workload_matches_enumeration(seed: int) -> None:
     check_against_enumeration(*random_case(seed))
+
+
+POOLED_SEEDS = range(0, RANDOM_WORKLOADS, 3)
+
+
+@pytest.mark.parametrize("seed", POOLED_SEEDS)
+def test_pooled_formulation_matches_enumeration(seed: int, monkeypatch) -> None:
+    """Replicas pooled over interchangeable offers (the large-model formulation, forced on
+    here) give the same optimum on every random workload."""
+    monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+    check_against_enumeration(*random_case(seed))
+
+
+def test_pooling_is_exercised(monkeypatch) -> None:
+    """Many random workloads have a service whose replicas can go on several offers."""
+    monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+    pooled = 0
+    for seed in POOLED_SEEDS:
+        w, expected = random_case(seed)
+        if expected is None:
+            continue
+        built = []
+        monkeypatch.setattr(formulation, "build", _recording(formulation.build, built))
+        monkeypatch.setattr(plan_module, "build", _recording(plan_module.build, built))
+        plan(parse_workload(w))
+        pooled += any(len(p.offer_ids) > 1 for f in built for p in f.pools)
+    assert pooled >= 15, pooled
+
+
+def _recording(build, into: list):
+    def wrapper(*args, **kwargs):
+        f = build(*args, **kwargs)
+        into.append(f)
+        return f
+    return wrapper
 
 
 def test_random_workloads_cover_the_hard_cases() -> None:

@@ -198,3 +198,22 @@ def test_explain_names_an_offer_removed_by_a_zero_quota():
     assert [(f.offer_id, f.instances) for f in r.fleet] == [("p/a10", 2)]
     quota = [a for a in r.services[0].alternatives if a.verdict == "quota"]
     assert quota and quota[0].reason.startswith("p/l4: quota")
+
+
+def test_unservable_class_quotes_the_closest_configuration():
+    # The long class misses TTFT everywhere; pruning keeps the 2-GPU replica (it serves the
+    # short class as well per GPU), but the 8-GPU one comes closest to the TTFT bound: the
+    # message must quote that one, so the fix it gives is the smallest that works.
+    w = {"name": "x", "services": [{
+        "name": "chat", "model": "llama-3.1-70b", "precisions": ["fp16"],
+        "demand": {"requests_per_s": 2, "classes": [
+            {"name": "short", "share": 0.9, "prompt_tokens": 256, "output_tokens": 128},
+            {"name": "huge", "share": 0.1, "prompt_tokens": 30000, "output_tokens": 256}]},
+        "slo": {"ttft_ms": 600, "tpot_ms": 80}}], "constraints": {"gpu_types": ["H100-SXM"]}}
+    with pytest.raises(InfeasibleError) as info:
+        plan(parse_workload(w))
+    (reason,) = info.value.reasons
+    assert reason.constraint == "class[chat,huge]"
+    assert "with 8 GPUs per replica" in reason.message
+    quoted = float(reason.fix.split("at least ")[1].split(" ms")[0])
+    assert 600 < quoted < 2000, reason.fix

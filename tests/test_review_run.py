@@ -6,6 +6,7 @@ CLI use the same output directory or a copy of it.
 
 from __future__ import annotations
 
+import base64
 import copy
 import csv
 import json
@@ -213,27 +214,39 @@ def test_cancelling_keeps_what_finished_and_a_rerun_resumes(tmp_path):
 class _Images(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.srcs, self.external = [], []
+        self.srcs, self.references = [], []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "img":
             self.srcs.append(a["src"])
-        for key in ("src", "href"):
-            if a.get(key, "").startswith(("http:", "https:", "//")):
-                self.external.append(a[key])
+        for key in ("src", "href", "srcset", "data", "poster"):
+            if a.get(key) and not a[key].startswith("data:"):
+                self.references.append(a[key])  # anything a browser would load: a file or a URL
 
 
-def test_html_references_images_that_exist_and_loads_nothing_remote(ran):
+def test_html_is_self_contained_with_its_plots_embedded(ran, tmp_path):
+    """The page alone, moved away from plots/, still shows every plot: no file or remote references."""
     _, _, _, out = ran
+    alone = tmp_path / "report.html"
+    shutil.copy(out / "report.html", alone)
+    html = alone.read_text()
     parser = _Images()
-    parser.feed((out / "report.html").read_text())
-    assert len(parser.srcs) == 4 and not parser.external
-    for src in parser.srcs:
-        data = (out / src).read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, src
+    parser.feed(html)
+    assert len(parser.srcs) == 4 and parser.references == []
+    assert "plots/" not in html and "url(" not in html
     md = (out / "report.md").read_text()
-    assert sorted(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)) == sorted(parser.srcs)
+    linked = sorted(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md))
+    assert len(linked) == 4
+    embedded = []
+    for src in parser.srcs:
+        head, payload = src.split(",", 1)
+        assert head == "data:image/png;base64"
+        data = base64.b64decode(payload, validate=True)
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+        embedded.append(data)
+    # The same PNGs report.md links as files.
+    assert sorted(embedded) == sorted((out / f).read_bytes() for f in linked)
 
 
 def test_report_states_the_findings(ran):

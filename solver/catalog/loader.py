@@ -54,6 +54,7 @@ def default_catalog() -> Catalog:
                 spot_price_usd_per_hour=_f(r["spot_price_usd_per_hour"]), gpu_memory_gib=_f(r["gpu_memory_gib"]),
                 interconnect=interconnect_for(gpus[r["gpu"]], n), inter_node_fabric=r["inter_node_fabric"],
                 inter_node_gbs=_f(r["inter_node_gbs"]), source=r["source"], as_of=r["as_of"], notes=r["notes"],
+                vcpus=_f(r["vcpus"]), host_memory_gib=_f(r["host_memory_gib"]),
             ))
     offers = merge_offer_tiers(offers, load_offer_tiers(DATA_DIR / "offer_tiers.csv"))
     excluded = []

@@ -66,6 +66,8 @@ class Offer:
     source: str = ""
     as_of: str = ""
     notes: str = ""
+    vcpus: float | None = None  # host size, where the catalog states it (deployment export sizes pods by it)
+    host_memory_gib: float | None = None
     # Pricing tiers beyond on-demand (price_usd_per_hour) and spot (above); None = not offered
     # or no public figure. Reserved prices are effective hourly rates, paid every hour of a term.
     spot_interruption_rate_per_hour: float | None = None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import OrderedDict
 from dataclasses import replace
 
 from solver.catalog.types import Catalog, GpuType, Offer
@@ -30,17 +29,28 @@ from solver.workload.schema import Workload
 
 
 def replica_sizes(gpus_per_instance: int) -> list[int]:
-    """GPUs per replica: powers of two dividing the instance's GPU count.
+    """GPUs per replica: powers of two dividing the instance's GPU count, and the whole
+    instance (a 6-GPU instance: 1, 2 and 6).
 
-    Powers of two make packing exact: replicas whose sizes are powers of two that each
-    divide the instance size fit into n instances iff their GPUs sum to at most n x size.
+    These make packing exact: replicas whose sizes are powers of two that each divide the
+    instance size fit into n instances iff their GPUs sum to at most n x size, and a
+    whole-instance replica takes an instance of its own. Other divisors are not exact
+    (on 30-GPU instances, replicas of 15, 10, 10, 6, 6, 6, 6 GPUs sum to 59 <= 60 yet do
+    not fit two instances), so they are not planned.
     """
     sizes, g = [], 1
     while g <= gpus_per_instance:
         if gpus_per_instance % g == 0:
             sizes.append(g)
         g *= 2
+    if sizes[-1] != gpus_per_instance:
+        sizes.append(gpus_per_instance)
     return sizes
+
+
+def _a(n: int) -> str:
+    """The article before a number read aloud: "an 8-GPU", "an 11-GPU", "a 6-GPU"."""
+    return "an" if str(n).startswith("8") or n in (11, 18) else "a"
 
 
 def _slo_miss(svc: ServiceDemand, ttft: float | None, tpot: float | None, latency: float | None) -> str:
@@ -69,32 +79,50 @@ def _cached_estimate(q: PerfQuery):
     return estimate(q)
 
 
-class CandidateCache:
-    """(service performance key, offer hardware, calibration) -> that pair's configurations
-    and rejections. Bounded (least recently used out) and safe to share between threads."""
+class _Key:
+    """A cache key whose hash is computed once (tuples of dataclasses rehash every time)."""
 
-    def __init__(self, max_entries: int = 50_000):
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple):
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self._hash == other._hash and self.value == other.value
+
+
+class CandidateCache:
+    """(service performance, offer hardware, calibration) -> that pair's pruned
+    configurations and rejections. Bounded: when full, the older half is dropped (a
+    plain dict keeps insertion order, so hits cost no bookkeeping). Thread-safe."""
+
+    def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple, tuple[tuple[Config, ...], tuple[Rejection, ...]]] = OrderedDict()
+        self._entries: dict[tuple[_Key, _Key], tuple[tuple[Config, ...], tuple[Rejection, ...]]] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get(self, key: tuple):
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-            else:
-                self.misses += 1
-            return found
+    def get(self, key: tuple[_Key, _Key]):
+        found = self._entries.get(key)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
 
-    def put(self, key: tuple, value) -> None:
+    def put(self, key: tuple[_Key, _Key], value) -> None:
         with self._lock:
+            if len(self._entries) >= self.max_entries:
+                for old in list(self._entries)[: len(self._entries) // 2]:
+                    del self._entries[old]
             self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def clear(self) -> None:
         with self._lock:
@@ -120,29 +148,44 @@ class CandidateBuilder:
         self.calibration = calibration
         self.cache = cache
         self.rejections: list[Rejection] = []
+        self.dominated: list[Config] = []  # pruned; kept for explanations (closest to an SLO)
+        self._offer_keys: dict[int, _Key] = {}  # by position in self.offers
 
-    def for_service(self, svc: ServiceDemand) -> list[Config]:
+    def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
+        """The service's configurations on every offer (pruned of those another of the same
+        offer dominates, unless `prune` is False: the evaluator wants them all)."""
         configs: list[Config] = []
-        perf_key = svc.performance_key()
-        for offer in self.offers:
+        service_key = None
+        if self.cache is not None and prune:
+            # Pruning inside one offer depends on max_replicas being set (see pruning.py).
+            service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
+        for i, offer in enumerate(self.offers):
             self.stop.check("candidate configurations")  # one offer's estimates take a few ms
-            gpu = self.catalog.gpus[offer.gpu]
-            key = None
-            found = None
-            if self.cache is not None:
-                key = (perf_key, _offer_hardware(offer, gpu, self.catalog.usable_memory_gib(offer)), self.calibration)
+            key = found = None
+            if service_key is not None:
+                offer_key = self._offer_keys.get(i)
+                if offer_key is None or offer_key.value[0] != offer.id:
+                    offer_key = self._offer_keys[i] = _Key(_offer_hardware(
+                        offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
+                key = (service_key, offer_key)
                 found = self.cache.get(key)
             if found is None:
-                found = _OfferCandidates(self, svc, offer, gpu).build()
+                mine, rejected = _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]).build()
+                kept = tuple(prune_configs(list(mine), svc)) if prune else mine
+                kept_ids = {id(c) for c in kept}
+                found = (kept, rejected, tuple(c for c in mine if id(c) not in kept_ids))
                 if key is not None:
                     self.cache.put(key, found)
-            mine, rejected = found
+            mine, rejected, dominated = found
             if mine and mine[0].service != svc.name:  # cached for another service with the same performance key
                 mine = tuple(replace(c, service=svc.name) for c in mine)
             if rejected and rejected[0].service != svc.name:
                 rejected = tuple(replace(r, service=svc.name) for r in rejected)
+            if dominated and dominated[0].service != svc.name:
+                dominated = tuple(replace(c, service=svc.name) for c in dominated)
             configs.extend(mine)
             self.rejections.extend(rejected)
+            self.dominated.extend(dominated)
         return configs
 
 
@@ -158,15 +201,35 @@ class _OfferCandidates:
         self.rejections: list[Rejection] = []
 
     def build(self) -> tuple[tuple[Config, ...], tuple[Rejection, ...]]:
-        svc, offer, model = self.svc, self.offer, self.svc.model
+        offer, model = self.offer, self.svc.model
         configs: list[Config] = []
-        for g in replica_sizes(offer.gpus_per_instance):
+        sizes = replica_sizes(offer.gpus_per_instance)
+        for g in sizes:
             configs.extend(self._measured(g))
             if model is not None and not self._has_profile(g):
                 configs.extend(self._estimated(model, g, 1))
         if model is not None and offer.inter_node_fabric:
             configs.extend(self._spanning(model))
+        self._unplannable_profiles(sizes)
         return tuple(configs), tuple(self.rejections)
+
+    def _unplannable_profiles(self, sizes: list[int]) -> None:
+        """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
+        said so (never dropped silently)."""
+        offer = self.offer
+        odd = sorted({p.gpus_per_replica for p in self.svc.profiles if p.gpu == offer.gpu
+                      and p.offer in (None, offer.id) and p.gpus_per_replica not in sizes})
+        for g in odd:
+            precision = next(p.precision for p in self.svc.profiles if p.gpus_per_replica == g and p.gpu == offer.gpu)
+            if g > offer.gpus_per_instance:
+                why = f"{_a(g)} {g}-GPU replica does not fit {_a(offer.gpus_per_instance)} {offer.gpus_per_instance}-GPU instance"
+            else:
+                why = (f"{g}-GPU replicas do not pack exactly on {offer.gpus_per_instance}-GPU instances: only powers "
+                       f"of two that divide the instance ({', '.join(map(str, sizes[:-1] or sizes))}) or the whole "
+                       f"instance ({offer.gpus_per_instance}) are planned")
+            self._reject(g, precision, "profile_size",
+                         f"{why}. To fix: measure with {' or '.join(map(str, sizes))} GPUs per replica, or use "
+                         f"offers with {g} GPUs per instance")
 
     def _has_profile(self, g: int) -> bool:
         return any(self._profile_matches(p, g) for p in self.svc.profiles)
@@ -199,7 +262,8 @@ class _OfferCandidates:
                 self._reject(g, precision, _slo_kind(reason) or "no_profile", reason)
                 continue
             out.append(Config(svc.name, offer.id, g, precision, "measured", tuple(perfs), mem))
-        if not profiles and svc.model is None and g == replica_sizes(offer.gpus_per_instance)[0]:
+        if not profiles and svc.model is None and g == 1 and not any(
+                p.gpu == offer.gpu and p.offer in (None, offer.id) for p in svc.profiles):
             self._reject(g, None, "no_profile",
                          f"no measured profile for {offer.gpu} and the service has no LLM model to estimate from")
         return out
@@ -288,11 +352,12 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     limits = problem.offer_limits
     # Offers a measured profile names are not interchangeable with their look-alikes.
     pinned = {p.offer for s in problem.services for p in s.profiles if p.offer is not None}
-    # Multi-period plans: offers compare in every pricing tier, spot spread over regions
-    # keeps regions apart, and the running fleet's offers stay (changing them costs).
+    # Multi-period plans: offers compare in every pricing tier, and the running fleet's offers
+    # stay (changing them costs). An offer never stands in for one in another region when
+    # regions matter (constraints.same_region, or spot spread over regions).
     h = problem.horizon
     tiers = h.tiers if h is not None else None
-    by_location = h is not None and h.spot_min_regions is not None
+    by_location = bool(problem.same_region) or (h is not None and h.spot_min_regions is not None)
     running = {f.offer_id for f in (h.current_fleet or ())} if h is not None else set()
     offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned | running, tiers=tiers,
                                      by_location=by_location)
@@ -300,10 +365,11 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
     for svc in problem.services:
-        mine = prune_configs(builder.for_service(svc), svc)
+        mine = builder.for_service(svc)
         configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas, tiers=tiers,
                                                     by_location=by_location, keep=running))
     return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
+                   dominated=tuple(builder.dominated),
                    filtered_out=problem.filtered_out + tuple(dominated))
 
 

@@ -59,7 +59,8 @@ def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
     return Problem(
         services=tuple(compile_service(s, c.headroom, periods) for s in workload.services),
         offers=tuple(offers), configs=(), gpu_quotas=dict(c.gpu_quotas), offer_limits=offer_limits(workload, offers),
-        budget_usd_per_hour=c.budget_usd_per_hour, headroom=c.headroom, filtered_out=tuple(filtered_out),
+        budget_usd_per_hour=c.budget_usd_per_hour, same_region=c.same_region, headroom=c.headroom,
+        filtered_out=tuple(filtered_out),
         name=workload.name, pricing=c.pricing, calibration=calibration_of(workload),
         periods=periods, horizon=compile_horizon(workload))
 

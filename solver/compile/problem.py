@@ -13,6 +13,7 @@ No pydantic, no OR-Tools here.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from solver.catalog.types import Offer
@@ -46,7 +47,7 @@ class Config:
     error_band: float = 0.0
     instances_per_replica: int = 1  # > 1: the replica spans instances over the inter-node fabric
 
-    @property
+    @functools.cached_property  # read millions of times by pruning and model building
     def key(self) -> str:
         span = f"x{self.instances_per_replica}inst" if self.instances_per_replica > 1 else ""
         return f"{self.service}@{self.offer_id}:{self.gpus_per_replica}gpu{span}:{self.precision or 'measured'}"
@@ -66,7 +67,7 @@ class Rejection:
     gpu: str
     gpus_per_replica: int
     precision: str | None
-    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "dominated"
+    kind: str  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | "no_profile" | "precision" | "profile_size"
     reason: str
 
 
@@ -198,9 +199,11 @@ class Problem:
     offers: tuple[Offer, ...]  # filtered, priced for the chosen tier
     configs: tuple[Config, ...]
     rejections: tuple[Rejection, ...] = ()
+    dominated: tuple[Config, ...] = ()  # pruned as dominated: never in a plan, but explanations quote them
     gpu_quotas: dict[str, int] = field(default_factory=dict)  # GPU type -> GPUs
     offer_limits: dict[str, int] = field(default_factory=dict)  # offer id -> instances
     budget_usd_per_hour: float | None = None
+    same_region: str | None = None  # "service" | "fleet": replicas of each service / all in one region
     headroom: float = 0.0
     filtered_out: tuple[tuple[str, str], ...] = ()  # (offer id, why the constraints removed it)
     name: str = "workload"

@@ -137,12 +137,11 @@ def prune_whole_instance_configs(configs: list[Config], offers: dict[str, Offer]
         return min(o.tier_price(t) for t in tiers if o.tier_price(t) is not None) * c.instances_per_replica
 
     def dominates(d: Config, c: Config) -> bool:
-        if tiers is not None:
-            if d.instances_per_replica != c.instances_per_replica or not no_dearer(
-                    offers[d.offer_id], offers[c.offer_id], tiers)[0]:
-                return False
-            if by_location and offers[d.offer_id].location != offers[c.offer_id].location:
-                return False
+        if by_location and offers[d.offer_id].location != offers[c.offer_id].location:
+            return False
+        if tiers is not None and (d.instances_per_replica != c.instances_per_replica
+                                  or not no_dearer(offers[d.offer_id], offers[c.offer_id], tiers)[0]):
+            return False
         return _whole_dominates(d, c, offers)
 
     candidates = sorted((c for c in configs if whole(c)),

@@ -9,10 +9,12 @@ from solver.catalog.types import Catalog
 from solver.compile.problem import Config, Problem, Rejection, ServiceDemand
 from solver.errors import InfeasibilityReason
 from solver.interrupt import Stop
+from solver.output.render import plural
 
 _KIND_WORDS = {"vram": "does not fit in VRAM", "ttft": "misses the TTFT SLO", "tpot": "misses the TPOT SLO",
                "latency": "misses the latency SLO", "precision": "precision not supported",
-               "unsupported": "not supported", "no_profile": "no measured profile"}
+               "unsupported": "not supported", "no_profile": "no measured profile",
+               "profile_size": "replica size cannot be packed exactly"}
 
 
 def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[InfeasibilityReason]:
@@ -28,13 +30,16 @@ def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[Infeasibilit
     configs: dict[str, list[Config]] = defaultdict(list)
     for c in problem.configs:
         configs[c.service].append(c)
+    dominated: dict[str, list[Config]] = defaultdict(list)
+    for c in problem.dominated:
+        dominated[c.service].append(c)
     rejections: dict[str, list[Rejection]] = defaultdict(list)
     for r in problem.rejections:
         rejections[r.service].append(r)
     reasons = []
     for svc in problem.services:
         if svc.name in configs:
-            reasons.extend(_unserved_classes(svc, configs[svc.name]))
+            reasons.extend(_unserved_classes(svc, configs[svc.name], configs[svc.name] + dominated[svc.name]))
             continue
         if svc.total_demand <= 0 and svc.min_replicas == 0:
             continue
@@ -42,17 +47,42 @@ def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[Infeasibilit
     return reasons
 
 
-def _unserved_classes(svc: ServiceDemand, mine: list[Config]) -> list[InfeasibilityReason]:
-    """A service with configurations, one of whose request classes none of them can serve."""
+def _unserved_classes(svc: ServiceDemand, mine: list[Config], quotable: list[Config]) -> list[InfeasibilityReason]:
+    """A service with configurations, one of whose request classes none of them can serve.
+
+    The message quotes the configuration that comes closest to the class's SLO (smallest
+    value against its bound), among all, the pruned ones included: pruning drops a larger
+    replica whose other classes a smaller one serves as well, even when the larger one is
+    the nearest to this class's SLO."""
     out = []
     name = svc.name
+    bounds = dict(svc.slo.bounds())
     for k, (cname, d) in enumerate(zip(svc.class_names, svc.class_demand)):
         if d <= 0 or any(c.classes[k].throughput > 0 for c in mine):
             continue
-        why = next((c.classes[k].reason for c in mine if c.classes[k].reason), "no configuration serves it")
+        closest = None  # (value / bound, field, value, config)
+        for c in quotable:
+            perf = c.classes[k]
+            for field_name in ("ttft_ms", "tpot_ms", "latency_ms"):
+                value, bound = getattr(perf, field_name), bounds.get(field_name)
+                if value is not None and bound is not None and value > bound and perf.reason:
+                    key = (value / bound, field_name, value, c.key)
+                    if closest is None or key < closest[:4]:
+                        closest = (*key, c)
+        if closest is None:
+            why = next((c.classes[k].reason for c in mine if c.classes[k].reason), "no configuration serves it")
+            out.append(InfeasibilityReason(
+                f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot be served by any configuration "
+                f"({why}).", "add a measured profile for this class, relax its SLO, or allow faster GPUs", name))
+            continue
+        _, field_name, value, _, c = closest
+        label = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}[field_name]
         out.append(InfeasibilityReason(
-            f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot be served by any configuration "
-            f"({why}).", "add a measured profile for this class, relax its SLO, or allow faster GPUs", name))
+            f"class[{name},{cname}]", f"{name}: request class {cname!r} cannot meet the {label} SLO on any allowed "
+            f"configuration; the closest is {c.offer_id} with {plural(c.gpus_per_replica, 'GPU')} per replica at "
+            f"{c.precision or 'measured'}: {c.classes[k].reason}.",
+            f"relax slo.{field_name} to at least {math.ceil(value)} ms, or allow faster GPUs, or add a measured "
+            "profile for this class", name))
     return out
 
 
@@ -93,6 +123,12 @@ def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Proble
                 f"{name}: no allowed configuration meets the {kind.upper() if kind != 'latency' else 'latency'} SLO; "
                 f"the best is {best.gpu} x{best.gpus_per_replica} at {best.precision or 'measured'}: {best.reason}.",
                 f"relax slo.{slo_field} to at least {math.ceil(achieved)} ms, or allow faster GPUs / fp8", name)
+    if kinds.get("profile_size") and not any(kinds.get(k) for k in ("ttft", "tpot", "latency", "vram")):
+        # The service's only measurements are for replica sizes that cannot be planned.
+        sample = next(r for r in rej if r.kind == "profile_size")
+        message, fix = sample.reason.split(". To fix: ", 1)
+        return InfeasibilityReason(f"profiles[{name}]", f"{name}: its measured profiles cannot be planned "
+                                   f"({sample.offer_id}: {message}).", fix, name)
     top = kinds.most_common(1)[0][0]
     sample = next(r for r in rej if r.kind == top)
     return InfeasibilityReason(f"candidates[{name}]", f"{name}: every configuration is ruled out ({_KIND_WORDS.get(top, top)}: "

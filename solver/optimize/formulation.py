@@ -1,40 +1,99 @@
-"""The fleet planning MIP.
+"""The fleet planning MIP, with replicas aggregated over interchangeable offers.
 
-Sets: services s, request classes k of s, offers o, configurations c (each of one
-service s(c), one offer o(c), g_c GPUs per replica, per-class throughput t_ck).
+Sets: services s, request classes k of s, offers o, candidate configurations c (each of
+one service, one offer, g_c GPUs per replica, per-class throughput t_ck).
+
+Replica groups. Configurations of one service with the same GPUs per replica, span,
+precision, source and per-class throughputs perform identically wherever they run; such
+a *group* G has one configuration on each of its member offers O(G) (e.g. a 1-GPU L4
+replica on the 1-, 2-, 4- and 8-GPU L4 instances of one provider). Groups of any
+services with the same replica size and the same member offers form a *pool* P: a
+replica of any group in P can be hosted on any offer of P. Per-configuration variables
+would repeat every group once per member offer (45,655 configurations are 17,428 groups
+for 1,000 services on the default catalog); the pooled form is exact and much smaller:
 
 Variables
-  n_o  in Z+   instances of offer o            (<= availability / quota)
-  r_c  in Z+   replicas of configuration c
-  x_ck >= 0    class-k traffic routed to c     (only for services with several classes)
+  n_o     in Z+   instances of offer o            (<= availability / quota)
+  R_G     in Z+   replicas of group G
+  Y_Po    in Z+   replicas of pool P hosted on offer o   (only when P has several offers)
+  x_Gk    >= 0    class-k traffic routed to G      (only for services with several classes)
 
 Minimise  sum_o price_o * n_o                                   [cost, $/hour]
 s.t.
-  demand[s]      sum_c t_c r_c >= D_s                     (one class: no routing variables)
-  demand[s,k]    sum_c x_ck >= D_sk                       (several classes)
-  capacity[c]    sum_k x_ck / t_ck <= r_c                 (replicas time-share the classes:
+  demand[s]       sum_G t_G R_G >= D_s                    (one class: no routing variables)
+  demand[s,k]     sum_G x_Gk >= D_sk                      (several classes)
+  capacity[G]     sum_k x_Gk / t_Gk <= R_G                (replicas time-share the classes:
                                                            exact for fractional routing)
-  min_replicas[s] sum_c r_c >= m_s ;  max_replicas[s] sum_c r_c <= M_s
-  pack[o]        sum_{c on o} g_c r_c <= G_o n_o          (exact: replica sizes are powers of
-                                                           two dividing G_o, or whole instances)
-  quota[t]       sum_{o of GPU t} G_o n_o <= Q_t
-  budget         sum_o price_o n_o <= B
+  min_replicas[s] sum_G R_G >= m_s ;  max_replicas[s] sum_G R_G <= M_s
+  host[P]         sum_{G in P} R_G <= sum_{o in P} Y_Po   (every replica hosted somewhere)
+  pack[o]         sum_{P on o} g_P Y_Po <= G_o n_o        (with Y_Po = R_G when P is one group
+                                                           on one offer; exact: replica sizes
+                                                           are powers of two dividing G_o, or
+                                                           whole instances)
+  quota[t]        sum_{o of GPU t} G_o n_o <= Q_t
+  budget          sum_o price_o n_o <= B
+  same region     (constraints.same_region) binary z per region (a provider's region):
+                  fleet:   n_o <= ub(n_o) z_region(o),         sum z <= 1
+                  service: R_G <= ub(R_G) z_s,region(G),       sum_region z_s <= 1
+                  (groups are then split by region, so a group never spans two)
 
-Tie-break: a second solve with the cost fixed at the optimum (+1e-6 $/h) minimises
-GPUs; then idle GPUs of the chosen fleet carry extra replicas (solver/optimize/headroom.py).
+Exactness: any per-configuration plan maps to (R, Y) by summing, and any (R, Y) decodes
+to one (`solution_from`): every group of a pool has a configuration on every offer of the
+pool, with the same throughput. Where every pool is one configuration the model is
+exactly the per-configuration one, variable for variable.
 
-The formulation is written per period so that several periods, pricing tiers and a
-current fleet can be added as more index sets without changing the rows' meaning.
+Models with fewer than POOL_FROM_CONFIGS configurations are not pooled: their MIPs take
+milliseconds either way, and per-configuration models keep the plans they always gave
+(pooling can pick another of several equally cheap fleets, or split routed traffic
+differently over the same replicas).
+
+Tie-break (solver/optimize/tiebreak.py): with the cost fixed at the optimum, fewest GPUs;
+then idle GPUs of the chosen fleet carry extra replicas (solver/optimize/headroom.py).
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 
+from solver.compile.problem import Config, Problem
 from solver.interrupt import NEVER, Stop
 from solver.optimize.linear import INF, LinearModel
-from solver.compile.problem import Config, Problem
+from solver.optimize.solution import Assignment, Solution, regions_used
+
+
+@dataclass(frozen=True)
+class Group:
+    """Replicas of one service that perform identically on each of `configs`' offers."""
+
+    key: str  # the first member's configuration key
+    service: str
+    configs: tuple[Config, ...]  # one per member offer, by offer id
+
+    @property
+    def rep(self) -> Config:
+        return self.configs[0]
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.rep.gpus_per_replica
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Groups of one replica size that share their member offers."""
+
+    key: tuple[int, tuple[str, ...]]  # (GPUs per replica, member offer ids)
+    groups: tuple[Group, ...]
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.key[0]
+
+    @property
+    def offer_ids(self) -> tuple[str, ...]:
+        return self.key[1]
 
 
 @dataclass
@@ -42,17 +101,115 @@ class Formulation:
     problem: Problem
     model: LinearModel
     configs: list[Config]
+    groups: list[Group] = field(default_factory=list)
+    pools: list[Pool] = field(default_factory=list)
     n: dict[str, int] = field(default_factory=dict)  # offer id -> var index
-    r: dict[str, int] = field(default_factory=dict)  # config key -> var index
-    x: dict[tuple[str, int], int] = field(default_factory=dict)  # (config key, class) -> var index
+    r: dict[str, int] = field(default_factory=dict)  # group key -> var index (replicas R_G)
+    y: dict[tuple[tuple, str], int] = field(default_factory=dict)  # (pool key, offer id) -> var index
+    x: dict[tuple[str, int], int] = field(default_factory=dict)  # (group key, class) -> var index
+    z: dict[tuple[str, tuple[str, str]], int] = field(default_factory=dict)  # (service or "", region) -> binary
     cost_terms: list[tuple[int, float]] = field(default_factory=list)
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
-    headroom_terms: list[tuple[int, float]] = field(default_factory=list)
-    by_service: dict[str, list[Config]] = field(default_factory=dict)
+    by_service: dict[str, list[Group]] = field(default_factory=dict)
+    group_of: dict[str, Group] = field(default_factory=dict)  # config key -> its group
+
+    # ------------------------------------------------------------ plan <-> values
+    def values_from(self, sol: Solution) -> list[float] | None:
+        """A plan as variable values (a MIP hint); None if it uses what the model lacks."""
+        values = [0.0] * len(self.model.variables)
+        for offer_id, n in sol.fleet:
+            if offer_id not in self.n:
+                return None
+            values[self.n[offer_id]] = float(n)
+        pool_of = {g.key: p for p in self.pools for g in p.groups}
+        for a in sol.assignments:
+            group = self.group_of.get(a.config_key)
+            if group is None:
+                return None
+            values[self.r[group.key]] += a.replicas
+            pool = pool_of[group.key]
+            if (pool.key, a.offer_id) in self.y:
+                values[self.y[(pool.key, a.offer_id)]] += a.replicas
+            for k, routed in enumerate(a.routed):
+                if (group.key, k) in self.x:
+                    values[self.x[(group.key, k)]] += routed
+            for key in ((a.service, region_of(self.problem.offer(a.offer_id))), ("", region_of(self.problem.offer(a.offer_id)))):
+                if key in self.z:
+                    values[self.z[key]] = 1.0
+        for i, v in enumerate(self.model.variables):
+            if values[i] > v.ub + 1e-9:
+                return None
+        return values
+
+    def solution_from(self, values: list[float]) -> Solution:
+        """Decode values into replicas per configuration (deterministic: pools, groups and
+        offers in a fixed order; routed traffic split in proportion to replicas)."""
+        fleet = tuple(sorted((o, int(round(values[i]))) for o, i in self.n.items() if round(values[i]) > 0))
+        demand = {s.name: s for s in self.problem.services}
+        placed: list[tuple[Config, int, Group]] = []
+        for pool in self.pools:
+            if len(pool.offer_ids) == 1:
+                for group in pool.groups:
+                    r = int(round(values[self.r[group.key]]))
+                    if r > 0:
+                        placed.append((group.rep, r, group))
+                continue
+            slots = [[o, int(round(values[self.y[(pool.key, o)]]))] for o in pool.offer_ids]
+            for group in sorted(pool.groups, key=lambda g: g.key):
+                left = int(round(values[self.r[group.key]]))
+                members = {c.offer_id: c for c in group.configs}
+                for slot in slots:
+                    if left <= 0:
+                        break
+                    take = min(left, slot[1])
+                    if take > 0:
+                        placed.append((members[slot[0]], take, group))
+                        slot[1] -= take
+                        left -= take
+        assignments = []
+        for c, r, group in placed:
+            s = demand[c.service]
+            if len(s.class_demand) == 1:
+                routed = (0.0,)  # filled below, proportionally to capacity
+            else:
+                total_r = max(int(round(values[self.r[group.key]])), 1)
+                routed = tuple(max(values[self.x[(group.key, k)]], 0.0) * r / total_r if (group.key, k) in self.x
+                               else 0.0 for k in range(len(s.class_demand)))
+            assignments.append(Assignment(c.key, c.service, c.offer_id, c.gpus_per_replica, c.precision, r, routed,
+                                          c.instances_per_replica))
+        return Solution(fleet, route_single_class(self.problem, assignments, {c.key: c for c, _, _ in placed}))
+
+
+def route_single_class(problem: Problem, assignments: list[Assignment], configs: dict[str, Config]) -> tuple[Assignment, ...]:
+    """Single-class services: route demand in proportion to each assignment's capacity."""
+    capacity: dict[str, float] = defaultdict(float)
+    for a in assignments:
+        capacity[a.service] += configs[a.config_key].throughput * a.replicas
+    out = []
+    for a in assignments:
+        s = problem.service(a.service)
+        if len(s.class_demand) == 1:
+            cap = configs[a.config_key].throughput * a.replicas
+            total = capacity[a.service]
+            a = Assignment(a.config_key, a.service, a.offer_id, a.gpus_per_replica, a.precision, a.replicas,
+                           (s.class_demand[0] * cap / total if total > 0 else 0.0,), a.instances_per_replica)
+        out.append(a)
+    out.sort(key=lambda a: (a.service, a.config_key))
+    return tuple(out)
 
 
 def replica_upper_bound(c: Config, p: Problem) -> int:
     """Replicas of one configuration beyond this are never needed (nor allowed)."""
+    ub = _need_bound(c, p)
+    limit = p.offer_limits.get(c.offer_id)
+    if limit is not None:
+        offer = p.offer(c.offer_id)
+        ub = min(ub, limit * offer.gpus_per_instance // c.gpus_per_replica)
+    return ub
+
+
+def _need_bound(c: Config, p: Problem) -> int:
+    """Replicas the demand (and min/max replicas) could ever ask of this configuration."""
     s = p.service(c.service)
     need = 0
     for t, d in zip((k.throughput for k in c.classes), s.class_demand):
@@ -61,48 +218,113 @@ def replica_upper_bound(c: Config, p: Problem) -> int:
     ub = max(need, s.min_replicas, 1 if s.total_demand > 0 or s.min_replicas else 0)
     if s.max_replicas is not None:
         ub = min(ub, s.max_replicas)
-    limit = p.offer_limits.get(c.offer_id)
-    if limit is not None:
-        offer = p.offer(c.offer_id)
-        ub = min(ub, limit * offer.gpus_per_instance // c.gpus_per_replica)
     return ub
+
+
+POOL_FROM_CONFIGS = 1000
+
+
+def region_of(offer) -> tuple[str, str]:
+    """A region is a provider's region: names are only unique within one provider."""
+    return (offer.provider, offer.region)
+
+
+def region_violations(problem: Problem, sol: Solution) -> list[str]:
+    """What breaks constraints.same_region in a plan (empty when it holds or is unset)."""
+    if not problem.same_region:
+        return []
+    fleet, per_service = regions_used(lambda o: region_of(problem.offer(o)), sol)
+    if problem.same_region == "fleet":
+        return [f"the fleet spans {len(fleet)} regions"] if len(fleet) > 1 else []
+    return [f"{name} spans {len(r)} regions" for name, r in sorted(per_service.items()) if len(r) > 1]
+
+
+def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tuple] | None = None
+                  ) -> tuple[list[Group], list[Pool]]:
+    """Groups (interchangeable configurations of one service) and pools, in the order their
+    first configuration appears; with `pool` False every configuration is its own group;
+    with `region` (offer id -> region) a group never spans two regions."""
+    members: dict[tuple, list[Config]] = {}
+    for c in configs:
+        key = (c.service, c.gpus_per_replica, c.instances_per_replica, c.precision, c.source,
+               tuple(k.throughput for k in c.classes), None if pool else c.offer_id,
+               region[c.offer_id] if region is not None else None)
+        members.setdefault(key, []).append(c)
+    groups = []
+    for cs in members.values():
+        cs = sorted(cs, key=lambda c: c.offer_id)
+        if len({c.offer_id for c in cs}) != len(cs):  # cannot happen: one configuration per offer and key
+            raise AssertionError(f"two configurations of one group on one offer: {[c.key for c in cs]}")
+        groups.append(Group(cs[0].key, cs[0].service, tuple(cs)))
+    by_pool: dict[tuple, list[Group]] = {}
+    for g in groups:
+        by_pool.setdefault((g.gpus_per_replica, tuple(c.offer_id for c in g.configs)), []).append(g)
+    return groups, [Pool(k, tuple(gs)) for k, gs in by_pool.items()]
 
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
           quotas: bool = True, stop: Stop = NEVER) -> Formulation:
-    configs = list(problem.configs if configs is None else configs)
+    configs = [c for c in (problem.configs if configs is None else configs) if replica_upper_bound(c, problem) > 0]
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
-    ub = {c.key: replica_upper_bound(c, problem) for c in configs}
-    configs = [c for c in configs if ub[c.key] > 0]
-    f.configs = configs
-    for c in configs:
-        f.by_service.setdefault(c.service, []).append(c)
-    by_offer: dict[str, list[Config]] = {}
-    for c in configs:
-        by_offer.setdefault(c.offer_id, []).append(c)
+    by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
+    f.groups, f.pools = group_configs(configs, pool=len(configs) >= POOL_FROM_CONFIGS, region=by_region)
+    for g in f.groups:
+        f.by_service.setdefault(g.service, []).append(g)
+        for c in g.configs:
+            f.group_of[c.key] = g
+    group_ub = {g.key: _group_bound(g, problem) for g in f.groups}
+    hosted_ub = _hosted_bounds(f, problem, group_ub)
     for o in problem.offers:
-        if o.id not in by_offer:
+        if o.id not in hosted_ub:
             continue
-        gpus_needed = sum(c.gpus_per_replica * ub[c.key] for c in by_offer[o.id])
-        n_ub = math.ceil(gpus_needed / o.gpus_per_instance)
+        n_ub = math.ceil(hosted_ub[o.id] / o.gpus_per_instance)
         if quotas and o.id in problem.offer_limits:
             n_ub = min(n_ub, problem.offer_limits[o.id])
         f.n[o.id] = lm.var(f"n[{o.id}]", 0, n_ub, integer=True)
         f.cost_terms.append((f.n[o.id], o.price_usd_per_hour))
         f.gpu_terms.append((f.n[o.id], float(o.gpus_per_instance)))
-    for c in configs:
-        f.r[c.key] = lm.var(f"r[{c.key}]", 0, ub[c.key], integer=True)
+    for g in f.groups:
+        f.r[g.key] = lm.var(f"r[{g.key}]" if len(g.configs) == 1 else f"R[{g.key}+{len(g.configs) - 1}]",
+                            0, group_ub[g.key], integer=True)
+    for pool in f.pools:
+        if len(pool.offer_ids) == 1:
+            continue
+        for oid in pool.offer_ids:
+            limit = problem.offer_limits.get(oid)
+            ub = sum(group_ub[g.key] for g in pool.groups)
+            if limit is not None:
+                ub = min(ub, limit * problem.offer(oid).gpus_per_instance // pool.gpus_per_replica)
+            f.y[(pool.key, oid)] = lm.var(f"y[{pool.gpus_per_replica}gpu@{oid}#{len(f.y)}]", 0, ub, integer=True)
     stop.check("model building")
     _demand_rows(f, stop)
     _replica_rows(f)
-    _packing_rows(f, by_offer)
+    _host_and_packing_rows(f)
     if quotas:
         _quota_rows(f)
+    if problem.same_region:
+        _same_region_rows(f, group_ub)
     if budget and problem.budget_usd_per_hour is not None:
         lm.row("budget", f.cost_terms, ub=problem.budget_usd_per_hour)
     lm.objective = dict(f.cost_terms)
     return f
+
+
+def _group_bound(g: Group, p: Problem) -> int:
+    """The need bound, and the members' availability when every member offer is limited."""
+    need = _need_bound(g.rep, p)
+    if all(c.offer_id in p.offer_limits for c in g.configs):
+        need = min(need, sum(replica_upper_bound(c, p) for c in g.configs))
+    return need
+
+
+def _hosted_bounds(f: Formulation, p: Problem, group_ub: dict[str, int]) -> dict[str, int]:
+    """GPUs that replicas could ever take on each offer (for the instance variables' bounds)."""
+    gpus: dict[str, int] = defaultdict(int)
+    for pool in f.pools:
+        for oid in pool.offer_ids:
+            gpus[oid] += pool.gpus_per_replica * sum(group_ub[g.key] for g in pool.groups)
+    return gpus
 
 
 def _demand_rows(f: Formulation, stop: Stop) -> None:
@@ -113,41 +335,71 @@ def _demand_rows(f: Formulation, stop: Stop) -> None:
         mine = f.by_service.get(s.name, [])
         if len(s.class_demand) == 1:
             if s.class_demand[0] > 0:
-                terms = [(f.r[c.key], c.classes[0].throughput) for c in mine]
-                lm.row(f"demand[{s.name}]", terms, lb=s.class_demand[0])
-                f.headroom_terms += [(i, t / s.class_demand[0]) for i, t in terms]
+                lm.row(f"demand[{s.name}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in mine],
+                       lb=s.class_demand[0])
             continue
         for k, (cname, d) in enumerate(zip(s.class_names, s.class_demand)):
             terms = []
-            for c in mine:
-                t = c.classes[k].throughput
-                if t > 0:
-                    f.x[(c.key, k)] = lm.var(f"x[{c.key},{cname}]", 0, INF)
-                    terms.append((f.x[(c.key, k)], 1.0))
+            for g in mine:
+                if g.rep.classes[k].throughput > 0:
+                    f.x[(g.key, k)] = lm.var(f"x[{g.key},{cname}]", 0, INF)
+                    terms.append((f.x[(g.key, k)], 1.0))
             if d > 0:
                 lm.row(f"demand[{s.name},{cname}]", terms, lb=d)
-        for c in mine:
-            share = [(f.x[(c.key, k)], 1.0 / c.classes[k].throughput) for k in range(len(s.class_names))
-                     if (c.key, k) in f.x]
-            lm.row(f"capacity[{c.key}]", share + [(f.r[c.key], -1.0)], ub=0.0)
-            f.headroom_terms += [(f.r[c.key], sum(k.throughput for k in c.classes) / max(s.total_demand, 1e-9))]
+        for g in mine:
+            share = [(f.x[(g.key, k)], 1.0 / g.rep.classes[k].throughput) for k in range(len(s.class_names))
+                     if (g.key, k) in f.x]
+            lm.row(f"capacity[{g.key}]", share + [(f.r[g.key], -1.0)], ub=0.0)
 
 
 def _replica_rows(f: Formulation) -> None:
     for s in f.problem.services:
-        terms = [(f.r[c.key], 1.0) for c in f.by_service.get(s.name, [])]
+        terms = [(f.r[g.key], 1.0) for g in f.by_service.get(s.name, [])]
         if s.min_replicas:
             f.model.row(f"min_replicas[{s.name}]", terms, lb=s.min_replicas)
         if s.max_replicas is not None:
             f.model.row(f"max_replicas[{s.name}]", terms, ub=s.max_replicas)
 
 
-def _packing_rows(f: Formulation, by_offer: dict[str, list[Config]]) -> None:
-    for o in f.problem.offers:
-        if o.id not in f.n:
+def _host_and_packing_rows(f: Formulation) -> None:
+    on_offer: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for pool in f.pools:
+        g = float(pool.gpus_per_replica)
+        if len(pool.offer_ids) == 1:
+            on_offer[pool.offer_ids[0]].extend((f.r[grp.key], g) for grp in pool.groups)
             continue
-        terms = [(f.r[c.key], float(c.gpus_per_replica)) for c in by_offer[o.id]]
-        f.model.row(f"pack[{o.id}]", terms + [(f.n[o.id], -float(o.gpus_per_instance))], ub=0.0)
+        hosted = [(f.y[(pool.key, oid)], -1.0) for oid in pool.offer_ids]
+        f.model.row(f"host[{pool.gpus_per_replica}gpu:{pool.groups[0].key}]",
+                    [(f.r[grp.key], 1.0) for grp in pool.groups] + hosted, ub=0.0)
+        for oid in pool.offer_ids:
+            on_offer[oid].append((f.y[(pool.key, oid)], g))
+    for o in f.problem.offers:
+        if o.id in f.n:
+            f.model.row(f"pack[{o.id}]", on_offer[o.id] + [(f.n[o.id], -float(o.gpus_per_instance))], ub=0.0)
+
+
+def _same_region_rows(f: Formulation, group_ub: dict[str, int]) -> None:
+    p, lm = f.problem, f.model
+    if p.same_region == "fleet":
+        for o in p.offers:
+            if o.id not in f.n:
+                continue
+            key = ("", region_of(o))
+            if key not in f.z:
+                f.z[key] = lm.var(f"z[{o.provider}/{o.region}]", 0, 1, integer=True)
+            lm.row(f"region[{o.id}]", [(f.n[o.id], 1.0), (f.z[key], -lm.variables[f.n[o.id]].ub)], ub=0.0)
+        lm.row("one_region", [(z, 1.0) for z in f.z.values()], ub=1.0)
+        return
+    for s in p.services:
+        own: list[tuple[int, float]] = []
+        for g in f.by_service.get(s.name, []):
+            key = (s.name, region_of(p.offer(g.rep.offer_id)))
+            if key not in f.z:
+                f.z[key] = lm.var(f"z[{s.name}@{key[1][0]}/{key[1][1]}]", 0, 1, integer=True)
+                own.append((f.z[key], 1.0))
+            lm.row(f"region[{g.key}]", [(f.r[g.key], 1.0), (f.z[key], -float(group_ub[g.key]))], ub=0.0)
+        if own:
+            lm.row(f"one_region[{s.name}]", own, ub=1.0)
 
 
 def _quota_rows(f: Formulation) -> None:

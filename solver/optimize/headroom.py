@@ -8,23 +8,24 @@ highest-throughput configuration that fits the free GPUs of that offer.
 
 from __future__ import annotations
 
-from solver.optimize.formulation import Formulation
+from dataclasses import replace
+
+from solver.optimize.formulation import Formulation, replica_upper_bound, route_single_class
+from solver.optimize.solution import Assignment, Solution
 
 
-def fill_idle_gpus(form: Formulation, values: list[float]) -> tuple[list[float], int]:
-    values = list(values)
+def fill_idle_gpus(form: Formulation, sol: Solution) -> tuple[Solution, int]:
     p = form.problem
     demand = {s.name: s for s in p.services}
-    free: dict[str, int] = {}
-    for offer_id, i in form.n.items():
-        offer = p.offer(offer_id)
-        free[offer_id] = round(values[i]) * offer.gpus_per_instance
-    capacity: dict[str, float] = {s.name: 0.0 for s in p.services}
-    for c in form.configs:
-        r = round(values[form.r[c.key]])
-        if r:
-            free[c.offer_id] -= r * c.gpus_per_replica
-            capacity[c.service] += r * sum(k.throughput for k in c.classes)
+    by_key = {c.key: c for c in form.configs}
+    assigned = {a.config_key: a for a in sol.assignments}
+    free = {offer_id: n * p.offer(offer_id).gpus_per_instance for offer_id, n in sol.fleet}
+    capacity = {s.name: 0.0 for s in p.services}
+    replicas = {s.name: 0 for s in p.services}
+    for a in sol.assignments:
+        free[a.offer_id] -= a.replicas * a.gpus_per_replica
+        capacity[a.service] += a.replicas * sum(k.throughput for k in by_key[a.config_key].classes)
+        replicas[a.service] += a.replicas
     added = 0
     for offer_id in sorted(free):
         candidates = [c for c in form.configs if c.offer_id == offer_id and c.instances_per_replica == 1
@@ -32,18 +33,25 @@ def fill_idle_gpus(form: Formulation, values: list[float]) -> tuple[list[float],
         while candidates and free[offer_id] > 0:
             fitting = [c for c in candidates if c.gpus_per_replica <= free[offer_id]
                        and (demand[c.service].max_replicas is None
-                            or _replicas(form, values, c.service) < demand[c.service].max_replicas)
-                       and values[form.r[c.key]] + 1 <= form.model.variables[form.r[c.key]].ub + 1e-9]
+                            or replicas[c.service] < demand[c.service].max_replicas)
+                       and _replicas_of(assigned, c) + 1 <= replica_upper_bound(c, p)]
             if not fitting:
                 break
             c = min(fitting, key=lambda c: (capacity[c.service] / demand[c.service].total_demand, c.service,
                                             -sum(k.throughput for k in c.classes) / c.gpus_per_replica, c.key))
-            values[form.r[c.key]] = round(values[form.r[c.key]]) + 1
+            a = assigned.get(c.key)
+            assigned[c.key] = replace(a, replicas=a.replicas + 1) if a is not None else Assignment(
+                c.key, c.service, c.offer_id, c.gpus_per_replica, c.precision, 1,
+                (0.0,) * len(demand[c.service].class_demand), c.instances_per_replica)
             free[offer_id] -= c.gpus_per_replica
             capacity[c.service] += sum(k.throughput for k in c.classes)
+            replicas[c.service] += 1
             added += 1
-    return values, added
+    if not added:
+        return sol, 0
+    return Solution(sol.fleet, route_single_class(p, list(assigned.values()), by_key)), added
 
 
-def _replicas(form: Formulation, values: list[float], service: str) -> int:
-    return sum(round(values[form.r[c.key]]) for c in form.by_service.get(service, []))
+def _replicas_of(assigned: dict[str, Assignment], c) -> int:
+    a = assigned.get(c.key)
+    return a.replicas if a is not None else 0

@@ -171,6 +171,8 @@ def add_period(lm: LinearModel, problem: Problem, configs: list[Config], spec: P
     if h is not None and h.spot_min_regions:
         _region_rows(lm, problem, pv, spec.services, h.spot_min_regions, p)
     _replica_rows(lm, pv, spec.services, p)
+    if problem.same_region:
+        _same_region_rows(lm, problem, pv, p)
     _pack_rows(lm, problem, pv, by_offer, p)
     _limit_rows(lm, problem, pv, p)
     if spec.first and h is not None and h.current_fleet is not None:
@@ -260,6 +262,35 @@ def _replica_rows(lm, pv: PeriodVars, services, p: str) -> None:
             lm.row(f"min_replicas{p}[{s.name}]", terms, lb=s.min_replicas)
         if s.max_replicas is not None:
             lm.row(f"max_replicas{p}[{s.name}]", terms, ub=s.max_replicas)
+
+
+def _same_region_rows(lm, problem: Problem, pv: PeriodVars, p: str) -> None:
+    """constraints.same_region, in each period: one binary per (service or fleet, region),
+    exactly one chosen, and nothing runs in a region not chosen."""
+    region = {o.id: (o.provider, o.region) for o in problem.offers}
+    service_of = {c.key: c.service for c in pv.configs}
+    offer_of = {c.key: c.offer_id for c in pv.configs}
+    chosen: dict[tuple[str, tuple], int] = {}
+
+    def z(owner: str, where: tuple) -> int:
+        if (owner, where) not in chosen:
+            chosen[(owner, where)] = lm.var(f"region{p}[{owner or 'fleet'},{where[0]}/{where[1]}]", 0, 1, integer=True)
+        return chosen[(owner, where)]
+
+    if problem.same_region == "fleet":
+        for market, inst in (("firm", pv.F), ("spot", pv.S)):
+            for offer_id, i in inst.items():
+                ub = lm.variables[i].ub
+                lm.row(f"in_region{p}[{offer_id},{market}]", [(i, 1.0), (z("", region[offer_id]), -ub)], ub=0.0)
+    else:
+        for (key, spot), i in pv.r.items():
+            offer_id = offer_of[key]
+            ub = lm.variables[i].ub
+            lm.row(f"in_region{p}[{key},{'spot' if spot else 'firm'}]",
+                   [(i, 1.0), (z(service_of[key], region[offer_id]), -ub)], ub=0.0)
+    owners = sorted({owner for owner, _ in chosen})
+    for owner in owners:
+        lm.row(f"one_region{p}[{owner or 'fleet'}]", [(v, 1.0) for (o, _w), v in chosen.items() if o == owner], ub=1.0)
 
 
 def _pack_rows(lm, problem: Problem, pv: PeriodVars, by_offer: dict[str, list[Config]], p: str) -> None:

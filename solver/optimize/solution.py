@@ -26,3 +26,13 @@ class Solution:
 
     def instances(self, offer_id: str) -> int:
         return dict(self.fleet).get(offer_id, 0)
+
+
+def regions_used(offer_region, sol: Solution) -> tuple[set, dict[str, set]]:
+    """Regions of the whole fleet, and of each service's replicas (offer id -> region given)."""
+    fleet = {offer_region(o) for o, n in sol.fleet if n > 0}
+    per_service: dict[str, set] = {}
+    for a in sol.assignments:
+        if a.replicas > 0:
+            per_service.setdefault(a.service, set()).add(offer_region(a.offer_id))
+    return fleet, per_service

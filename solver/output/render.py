@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
@@ -9,6 +11,24 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(out)
+
+
+def number(x: float) -> str:
+    """A quantity people read: 1,300 not 1.3e+03; 19 not 19.0; three significant digits below 100."""
+    if x is None:
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if x == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(x))))
+    text = f"{x:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def plural(n: int, word: str) -> str:
+    """"1 GPU", "2 GPUs"."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _ms(x) -> str:
@@ -28,10 +48,10 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
     proof = "proven optimal" if d["status"] == "optimal" else (f"gap {gap:.2%}" if gap is not None else "no optimality proof")
     if first_period is not None:
         out.append(f"First period ({first_period}, the fleet to run now): ${d['total_price_usd_per_hour']:.4f}/hour, "
-                   f"{d['gpus']} GPUs")
+                   f"{plural(d['gpus'], 'GPU')}")
     else:
         out.append(f"{d['workload']}: {status} ({proof}) — ${d['total_price_usd_per_hour']:.4f}/hour "
-                   f"(${d['total_price_usd_per_minute']:.5f}/min, ${d['monthly_usd']:,.0f}/month), {d['gpus']} GPUs, "
+                   f"(${d['total_price_usd_per_minute']:.5f}/min, ${d['monthly_usd']:,.0f}/month), {plural(d['gpus'], 'GPU')}, "
                    f"{d['pricing'].replace('_', '-')} prices")
     out.append("")
     if first_period is not None:
@@ -47,7 +67,7 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
     for s in d["services"]:
         for a in s["assignments"]:
             slo = ", ".join(f"{c['name'][:-3].upper()} {_ms(c['predicted_ms'])}/{_ms(c['slo_ms'])}" for c in a["slo_checks"]) or "-"
-            tput = "/".join(f"{t:.3g}" for t in a["throughput_per_replica"])
+            tput = "/".join(number(t) for t in a["throughput_per_replica"])
             rows.append([s["name"], a["gpu"], f"{a['gpus_per_replica']}", a["precision"] or a["source"], str(a["replicas"]),
                          f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, a["binding_limit"] or "-"])
         if not s["assignments"]:
@@ -56,7 +76,7 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
                        "SLO ms (pred/limit)", "binding"], rows))
     out.append("")
     for s in d["services"]:
-        out.append(f"  {s['name']}: capacity {s['capacity']:.4g} for demand {s['demand_with_headroom']:.4g} {s['unit']}"
+        out.append(f"  {s['name']}: capacity {number(s['capacity'])} for demand {number(s['demand_with_headroom'])} {s['unit']}"
                    f" (utilization {s['utilization']:.0%})")
     solver = d.get("solver") or {}
     if solver:
@@ -75,10 +95,20 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
                 if not alt["gpus_per_replica"]:
                     out.append(f"    - {alt['reason']}")
                     continue
-                out.append(f"    - {alt['gpu']} x{alt['gpus_per_replica']} {alt['precision'] or 'measured'}: {alt['reason']}")
+                out.append(f"    - {_alternative_name(alt)}: {alt['reason']}")
             if not s.get("alternatives"):
                 out.append("    (none: this was the only configuration)")
     return "\n".join(out)
+
+
+def _alternative_name(alt: dict) -> str:
+    """"nebius/gpu-l40s-a_4gpu (4x L40S), 1 GPU per replica, fp8": offer and size, not just the GPU."""
+    g = alt["gpus_per_replica"]
+    per_replica = f"{g} GPU{'s' if g != 1 else ''} per replica"
+    precision = alt["precision"] or "measured"
+    if not alt.get("offer_id"):
+        return f"{alt['gpu']}, {per_replica}, {precision}"
+    return f"{alt['offer_id']} ({alt['gpus_per_instance']}x {alt['gpu']}), {per_replica}, {precision}"
 
 
 def render_infeasible(reasons: list[dict]) -> str:

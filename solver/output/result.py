@@ -20,6 +20,8 @@ class FleetLine:
     instances: int
     price_usd_per_hour: float  # per instance
     subtotal_usd_per_hour: float
+    vcpus: float | None = None  # the instance's host size, where the catalog states it
+    host_memory_gib: float | None = None
 
 
 @dataclass
@@ -62,6 +64,9 @@ class Alternative:
     reason: str
     delta_usd_per_hour: float | None = None
     exact: bool = False  # True: from a re-solve with the service forced onto this configuration
+    offer_id: str = ""  # the offer the alternative runs on ("" when it names no offer)
+    gpus_per_instance: int = 0  # that offer's instance size
+    basis: str = ""  # "re-solve": cheapest whole fleet with it | "move": only this service moved
 
 
 @dataclass
@@ -75,6 +80,8 @@ class ServiceResult:
     classes: list[str]
     assignments: list[AssignmentView]
     alternatives: list[Alternative] = field(default_factory=list)
+    model: str | None = None  # library model name or the inline model's name; None: measured profiles only
+    engine: str | None = None  # serving engine the estimates assume (vllm, sglang, tensorrt-llm); None without a model
 
 
 @dataclass

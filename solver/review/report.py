@@ -3,8 +3,8 @@
 results.csv has one row per scenario: status, $/hour, $/month, GPUs in total and by
 type (one column per GPU type), optimality gap, change against the base, and the
 reason when there is no plan. results.json holds the same rows plus the diffs against
-the base and the sensitivity analysis. The HTML links its plots as files in plots/ and
-loads nothing from the network.
+the base and the sensitivity analysis. The HTML embeds its plots (data: URIs), so the
+page is self-contained; report.md links them as files in plots/.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def write_report(review: Review, results: list[ScenarioResult], out_dir: str | P
         "json": write_atomic(out / "results.json", json.dumps(results_json(data, generated), indent=1)),
         "csv": write_atomic(out / "results.csv", results_csv(data)),
         "markdown": write_atomic(out / "report.md", render_markdown(data, plots, generated)),
-        "html": write_atomic(out / "report.html", render_html(data, plots, generated)),
+        "html": write_atomic(out / "report.html", render_html(data, plots, generated, out)),
     }
     files.update({p.file: out / p.file for p in plots})
     return files

@@ -1,13 +1,14 @@
-"""The review report as one HTML page: inline CSS, no scripts, nothing from the network.
-
-Plots are linked as files in plots/ next to the page, so the report directory is what
-gets shared or published.
+"""The review report as one self-contained HTML page: inline CSS, no scripts, the plots
+embedded as data: URIs, nothing loaded from files or the network - the page alone is
+what gets mailed or published. (report.md links the same plots as files in plots/.)
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from html import escape
+from pathlib import Path
 
 from solver.review.plots import Plot
 from solver.review.report_data import ReportData
@@ -35,7 +36,8 @@ figcaption { font-size: .85rem; color: #4a5563; }
 """
 
 
-def render_html(data: ReportData, plots: list[Plot], generated: str) -> str:
+def render_html(data: ReportData, plots: list[Plot], generated: str, base_dir: Path) -> str:
+    """The page; `base_dir` is where the plots' files are (the report directory)."""
     spec = data.review.spec
     body = [f"<h1>Capacity review: {escape(spec.name)}</h1>"]
     if spec.description:
@@ -47,7 +49,7 @@ def render_html(data: ReportData, plots: list[Plot], generated: str) -> str:
     if plots:
         body.append("<h2>Plots</h2>")
         for p in plots:
-            body.append(f'<figure><img src="{escape(p.file)}" alt="{escape(p.title)}">'
+            body.append(f'<figure><img src="{_data_uri(base_dir / p.file)}" alt="{escape(p.title)}">'
                         f"<figcaption><b>{escape(p.title)}.</b> {escape(p.caption)}</figcaption></figure>")
     body.append(_table(diff_table(data)))
     if data.sensitivity:
@@ -59,6 +61,10 @@ def render_html(data: ReportData, plots: list[Plot], generated: str) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Capacity review: {escape(spec.name)}</title><style>{_CSS}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
+
+
+def _data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 _NUMBER = re.compile(r"^[+−±-]?\$?[\d,]+(\.\d+)?%?$")  # 12, $1,234.50, −$0.89, +3.6%

@@ -129,7 +129,7 @@ class Demand(_Strict):
     items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE)
     prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=16)
+    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
     profile: dict[str, Annotated[float, Field(ge=0, le=1e6)]] = Field(
         default_factory=dict, description="period name -> multiplier of this demand in that period "
         "(a period not named here: 1.0); needs the workload's `periods`")
@@ -246,6 +246,9 @@ class Constraints(_Strict):
     exclude_gpu_types: list[str] = Field(default_factory=list)
     allow_consumer_gpus: bool = False
     pricing: Literal["on_demand", "spot"] = "on_demand"
+    same_region: Literal["service", "fleet"] | None = Field(
+        default=None, description="keep each service's replicas in one region (`service`), or the whole fleet "
+        "(`fleet`); a region is a provider's region. Unset: replicas may go anywhere the filters allow")
     pricing_tiers: list[PricingTier] | None = Field(
         default=None, min_length=1, description="the tiers the plan may buy from (default: `pricing` alone): "
         "on_demand, spot, reserved_1y, reserved_3y")

@@ -318,7 +318,7 @@ class GpuType(_message.Message):
     def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ...) -> None: ...
 
 class Offer(_message.Message):
-    __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes", "spot_interruption_rate_per_hour", "reserved_1y_price_usd_per_hour", "reserved_3y_price_usd_per_hour", "tier_sources")
+    __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes", "vcpus", "host_memory_gib", "spot_interruption_rate_per_hour", "reserved_1y_price_usd_per_hour", "reserved_3y_price_usd_per_hour", "tier_sources")
     ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -335,6 +335,8 @@ class Offer(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
+    VCPUS_FIELD_NUMBER: _ClassVar[int]
+    HOST_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     SPOT_INTERRUPTION_RATE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     RESERVED_1Y_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     RESERVED_3Y_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -355,11 +357,13 @@ class Offer(_message.Message):
     source: str
     as_of: str
     notes: str
+    vcpus: float
+    host_memory_gib: float
     spot_interruption_rate_per_hour: float
     reserved_1y_price_usd_per_hour: float
     reserved_3y_price_usd_per_hour: float
     tier_sources: str
-    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ..., spot_interruption_rate_per_hour: _Optional[float] = ..., reserved_1y_price_usd_per_hour: _Optional[float] = ..., reserved_3y_price_usd_per_hour: _Optional[float] = ..., tier_sources: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ..., spot_interruption_rate_per_hour: _Optional[float] = ..., reserved_1y_price_usd_per_hour: _Optional[float] = ..., reserved_3y_price_usd_per_hour: _Optional[float] = ..., tier_sources: _Optional[str] = ...) -> None: ...
 
 class ReviewRequest(_message.Message):
     __slots__ = ("json", "yaml", "time_limit_per_scenario_s")
@@ -664,7 +668,7 @@ class HorizonSolverInfo(_message.Message):
     def __init__(self, status: _Optional[str] = ..., horizon_cost_usd: _Optional[float] = ..., bound_usd: _Optional[float] = ..., gap: _Optional[float] = ..., method: _Optional[str] = ..., distinct_periods: _Optional[int] = ..., nodes: _Optional[int] = ..., period_solves: _Optional[int] = ..., change_cost_usd: _Optional[float] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class FleetLine(_message.Message):
-    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour")
+    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour", "vcpus", "host_memory_gib")
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -674,6 +678,8 @@ class FleetLine(_message.Message):
     INSTANCES_FIELD_NUMBER: _ClassVar[int]
     PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     SUBTOTAL_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    VCPUS_FIELD_NUMBER: _ClassVar[int]
+    HOST_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     offer_id: str
     provider: str
     name: str
@@ -683,10 +689,12 @@ class FleetLine(_message.Message):
     instances: int
     price_usd_per_hour: float
     subtotal_usd_per_hour: float
-    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ...) -> None: ...
+    vcpus: float
+    host_memory_gib: float
+    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -696,6 +704,8 @@ class ServiceResult(_message.Message):
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -705,7 +715,9 @@ class ServiceResult(_message.Message):
     classes: _containers.RepeatedScalarFieldContainer[str]
     assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
     alternatives: _containers.RepeatedCompositeFieldContainer[Alternative]
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ...) -> None: ...
+    model: str
+    engine: str
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks")
@@ -760,7 +772,7 @@ class SloCheck(_message.Message):
     def __init__(self, name: _Optional[str] = ..., predicted_ms: _Optional[float] = ..., slo_ms: _Optional[float] = ...) -> None: ...
 
 class Alternative(_message.Message):
-    __slots__ = ("config", "gpu", "gpus_per_replica", "precision", "verdict", "reason", "delta_usd_per_hour", "exact")
+    __slots__ = ("config", "gpu", "gpus_per_replica", "precision", "verdict", "reason", "delta_usd_per_hour", "exact", "offer_id", "gpus_per_instance", "basis")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
@@ -769,6 +781,9 @@ class Alternative(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     DELTA_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
     config: str
     gpu: str
     gpus_per_replica: int
@@ -777,7 +792,10 @@ class Alternative(_message.Message):
     reason: str
     delta_usd_per_hour: float
     exact: bool
-    def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ...) -> None: ...
+    offer_id: str
+    gpus_per_instance: int
+    basis: str
+    def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ..., offer_id: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., basis: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
     __slots__ = ("offer_id", "instance", "replicas", "spot")

@@ -1,0 +1,66 @@
+"""`solver-cli export PLAN.json --to skypilot|kubernetes [--out DIR]`: the files that run a plan.
+
+PLAN.json is what `solver-cli solve WORKLOAD --format json` prints. `solve --export
+TARGET [--export-out DIR]` does both in one step.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_INPUT = 0, 2
+TARGETS = ("skypilot", "kubernetes")
+
+
+def default_out(target: str) -> str:
+    return str(Path("deploy") / target)
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("export", help="write SkyPilot or Kubernetes files that run a plan (PLAN.json)",
+                              description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    p.add_argument("plan", metavar="PLAN.json", help="a plan from `solver-cli solve WORKLOAD --format json`")
+    p.add_argument("--to", required=True, choices=TARGETS, help="deployment target")
+    p.add_argument("--out", metavar="DIR", help="directory for the files (default: deploy/TARGET)")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from solver.errors import InputError
+    from solver.export import load_plan_file
+
+    try:
+        plan = load_plan_file(args.plan)
+    except InputError as exc:
+        return _fail(exc)
+    code, lines = write(plan, args.to, args.out or default_out(args.to))
+    for line in lines:
+        print(line)
+    return code
+
+
+def write(plan: dict, target: str, out_dir: str) -> tuple[int, list[str]]:
+    """Export; (exit code, lines to show). Errors go to stderr here, lines are for the caller's stream."""
+    from solver.errors import InputError
+    from solver.export import export_plan
+
+    try:
+        written = export_plan(plan, target, out_dir)
+    except InputError as exc:
+        return _fail(exc), []
+    except OSError as exc:
+        print(f"error: cannot write {out_dir}: {exc.strerror or exc}. To fix: give a writable --out directory",
+              file=sys.stderr)
+        return EXIT_INPUT, []
+    hint = ("sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}")
+    return EXIT_OK, [f"wrote {len(written)} {target} file(s) to {out_dir}:"] + [f"  {p.name}" for p in written] \
+        + [f"next: {hint} (see the comments at the top of each file)"]
+
+
+def _fail(exc) -> int:
+    print("error: cannot export the plan", file=sys.stderr)
+    for v in exc.violations:
+        print(f"  - {v}", file=sys.stderr)
+    return EXIT_INPUT

@@ -1,0 +1,163 @@
+"""The serving engines' OpenAI-compatible servers: pinned images and launch arguments.
+
+The arguments carry what the plan decided: tensor and pipeline parallel sizes (the
+performance model's split: one pipeline stage per instance, tensor parallel within it),
+the precision, and the planned batch as the engine's cap on concurrent sequences (the
+batch the latency estimates assume; a larger one would break the SLOs).
+
+Images (pinned; bump them together with the flags below):
+- vLLM `vllm/vllm-openai:v0.11.0` (Docker Hub; `vllm serve`, /health). ROCm build
+  `rocm/vllm:rocm6.4.1_vllm_0.9.0.1_20250605` (Docker Hub, AMD's vLLM images).
+- SGLang `lmsysorg/sglang:v0.5.9` (Docker Hub; `python3 -m sglang.launch_server`, /health);
+  ROCm build `lmsysorg/sglang:v0.5.8-rocm700-mi30x`.
+- TensorRT-LLM `nvcr.io/nvidia/tensorrt-llm/release:1.0.0` (NGC; `trtllm-serve`, /health,
+  flags as in the trtllm-serve reference: --backend pytorch --tp_size --pp_size --max_batch_size).
+Multi-node vLLM uses the Ray bootstrap script shipped in the vLLM image
+(examples/online_serving/multi-node-serving.sh), as the LeaderWorkerSet vLLM example does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solver.errors import InputError
+from solver.export.gpus import vendor
+from solver.export.units import Unit
+
+PORT = 8000
+HEALTH_PATH = "/health"
+SGLANG_DIST_PORT = 20000
+RAY_PORT = 6379
+VLLM_MULTINODE_SCRIPT = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
+
+IMAGES = {
+    ("vllm", "NVIDIA"): "vllm/vllm-openai:v0.11.0",
+    ("vllm", "AMD"): "rocm/vllm:rocm6.4.1_vllm_0.9.0.1_20250605",
+    ("sglang", "NVIDIA"): "lmsysorg/sglang:v0.5.9",
+    ("sglang", "AMD"): "lmsysorg/sglang:v0.5.8-rocm700-mi30x",
+    ("tensorrt-llm", "NVIDIA"): "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+}
+# Measured-profile services have no model the planner knows: the user supplies the server.
+PLACEHOLDER_IMAGE = "SET-ME/{service}-server:TAG"  # upper case: not a valid image reference, so it can never be pulled
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One process to start on a node of a replica."""
+
+    args: list[str]
+    notes: list[str] = field(default_factory=list)  # comments for the user (written next to the command)
+
+
+def image(unit: Unit) -> str:
+    if unit.model is None:
+        return PLACEHOLDER_IMAGE.format(service=unit.service_slug)
+    key = (unit.engine, vendor(unit.gpu))
+    if key not in IMAGES:
+        raise InputError.single(f"services[{unit.service}].engine",
+                                f"{unit.engine} has no server image for {vendor(unit.gpu)} GPUs ({unit.gpu}).",
+                                "plan this service with engine vllm or sglang")
+    return IMAGES[key]
+
+
+def check_supported(unit: Unit) -> None:
+    """Refuse what the export cannot write as something that runs."""
+    image(unit)
+    if unit.engine == "tensorrt-llm" and unit.multi_node:
+        raise InputError.single(f"services[{unit.service}]",
+                                f"replicas span {unit.instances_per_replica} instances, and multi-node TensorRT-LLM "
+                                "serving needs MPI across the nodes, which this export does not set up.",
+                                "plan this service with engine vllm or sglang, or with single-instance replicas "
+                                "(constrain it to offers with enough GPUs per instance)")
+
+
+def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_address: str = "") -> Launch:
+    """The engine's OpenAI-compatible server on the leader node (the only node for one-node replicas).
+
+    For SGLang the same command runs on every node with its rank (the caller gives the
+    expressions its platform provides); for vLLM, worker nodes only join Ray (`vllm_worker`).
+    """
+    if unit.model is None:
+        raise ValueError("a measured-profile service has no engine command")
+    tp, pp, model = str(unit.tensor_parallel), str(unit.pipeline_parallel), unit.model_repo or unit.model
+    notes = _model_notes(unit)
+    if unit.engine == "vllm":
+        args = ["vllm", "serve", model, "--host", "0.0.0.0", "--port", str(PORT),
+                "--tensor-parallel-size", tp, "--pipeline-parallel-size", pp]
+        if unit.batch:
+            args += ["--max-num-seqs", str(unit.batch)]
+        if unit.multi_node:
+            args += ["--distributed-executor-backend", "ray"]
+        args += _vllm_precision(unit, notes)
+    elif unit.engine == "sglang":
+        args = ["python3", "-m", "sglang.launch_server", "--model-path", model, "--host", "0.0.0.0",
+                "--port", str(PORT), "--tp-size", tp, "--pp-size", pp]
+        if unit.batch:
+            args += ["--max-running-requests", str(unit.batch)]
+        if unit.multi_node:
+            args += ["--nnodes", nnodes, "--node-rank", node_rank,
+                     "--dist-init-addr", f"{leader_address}:{SGLANG_DIST_PORT}"]
+        args += _sglang_precision(unit, notes)
+    elif unit.engine == "tensorrt-llm":
+        args = ["trtllm-serve", model, "--host", "0.0.0.0", "--port", str(PORT), "--backend", "pytorch",
+                "--tp_size", tp, "--pp_size", pp]
+        if unit.batch:
+            args += ["--max_batch_size", str(unit.batch)]
+        _trtllm_precision(unit, notes)
+    else:
+        raise ValueError(f"unknown engine {unit.engine!r}")
+    return Launch(args, notes)
+
+
+def _model_notes(unit: Unit) -> list[str]:
+    if unit.model_repo and unit.model_repo != unit.model:
+        return [f"model {unit.model}: weights from Hugging Face {unit.model_repo} (the repository the planner's "
+                "model library took its shapes from); gated models need HF_TOKEN. An instruct or fine-tuned "
+                "variant with the same architecture plans the same."]
+    return [f"model {unit.model!r} is an inline model: replace it with its Hugging Face repository id or a local "
+            "path if it is not one already."]
+
+
+def _vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
+    if unit.precision == "fp16":
+        return ["--dtype", "float16"]
+    if unit.precision == "bf16":
+        return ["--dtype", "bfloat16"]
+    if unit.precision == "fp8":
+        # Online FP8 weight quantization of a 16-bit checkpoint, and an FP8 KV cache as the plan assumed.
+        return ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+    if unit.precision == "int8":
+        notes.append("int8: vLLM reads INT8 (W8A8) quantization from the checkpoint; point the model at an INT8 "
+                     "checkpoint of the same model.")
+    return []
+
+
+def _sglang_precision(unit: Unit, notes: list[str]) -> list[str]:
+    if unit.precision == "fp16":
+        return ["--dtype", "float16"]
+    if unit.precision == "bf16":
+        return ["--dtype", "bfloat16"]
+    if unit.precision == "fp8":
+        return ["--quantization", "fp8", "--kv-cache-dtype", "fp8_e4m3"]
+    if unit.precision == "int8":
+        notes.append("int8: SGLang serves INT8 (W8A8) checkpoints with --quantization w8a8_int8; point the model "
+                     "at one.")
+        return ["--quantization", "w8a8_int8"]
+    return []
+
+
+def _trtllm_precision(unit: Unit, notes: list[str]) -> None:
+    if unit.precision in ("fp8", "int8"):
+        notes.append(f"{unit.precision}: TensorRT-LLM's PyTorch backend reads the quantization from the checkpoint; "
+                     f"point the model at a {unit.precision.upper()} checkpoint (e.g. an NVIDIA ModelOpt export).")
+    elif unit.precision:
+        notes.append(f"{unit.precision}: TensorRT-LLM takes the dtype from the checkpoint's config.")
+
+
+def vllm_ray_leader(unit: Unit, group_size: str) -> str:
+    """Shell line starting the Ray head and waiting for the replica's other nodes."""
+    return f"bash {VLLM_MULTINODE_SCRIPT} leader --ray_cluster_size={group_size}"
+
+
+def vllm_ray_worker(leader_address: str) -> str:
+    return f"bash {VLLM_MULTINODE_SCRIPT} worker --ray_address={leader_address}"

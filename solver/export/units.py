@@ -1,0 +1,260 @@
+"""A plan's JSON -> deployment units: one per service and configuration (offer, GPUs, precision).
+
+The shared half of the export. Each target (skypilot.py, kubernetes.py) turns a unit
+into its own files; nothing here knows about either. The plan is read as data (the
+output of `solver-cli solve --format json`), so every check names the plan field that
+is wrong and says how to get a good plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from solver.errors import FieldViolation, InputError
+from solver.models.library import get_model
+
+ENGINES = ("vllm", "sglang", "tensorrt-llm")
+_HF_SOURCE = re.compile(r"huggingface\.co/([^/\s]+/[^/\s]+)/")
+MAX_NAME = 50  # room under the 63-character label limit for the suffixes Kubernetes controllers add
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The replicas of one service on one configuration: what one deployment runs."""
+
+    name: str  # DNS-1035 label, unique within the plan (Kubernetes object and SkyPilot service name)
+    service: str
+    service_slug: str
+    model: str | None  # as the plan names it; None: a measured-profile service
+    model_repo: str | None  # Hugging Face repo id (library models) or the inline name as given
+    engine: str | None
+    offer_id: str
+    provider: str
+    instance_type: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    gpus_per_replica: int
+    instances_per_replica: int
+    precision: str | None
+    replicas: int
+    batch: int | None
+    vcpus: float | None  # per instance, where the catalog states it
+    host_memory_gib: float | None
+    spot: bool
+    routed_share: float  # this unit's share of the service's planned traffic, 0..1
+    shares_instances: bool  # the plan packs this unit's replicas with other replicas on one instance
+
+    @property
+    def tensor_parallel(self) -> int:
+        """GPUs per pipeline stage: the planner's performance model puts one stage on each instance."""
+        return self.gpus_per_replica // self.pipeline_parallel
+
+    @property
+    def pipeline_parallel(self) -> int:
+        return max(self.instances_per_replica, 1)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs one pod / one node of a replica uses."""
+        return self.gpus_per_replica // self.pipeline_parallel
+
+    @property
+    def multi_node(self) -> bool:
+        return self.instances_per_replica > 1
+
+    @property
+    def own_instance(self) -> bool:
+        """Each replica (or each node of one) has its instance to itself, whether or not it uses every GPU."""
+        return not self.shares_instances
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    workload: str
+    status: str
+    total_price_usd_per_hour: float | None
+    pricing: str
+    units: tuple[Unit, ...]
+
+
+def load_plan_file(path: str | Path) -> dict:
+    """Read PLAN.json; a missing, unreadable or non-JSON file is bad input, not a traceback."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError.single(str(path), "no such file.", "give the path of a plan written by "
+                                "`solver-cli solve WORKLOAD --format json > PLAN.json`") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError.single(str(path), f"cannot be read ({exc.__class__.__name__}).",
+                                "give a readable UTF-8 JSON file") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError.single(str(path), f"is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
+                                "give the output of `solver-cli solve WORKLOAD --format json`") from None
+
+
+def plan_units(plan: object) -> PlanSummary:
+    """Check the plan's shape and cut it into deployment units."""
+    status = plan.get("status") if isinstance(plan, dict) else None
+    if status == "infeasible" or (isinstance(status, str) and status not in ("optimal", "feasible")):
+        reasons = "; ".join(str(r.get("message", r)) for r in plan.get("infeasibility") or [] if isinstance(r, dict))
+        raise InputError.single("plan.status", f"is {status!r}: there is no fleet to deploy"
+                                + (f" ({reasons.rstrip('.')})." if reasons else "."),
+                                "change the workload until `solver-cli solve` finds a plan, then export that plan")
+    if not isinstance(plan, dict) or "services" not in plan or "fleet" not in plan or status is None:
+        raise InputError.single("plan", "is not a plan: it needs `status`, `fleet` and `services`.",
+                                "give the output of `solver-cli solve WORKLOAD --format json`")
+    fleet = _list(plan, "fleet", "plan")
+    offers: dict[str, dict] = {}
+    for i, line in enumerate(fleet):
+        where = f"fleet[{i}]"
+        _need(line, where, ("offer_id", str), ("provider", str), ("name", str), ("region", str), ("gpu", str),
+              ("gpus_per_instance", int))
+        offers[line["offer_id"]] = line
+    packed = _packed_configs(plan.get("placements") or [])
+    spot = plan.get("pricing") == "spot"
+    errors: list[FieldViolation] = []
+    units: list[Unit] = []
+    names: set[str] = set()
+    for si, svc in enumerate(_list(plan, "services", "plan")):
+        where = f"services[{si}]"
+        _need(svc, where, ("name", str), ("assignments", list))
+        model = svc.get("model")
+        engine = svc.get("engine")
+        estimated = any(isinstance(a, dict) and a.get("source") == "estimate" for a in svc["assignments"])
+        if "model" not in svc and estimated:
+            # Plans from before the export existed carry no model: refuse rather than export a placeholder.
+            errors.append(FieldViolation(f"{where}.model", "is missing, but the service was planned from a model's "
+                                         "estimates (the plan predates `solver-cli export`).",
+                                         "re-run `solver-cli solve WORKLOAD --format json` and export that plan"))
+            continue
+        if model is not None and not isinstance(model, str):
+            errors.append(FieldViolation(f"{where}.model", "must be a model name or null.", "re-run `solver-cli solve`"))
+            continue
+        if model is not None and engine not in ENGINES:
+            errors.append(FieldViolation(f"{where}.engine", f"is {engine!r}; an LLM service needs one of "
+                                         f"{', '.join(ENGINES)}.", "re-run `solver-cli solve` with this version"))
+            continue
+        total_routed = sum(sum(a.get("routed") or [0.0]) for a in svc["assignments"] if isinstance(a, dict)) or 0.0
+        for ai, a in enumerate(svc["assignments"]):
+            aw = f"{where}.assignments[{ai}]"
+            _need(a, aw, ("config", str), ("offer_id", str), ("gpu", str), ("gpus_per_replica", int),
+                  ("instances_per_replica", int), ("replicas", int))
+            line = offers.get(a["offer_id"])
+            if line is None:
+                errors.append(FieldViolation(f"{aw}.offer_id", f"{a['offer_id']!r} is not in the plan's fleet.",
+                                             "export the plan exactly as `solver-cli solve` wrote it"))
+                continue
+            if a["replicas"] < 1 or a["gpus_per_replica"] < 1 or a["instances_per_replica"] < 1:
+                errors.append(FieldViolation(aw, "replicas, gpus_per_replica and instances_per_replica must be >= 1.",
+                                             "export the plan exactly as `solver-cli solve` wrote it"))
+                continue
+            if a["gpus_per_replica"] % a["instances_per_replica"]:
+                errors.append(FieldViolation(f"{aw}.gpus_per_replica", f"{a['gpus_per_replica']} GPUs do not split "
+                                             f"evenly over {a['instances_per_replica']} instances.",
+                                             "export the plan exactly as `solver-cli solve` wrote it"))
+                continue
+            routed = sum(a.get("routed") or [0.0])
+            units.append(Unit(
+                name=_unique(_unit_name(svc["name"], line["provider"], a["gpu"], a["gpus_per_replica"],
+                                        a.get("precision")), names),
+                service=svc["name"], service_slug=_shorten(_slug(svc["name"]) or "service"),
+                model=model, model_repo=_model_repo(model), engine=engine if model is not None else None,
+                offer_id=a["offer_id"], provider=line["provider"], instance_type=line["name"], region=line["region"],
+                gpu=a["gpu"], gpus_per_instance=line["gpus_per_instance"], gpus_per_replica=a["gpus_per_replica"],
+                instances_per_replica=a["instances_per_replica"], precision=a.get("precision"),
+                replicas=a["replicas"], batch=a.get("batch"), vcpus=line.get("vcpus"),
+                host_memory_gib=line.get("host_memory_gib"), spot=spot,
+                routed_share=routed / total_routed if total_routed > 0 else 1.0 / len(svc["assignments"]),
+                shares_instances=a["config"] in packed))
+    if errors:
+        raise InputError(errors)
+    if not units:
+        raise InputError.single("plan.services", "no service has a replica: nothing to deploy.",
+                                "export a plan that places at least one replica")
+    return PlanSummary(str(plan.get("workload", "workload")), status, plan.get("total_price_usd_per_hour"),
+                       str(plan.get("pricing", "on_demand")), tuple(units))
+
+
+def _packed_configs(placements: list) -> set[str]:
+    """Configurations whose replicas share an instance with another replica (theirs or another service's)."""
+    packed: set[str] = set()
+    for p in placements:
+        if not isinstance(p, dict):
+            continue
+        # One entry per replica on the instance: (configuration key, GPUs it takes there).
+        entries = [r for r in p.get("replicas") or [] if isinstance(r, (list, tuple)) and len(r) == 2]
+        if len(entries) > 1:
+            packed.update(str(c) for c, _ in entries)
+    return packed
+
+
+def _model_repo(model: str | None) -> str | None:
+    """The Hugging Face repository the library took the model's config from; an inline name as given."""
+    if model is None:
+        return None
+    arch = get_model(model)
+    if arch is not None:
+        m = _HF_SOURCE.search(arch.source)
+        if m:
+            return m.group(1)
+    return model
+
+
+def _list(d: dict, key: str, where: str) -> list:
+    value = d.get(key)
+    if not isinstance(value, list):
+        raise InputError.single(f"{where}.{key}", "must be a list.", "export the plan exactly as `solver-cli solve` wrote it")
+    return value
+
+
+def _need(d: object, where: str, *fields: tuple[str, type]) -> None:
+    if not isinstance(d, dict):
+        raise InputError.single(where, "must be an object.", "export the plan exactly as `solver-cli solve` wrote it")
+    bad = []
+    for key, kind in fields:
+        value = d.get(key)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            bad.append(FieldViolation(f"{where}.{key}", "is missing." if key not in d else
+                                      f"must be {'a whole number' if kind is int else 'text' if kind is str else 'a list'}.",
+                                      "export the plan exactly as `solver-cli solve` wrote it"))
+    if bad:
+        raise InputError(bad)
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    if s and not s[0].isalpha():
+        s = "s-" + s
+    return s
+
+
+def _unit_name(service: str, provider: str, gpu: str, gpus: int, precision: str | None) -> str:
+    parts = [_slug(service) or "service", _slug(provider), _slug(gpu), f"x{gpus}"]
+    if precision:
+        parts.append(_slug(precision))
+    return _shorten("-".join(p for p in parts if p))
+
+
+def _shorten(name: str) -> str:
+    """At most MAX_NAME characters; a cut name keeps a digest of the whole so names stay distinct."""
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
+    return name[:MAX_NAME - 7].rstrip("-") + "-" + digest
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, k = name, 2
+    while candidate in taken:
+        candidate = f"{name[:MAX_NAME - 3]}-{k}"
+        k += 1
+    taken.add(candidate)
+    return candidate

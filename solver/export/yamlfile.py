@@ -1,0 +1,34 @@
+"""YAML documents with a comment header, keys in the order written, multi-line strings as blocks."""
+
+from __future__ import annotations
+
+import textwrap
+
+import yaml
+
+WIDTH = 110
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def document(data: dict, comments: list[str]) -> str:
+    head = "".join(f"# {part}\n" for line in comments for part in _wrap(line))
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=WIDTH, allow_unicode=True)
+    return head + body
+
+
+def _wrap(line: str) -> list[str]:
+    """Prose wraps; an indented line is a command to copy and stays whole."""
+    if line.startswith("  "):
+        return [line]
+    return textwrap.wrap(line, WIDTH - 2, break_on_hyphens=False) or [""]

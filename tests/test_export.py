@@ -1,0 +1,396 @@
+"""Deployment export: every example's plan through the installed CLI, validated by the targets' own schemas.
+
+Kubernetes objects: kubernetes-validate's OpenAPI JSON schemas of the Kubernetes API
+(strict: unknown fields fail), and LeaderWorkerSet against its CRD schema from
+kubernetes-sigs/lws v0.8.0 (tests/schemas/, made strict the same way); the pod templates
+inside a LeaderWorkerSet also as core/v1 PodTemplates. SkyPilot files: SkyPilot's task
+schema and Task.from_yaml_config, in a subprocess (tests/skypilot_check.py). Both
+validators are test-only dependencies; CI installs them (`.[test]`), and without them
+here the validation tests skip with the install line, while CI fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES, ROOT
+
+SCHEMAS = ROOT / "tests" / "schemas"
+LWS_SCHEMA = SCHEMAS / "leaderworkerset-v1-lws-v0.8.0.json"
+K8S_VERSIONS = ("1.30.0", "1.37.0")  # an older and the newest API the validator ships
+
+
+def _need(module: str, package: str, load: bool = True):
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{package} is required in CI (pip install -e '.[test]')")
+        pytest.skip(f"{package} is not installed (pip install -e '.[test]'); CI runs this test")
+    return importlib.import_module(module) if load else None
+
+
+def run_cli(cli: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def solve_to_file(cli: str, workload: Path, out: Path) -> dict:
+    proc = run_cli(cli, "solve", str(workload), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    out.write_text(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+# ------------------------------------------------------------------ plans
+@pytest.fixture(scope="module")
+def example_plans(solver_cli, tmp_path_factory) -> dict[str, Path]:
+    """examples/*.json|yaml that `solve` plans (the review spec is not a workload) -> their PLAN.json."""
+    out = tmp_path_factory.mktemp("plans")
+    plans = {}
+    for path in sorted([*EXAMPLES.glob("*.json"), *EXAMPLES.glob("*.yaml")]):
+        proc = run_cli(solver_cli, "solve", str(path), "--format", "json", "--quiet")
+        if proc.returncode == 0:
+            (out / f"{path.stem}.json").write_text(proc.stdout)
+            plans[path.stem] = out / f"{path.stem}.json"
+    assert {"llm-platform", "s1-throughput", "s2-latency", "s3-big-model"} <= set(plans)
+    return plans
+
+
+MULTI_NODE = {
+    "name": "multi-node",
+    "services": [
+        {"name": "llama-405b", "model": "llama-3.1-405b", "precisions": ["fp16"], "engine": "vllm",
+         "demand": {"requests_per_s": 0.5, "prompt_tokens": 512, "output_tokens": 128}, "min_replicas": 1},
+        {"name": "llama-405b-sg", "model": "llama-3.1-405b", "precisions": ["bf16"], "engine": "sglang",
+         "demand": {"requests_per_s": 0.5, "prompt_tokens": 512, "output_tokens": 128}, "min_replicas": 1},
+    ],
+    # 810 GB of fp16 weights do not fit one 8 x 80 GB instance: each replica spans two p5.48xlarge.
+    "constraints": {"gpu_types": ["H100-SXM"], "providers": ["aws"]},
+}
+
+# Two 1-GPU replicas on the only offer, a 2-GPU instance: the plan packs them onto one.
+PACKED = {
+    "name": "packed",
+    "services": [{"name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16"],
+                  "demand": {"requests_per_s": 0.1, "prompt_tokens": 256, "output_tokens": 64}, "min_replicas": 2}],
+    "catalog": {"offers": [{"provider": "aws", "name": "g5.12xlarge-two", "region": "us-east-1", "gpu": "A10G",
+                            "gpus_per_instance": 2, "price_usd_per_hour": 2.0}]},
+}
+
+
+@pytest.fixture(scope="module")
+def multi_node_plan(solver_cli, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("multi")
+    (d / "w.json").write_text(json.dumps(MULTI_NODE))
+    plan = solve_to_file(solver_cli, d / "w.json", d / "plan.json")
+    assert all(a["instances_per_replica"] == 2 for s in plan["services"] for a in s["assignments"])
+    return d / "plan.json"
+
+
+@pytest.fixture(scope="module")
+def packed_plan(solver_cli, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("packed")
+    (d / "w.json").write_text(json.dumps(PACKED))
+    plan = solve_to_file(solver_cli, d / "w.json", d / "plan.json")
+    assert plan["fleet"][0]["instances"] == 1 and plan["services"][0]["assignments"][0]["replicas"] == 2
+    return d / "plan.json"
+
+
+def export(cli: str, plan: Path, target: str, out: Path) -> list[Path]:
+    proc = run_cli(cli, "export", str(plan), "--to", target, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(out.glob("*.yaml"))
+    assert files and f"wrote {len(files)} {target} file(s)" in proc.stdout
+    return files
+
+
+def k8s_docs(files: list[Path]) -> list[dict]:
+    return [doc for f in files for doc in yaml.safe_load_all(f.read_text()) if doc]
+
+
+# ------------------------------------------------------------------ validators
+def _strict(schema):
+    """CRD schemas prune unknown fields; for validation, reject them as kubeconform -strict does."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if (out.get("type") == "object" and "properties" in out and "additionalProperties" not in out
+                and not out.get("x-kubernetes-preserve-unknown-fields")):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+def validate_k8s(docs: list[dict]) -> None:
+    kv = _need("kubernetes_validate", "kubernetes-validate")
+    jsonschema = _need("jsonschema", "jsonschema")
+    lws = _strict(json.loads(LWS_SCHEMA.read_text()))
+    for doc in docs:
+        if doc["kind"] == "LeaderWorkerSet":
+            jsonschema.validate(doc, lws)
+            for role in ("leaderTemplate", "workerTemplate"):
+                template = doc["spec"]["leaderWorkerTemplate"][role]
+                for version in K8S_VERSIONS:
+                    kv.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+                                 "template": template}, version, strict=True)
+        else:
+            for version in K8S_VERSIONS:
+                kv.validate(doc, version, strict=True)
+
+
+def validate_skypilot(files: list[Path], home: Path) -> list[dict]:
+    _need("sky", "skypilot", load=False)  # SkyPilot runs in the subprocess only
+    home.mkdir(exist_ok=True)
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "skypilot_check.py"), *map(str, files)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+# ------------------------------------------------------------------ every example, both targets
+@pytest.mark.parametrize("target", ["kubernetes", "skypilot"])
+def test_every_example_plan_exports_and_validates(solver_cli, example_plans, target, tmp_path):
+    for name, plan_path in example_plans.items():
+        plan = json.loads(plan_path.read_text())
+        files = export(solver_cli, plan_path, target, tmp_path / name)
+        units = [(s["name"], a) for s in plan["services"] for a in s["assignments"]]
+        if target == "kubernetes":
+            docs = k8s_docs(files)
+            validate_k8s(docs)
+            workloads = [d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")]
+            services = [d for d in docs if d["kind"] == "Service"]
+            assert len(workloads) == len(units), name
+            assert sorted(d["metadata"]["name"] for d in services) == sorted({s["name"] for s in plan["services"]})
+            assert sum(d["spec"]["replicas"] for d in workloads) == sum(a["replicas"] for _, a in units)
+        else:
+            results = validate_skypilot(files, tmp_path / "skyhome")
+            assert [r for r in results if not r["ok"]] == [], name
+            assert len(results) == len(units), name
+            assert sum(r["min_replicas"] for r in results) == sum(a["replicas"] for _, a in units)
+            assert all(r["readiness_path"] == "/health" for r in results)
+
+
+def test_llm_platform_exports_carry_the_plans_decisions(solver_cli, example_plans, tmp_path):
+    plan = json.loads(example_plans["llm-platform"].read_text())
+    chat = next(s for s in plan["services"] if s["name"] == "chat")
+    assert chat["model"] == "llama-3.1-8b" and chat["engine"] == "vllm"
+    fleet = {f["offer_id"]: f for f in plan["fleet"]}
+    docs = {d["metadata"]["name"]: d for d in k8s_docs(export(solver_cli, example_plans["llm-platform"],
+                                                               "kubernetes", tmp_path / "k"))}
+    sky = {Path(r["file"]).stem: r for r in validate_skypilot(
+        export(solver_cli, example_plans["llm-platform"], "skypilot", tmp_path / "s"), tmp_path / "home")}
+    for a in chat["assignments"]:
+        line = fleet[a["offer_id"]]
+        (name,) = [n for n in docs if n.startswith("chat-") and docs[n]["metadata"]["annotations"]
+                   ["fleet-planner/offer"] == a["offer_id"]]
+        pod = docs[name]["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        assert c["image"].startswith("vllm/vllm-openai:v")
+        cmd = c["command"]
+        assert cmd[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]
+        assert cmd[cmd.index("--tensor-parallel-size") + 1] == str(a["gpus_per_replica"])
+        assert cmd[cmd.index("--max-num-seqs") + 1] == str(a["batch"])
+        if a["precision"] == "fp8":
+            assert cmd[cmd.index("--quantization") + 1] == "fp8"
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == str(a["gpus_per_replica"])
+        assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+        gpu_terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert gpu_terms["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == "nvidia.com/gpu.product"
+        if line["provider"] in ("aws", "gcp", "azure"):
+            assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": line["name"]}
+        # The replica's share of the host, from the catalog's instance size.
+        assert int(c["resources"]["requests"]["cpu"]) <= line["vcpus"]
+        r = sky[name]
+        assert (r["cloud"], r["region"], r["instance_type"]) == (line["provider"], line["region"], line["name"])
+        assert sum(r["accelerators"].values()) == line["gpus_per_instance"]
+        assert r["min_replicas"] == a["replicas"] and r["num_nodes"] == 1
+        assert f"--max-num-seqs {a['batch']}" in r["run"]
+
+
+def test_measured_profile_service_gets_a_placeholder_not_a_fake_server(solver_cli, example_plans, tmp_path):
+    files = export(solver_cli, example_plans["s1-throughput"], "kubernetes", tmp_path / "k")
+    (deploy,) = [d for d in k8s_docs(files) if d["kind"] == "Deployment"]
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "SET-ME/stable-diffusion-server:TAG" and "command" not in c
+    text = next(f for f in files if f.name.startswith("stable-diffusion-seed")).read_text()
+    assert "No model" in text and "Set `image`" in text
+    # The seed catalog's provider is no cloud: no instance-type selector, a note instead of a cloud.
+    assert "nodeSelector" not in deploy["spec"]["template"]["spec"]
+    sky_files = export(solver_cli, example_plans["s1-throughput"], "skypilot", tmp_path / "s")
+    (r,) = validate_skypilot(sky_files, tmp_path / "home")
+    assert r["ok"] and r["cloud"] is None and r["run"].rstrip().endswith("exit 1")
+    assert "is not a SkyPilot cloud" in sky_files[0].read_text()
+
+
+# ------------------------------------------------------------------ multi-node and packing
+def test_multi_instance_replica_becomes_a_multi_node_spec(solver_cli, multi_node_plan, tmp_path):
+    docs = k8s_docs(export(solver_cli, multi_node_plan, "kubernetes", tmp_path / "k"))
+    validate_k8s(docs)
+    lws = {d["metadata"]["name"]: d for d in docs if d["kind"] == "LeaderWorkerSet"}
+    assert len(lws) == 2 and not [d for d in docs if d["kind"] == "Deployment"]
+    for name, d in lws.items():
+        assert d["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+        tpl = d["spec"]["leaderWorkerTemplate"]
+        assert tpl["size"] == 2 and d["spec"]["replicas"] == 1
+        leader = tpl["leaderTemplate"]["spec"]["containers"][0]
+        worker = tpl["workerTemplate"]["spec"]["containers"][0]
+        assert leader["resources"]["limits"]["nvidia.com/gpu"] == "8" == worker["resources"]["limits"]["nvidia.com/gpu"]
+        assert "readinessProbe" in leader and "readinessProbe" not in worker
+        words = " ".join(leader["command"])
+        if "-sg-" in name:
+            assert "--tp-size 8 --pp-size 2" in words and "--nnodes $(LWS_GROUP_SIZE)" in words
+            assert "--node-rank $(LWS_WORKER_INDEX)" in " ".join(worker["command"])
+        else:
+            assert "--tensor-parallel-size 8 --pipeline-parallel-size 2" in words and "ray" in words
+            assert "worker --ray_address=$(LWS_LEADER_ADDRESS)" in " ".join(worker["command"])
+    results = validate_skypilot(export(solver_cli, multi_node_plan, "skypilot", tmp_path / "s"), tmp_path / "home")
+    assert len(results) == 2
+    for r in results:
+        assert r["ok"], r
+        assert r["num_nodes"] == 2 and r["instance_type"] == "p5.48xlarge" and r["accelerators"] == {"H100": 8}
+        assert "SKYPILOT_NODE_RANK" in r["run"]
+
+
+def test_packed_replicas_keep_their_gpus_and_skypilot_says_why_no_instance_type(solver_cli, packed_plan, tmp_path):
+    docs = k8s_docs(export(solver_cli, packed_plan, "kubernetes", tmp_path / "k"))
+    validate_k8s(docs)
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    files = export(solver_cli, packed_plan, "skypilot", tmp_path / "s")
+    (r,) = validate_skypilot(files, tmp_path / "home")
+    assert r["ok"] and r["instance_type"] is None and r["accelerators"] == {"A10G": 1} and r["region"] == "us-east-1"
+    assert "packs replicas onto g5.12xlarge-two" in " ".join(files[0].read_text().split())
+
+
+def test_multi_node_tensorrt_llm_is_refused_with_the_fix(solver_cli, tmp_path):
+    w = copy.deepcopy(MULTI_NODE)
+    w["services"] = [dict(w["services"][0], engine="tensorrt-llm")]
+    (tmp_path / "w.json").write_text(json.dumps(w))
+    solve_to_file(solver_cli, tmp_path / "w.json", tmp_path / "plan.json")
+    proc = run_cli(solver_cli, "export", str(tmp_path / "plan.json"), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "multi-node TensorRT-LLM" in proc.stderr and "To fix:" in proc.stderr
+    assert not (tmp_path / "k").exists()  # checked before anything is written
+
+
+# ------------------------------------------------------------------ the validators can fail
+def test_validators_reject_broken_files(solver_cli, example_plans, multi_node_plan, tmp_path):
+    kv = _need("kubernetes_validate", "kubernetes-validate")
+    jsonschema = _need("jsonschema", "jsonschema")
+    docs = k8s_docs(export(solver_cli, example_plans["s3-big-model"], "kubernetes", tmp_path / "k"))
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    c["readinesProbe"] = c.pop("readinessProbe")
+    with pytest.raises(kv.ValidationError):
+        validate_k8s([deploy])
+    lws = next(d for d in k8s_docs(export(solver_cli, multi_node_plan, "kubernetes", tmp_path / "m"))
+               if d["kind"] == "LeaderWorkerSet")
+    lws["spec"]["leaderWorkerTemplate"]["groupSize"] = lws["spec"]["leaderWorkerTemplate"].pop("size")
+    with pytest.raises(jsonschema.ValidationError):
+        validate_k8s([lws])
+    broken = tmp_path / "broken.yaml"
+    good = export(solver_cli, example_plans["s3-big-model"], "skypilot", tmp_path / "s")[0]
+    config = yaml.safe_load(good.read_text())
+    config["resources"]["cloud"] = "seed"
+    broken.write_text(yaml.safe_dump(config))
+    (r,) = validate_skypilot([broken], tmp_path / "home")
+    assert not r["ok"] and "seed" in r["error"]
+
+
+# ------------------------------------------------------------------ the command line
+def test_solve_export_writes_the_files_and_keeps_stdout_the_plan(solver_cli, tmp_path):
+    out = tmp_path / "deploy"
+    proc = run_cli(solver_cli, "solve", str(EXAMPLES / "s3-big-model.json"), "--format", "json", "--quiet",
+                   "--export", "kubernetes", "--export-out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["status"] == "optimal" and plan["services"][0]["model"] == "llama-2-13b"
+    assert sorted(p.name for p in out.glob("*.yaml")) == sorted(
+        ["llama-13b-chat-seed-a10-x2-fp16.yaml", "llama-13b-chat-service.yaml"])
+    assert "wrote 2 kubernetes file(s)" in proc.stderr
+    default = run_cli(solver_cli, "solve", str(EXAMPLES / "s3-big-model.json"), "--quiet", "--export", "skypilot",
+                      cwd=tmp_path)
+    assert default.returncode == 0, default.stderr
+    assert (tmp_path / "deploy" / "skypilot" / "llama-13b-chat-seed-a10-x2-fp16.yaml").exists()
+
+
+def test_reexport_removes_files_of_units_that_are_gone(solver_cli, example_plans, tmp_path):
+    out = tmp_path / "k"
+    export(solver_cli, example_plans["llm-platform"], "kubernetes", out)
+    (out / "notes.yaml").write_text("# mine\n")  # not written by the export: kept
+    proc = run_cli(solver_cli, "export", str(example_plans["s3-big-model"]), "--to", "kubernetes", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(f.name for f in out.glob("*.yaml")) == ["llama-13b-chat-seed-a10-x2-fp16.yaml",
+                                                          "llama-13b-chat-service.yaml", "notes.yaml"]
+
+
+@pytest.mark.parametrize("content, expect", [
+    ("not json {", "is not JSON"),
+    ('{"fleet": []}', "is not a plan"),
+    ('{"status": "infeasible", "infeasibility": [{"constraint": "budget", "message": "above the budget."}]}',
+     "plan.status: is 'infeasible': there is no fleet to deploy (above the budget)"),
+    ('{"status": "optimal", "fleet": [], "services": [{"name": "x", "assignments": [{"config": "c"}]}]}',
+     "services[0].assignments[0].offer_id: is missing"),
+])
+def test_bad_plan_exits_2_with_a_clear_error(solver_cli, tmp_path, content, expect):
+    path = tmp_path / "plan.json"
+    path.write_text(content)
+    proc = run_cli(solver_cli, "export", str(path), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert expect in proc.stderr and "To fix:" in proc.stderr
+
+
+def test_plan_without_the_model_field_is_refused_not_exported_as_a_placeholder(solver_cli, example_plans, tmp_path):
+    plan = json.loads(example_plans["s3-big-model"].read_text())
+    del plan["services"][0]["model"]  # as plans written before the export existed
+    (tmp_path / "old.json").write_text(json.dumps(plan))
+    proc = run_cli(solver_cli, "export", str(tmp_path / "old.json"), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 2 and "services[0].model: is missing" in proc.stderr and "re-run" in proc.stderr
+
+
+def test_long_service_names_give_valid_kubernetes_names(solver_cli, tmp_path):
+    name = "a-very-long-service-name-" + "x" * 70
+    w = {"services": [{"name": name, "model": "llama-3.1-8b", "demand": {"requests_per_s": 0.2, "prompt_tokens": 256,
+                                                                         "output_tokens": 64}}]}
+    (tmp_path / "w.json").write_text(json.dumps(w))
+    solve_to_file(solver_cli, tmp_path / "w.json", tmp_path / "plan.json")
+    docs = k8s_docs(export(solver_cli, tmp_path / "plan.json", "kubernetes", tmp_path / "k"))
+    validate_k8s(docs)
+    for d in docs:
+        assert len(d["metadata"]["name"]) <= 50 and len(d["metadata"]["labels"]["app.kubernetes.io/name"]) <= 63
+
+
+def test_infeasible_plan_from_solve_is_refused(solver_cli, tmp_path):
+    w = {"services": [{"name": "s", "model": "llama-3.1-8b", "demand": {"requests_per_s": 5, "prompt_tokens": 256,
+                                                                          "output_tokens": 64}}],
+         "constraints": {"budget_usd_per_hour": 0.01}}
+    (tmp_path / "w.json").write_text(json.dumps(w))
+    proc = run_cli(solver_cli, "solve", str(tmp_path / "w.json"), "--format", "json", "--quiet")
+    assert proc.returncode == 3
+    (tmp_path / "plan.json").write_text(proc.stdout)
+    proc = run_cli(solver_cli, "export", str(tmp_path / "plan.json"), "--to", "skypilot")
+    assert proc.returncode == 2 and "is 'infeasible': there is no fleet to deploy" in proc.stderr
+
+
+def test_unknown_target_and_missing_file_exit_2(solver_cli, example_plans, tmp_path):
+    proc = run_cli(solver_cli, "export", str(example_plans["s1-throughput"]), "--to", "nomad")
+    assert proc.returncode == 2 and "invalid choice: 'nomad'" in proc.stderr and "skypilot" in proc.stderr
+    proc = run_cli(solver_cli, "solve", str(EXAMPLES / "s1-throughput.json"), "--export", "nomad")
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+    proc = run_cli(solver_cli, "export", str(tmp_path / "missing.json"), "--to", "skypilot")
+    assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = run_cli(solver_cli, "solve", str(EXAMPLES / "s1-throughput.json"), "--export", "kubernetes",
+                   "--export-out", str(blocker))
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
