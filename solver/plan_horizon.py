@@ -26,6 +26,7 @@ from solver.interrupt import Stop
 from solver.optimize.backends import get_backend
 from solver.optimize.multiperiod import HOURS_PER_MONTH, HorizonSolver, PeriodPlan, merge_periods
 from solver.optimize.period_model import offer_prices
+from solver.optimize.replan import solve_replan
 from solver.optimize.rollout import Target, changes, plan_rollout
 from solver.optimize.solution import Assignment, Solution
 from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolverInfo, PeriodAssignment,
@@ -46,9 +47,26 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
     periods = problem.periods or (NOW,)
     specs, merged = merge_periods(problem)
     t1 = time.monotonic()
+    reserved: dict[str, tuple[int, str]] = {}
     if _independent(problem):
         solutions, info = _solve_independent(problem, specs, backend_name, deadline, stop, options, workload, timings, t0)
-        reserved: dict[str, tuple[int, str]] = {}
+    elif _single_replan(problem, specs):
+        stage("solve")
+        single = replace(problem, services=specs[0].services, periods=(), horizon=problem.horizon)
+        solution, outcome, form, ties, change, lower = solve_replan(single, specs[0].hours, backend_name, deadline, stop,
+                                                                    options, workload.solver.tie_break, timings)
+        if problem.pricing == "spot":
+            solution = Solution((), tuple(replace(a, spot=True) for a in solution.assignments), solution.fleet)
+        solutions = [solution]
+        hours = specs[0].hours
+        cost = hours * sum(problem.offer(o).price_usd_per_hour * n for o, n in (*solution.fleet, *solution.spot_fleet))
+        total = cost + change
+        bound = total if outcome.status == "optimal" else min(total, lower)
+        info = {"status": outcome.status, "horizon_cost_usd": total, "bound_usd": bound,
+                "gap": 0.0 if outcome.status == "optimal" else max(0.0, (total - bound) / max(total, 1e-9)),
+                "method": "single-period MIP with change costs (the running fleet is the only difference)",
+                "nodes": 0, "period_solves": 1, "detail": outcome.detail if outcome.status != "optimal" else "",
+                "change_cost_usd": change, "model_sizes": [form.model.size], "ties": ties}
     else:
         stage("solve")
         hs = HorizonSolver(problem, list(problem.configs), backend, stop, max(deadline - time.monotonic(), 0.05))
@@ -83,6 +101,15 @@ def _independent(problem: Problem) -> bool:
     return (h.tiers == (problem.pricing,) and h.current_fleet is None and h.max_spot_share is None
             and h.spot_min_regions is None and h.budget_usd_per_day is None and h.budget_usd_per_month is None
             and h.reserved_gpus_min is None and h.reserved_gpus_max is None and h.max_changed_instances is None)
+
+
+def _single_replan(problem: Problem, specs) -> bool:
+    """One distinct period and one price list: a running fleet (with change costs) is all
+    that sets the problem apart from today's, whose pooled MIP then takes change rows."""
+    h = problem.horizon
+    return (len(specs) == 1 and h.tiers == (problem.pricing,) and h.current_fleet is not None
+            and h.max_spot_share is None and h.spot_min_regions is None and h.budget_usd_per_day is None
+            and h.budget_usd_per_month is None and h.reserved_gpus_min is None and h.reserved_gpus_max is None)
 
 
 def _solve_independent(problem, specs, backend_name, deadline, stop, options, workload, timings, t0):

@@ -29,7 +29,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from solver.compile.problem import Config, Problem
@@ -103,6 +106,8 @@ class _Node:
     depth: int = 0
 
 
+# Period MIPs solved at once (the planning target machine has 2 cores).
+PERIOD_WORKERS = max(1, min(2, os.cpu_count() or 1))
 ROOT_ROUNDS = 4  # Dantzig-Wolfe rounds at the root: more fleets for the restricted master
 SMOOTHING = 0.7  # weight of the uniform prices in each round's prices (stabilises the master's duals)
 MASTER_MIP_SHARE = 0.25  # of the time left, at most, for one restricted master MIP
@@ -148,6 +153,7 @@ class HorizonSolver:
             self.models.append((lm, pv))
         self.columns: list[_Column] = []
         self._seen: set[tuple] = set()
+        self._lock = threading.Lock()  # period solves may run on several threads
         self.period_solves = 0
         self.nodes = 0
         self.rounds = 0
@@ -173,8 +179,17 @@ class HorizonSolver:
                             hint=hint.values if hint is not None and hint.values else None,
                             absolute_gap=COST_TOL_USD_PER_HOUR * self.specs[k].hours * 0.5, cancel=self.stop.cancel)
         out = self.backend.solve(lm, opts)
-        self.period_solves += 1
-        return self._plan(pv, out)
+        with self._lock:
+            self.period_solves += 1
+            return self._plan(pv, out)
+
+    def _solve_many(self, tasks: list[tuple]) -> list[PeriodPlan]:
+        """Periods are independent models: solve them on PERIOD_WORKERS threads (the MIP
+        solver releases the GIL while it works)."""
+        if len(tasks) <= 1 or PERIOD_WORKERS <= 1:
+            return [self._solve_period(*t) for t in tasks]
+        with ThreadPoolExecutor(PERIOD_WORKERS, thread_name_prefix="period") as pool:
+            return list(pool.map(lambda t: self._solve_period(*t), tasks))
 
     def _plan(self, pv: PeriodVars, out: SolveOutcome) -> PeriodPlan:
         if out.values is None:
@@ -266,10 +281,9 @@ class HorizonSolver:
             price = self._master()
             if price is None:
                 break
-            plans = [self._solve_period(k, full, self.cap,
-                                        {o: SMOOTHING * self._uniform_price(o, k) + (1 - SMOOTHING) * price[o][k]
-                                         for o in self.res}, plans[k])
-                     for k in range(len(self.specs))]
+            plans = self._solve_many([(k, full, self.cap,
+                                       {o: SMOOTHING * self._uniform_price(o, k) + (1 - SMOOTHING) * price[o][k]
+                                        for o in self.res}, plans[k]) for k in range(len(self.specs))])
             self.rounds += 1
             best = self._better(best, plans)
         return best
@@ -482,11 +496,11 @@ class HorizonSolver:
     def _evaluate(self, node: _Node, parent: _Node | None = None) -> None:
         """The node's period plans (missing ones solved) and its bound: prepaid H pR lo plus
         each period's MIP bound with reserved-range instances at the uniform price."""
-        for k in range(len(self.specs)):
-            if node.plans[k] is None:
-                price = {o: self._uniform_price(o, k) for o in self.res}
-                hint = parent.plans[k] if parent is not None else None
-                node.plans[k] = self._solve_period(k, node.lo, node.hi, price, hint)
+        missing = [k for k in range(len(self.specs)) if node.plans[k] is None]
+        tasks = [(k, node.lo, node.hi, {o: self._uniform_price(o, k) for o in self.res},
+                  parent.plans[k] if parent is not None else None) for k in missing]
+        for k, plan in zip(missing, self._solve_many(tasks)):
+            node.plans[k] = plan
         prepaid = sum(self.hours * self.prices[o].reserved * node.lo[o] for o in self.res)
         node.bound = prepaid + sum(pl.bound for pl in node.plans)
         if parent is not None:
