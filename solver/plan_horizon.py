@@ -34,7 +34,8 @@ from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolve
                                   Savings, SolverInfo, TierFleetLine, UnusedReservation)
 from solver.workload.schema import Workload
 
-BASELINE_SHARE = 0.2  # of the time left, at most, for the all-on-demand-at-peak baseline
+SEARCH_SHARE = 0.9  # of the time left after candidates, for the multi-period search
+BASELINE_SHARE = 0.5  # of the time left then, at most, for the all-on-demand-at-peak baseline
 NOW = Period("now", 1.0)  # the one period of a workload without periods
 
 
@@ -69,7 +70,9 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
                 "change_cost_usd": change, "model_sizes": [form.model.size], "ties": ties}
     else:
         stage("solve")
-        hs = HorizonSolver(problem, list(problem.configs), backend, stop, max(deadline - time.monotonic(), 0.05))
+        # Keep a tenth of the time for the baseline, the evaluator and the answer.
+        hs = HorizonSolver(problem, list(problem.configs), backend, stop,
+                           max(SEARCH_SHARE * (deadline - time.monotonic()), 0.05))
         timings["formulation_s"] = time.monotonic() - t1
         sol = hs.solve()
         if sol.status == "infeasible":

@@ -108,10 +108,13 @@ class _Node:
 
 # Period MIPs solved at once (the planning target machine has 2 cores).
 PERIOD_WORKERS = max(1, min(2, os.cpu_count() or 1))
+ROOT_SHARE = 0.5  # of the time, at most, for the root's first pass over the periods
+MIN_PERIOD_S = 0.5
 ROOT_ROUNDS = 4  # Dantzig-Wolfe rounds at the root: more fleets for the restricted master
 SMOOTHING = 0.7  # weight of the uniform prices in each round's prices (stabilises the master's duals)
 MASTER_MIP_SHARE = 0.25  # of the time left, at most, for one restricted master MIP
 MASTER_EVERY = 25  # nodes between restricted master MIPs
+DIVE_EVERY = 10  # nodes between dives (every period solved at the master LP's rounded reservation)
 
 
 class HorizonSolver:
@@ -154,6 +157,14 @@ class HorizonSolver:
         self.columns: list[_Column] = []
         self._seen: set[tuple] = set()
         self._lock = threading.Lock()  # period solves may run on several threads
+        # (period, price per firm instance of each reservable offer over the period, the period
+        # MIP's lower bound at those prices): every fleet of the period satisfies
+        # sum_o price_o F_o + (its other costs) >= bound.
+        self.cuts: list[tuple[int, dict[str, float], float]] = []
+        self.U = [instance_upper_bounds(problem, configs, spec.services) for spec in self.specs]
+        for (o, _spot), n in running_counts(problem).items():  # running instances may stay, idle
+            if self.specs[0].first and o in self.cap:
+                self.U[0][o] = max(self.U[0].get(o, 0), min(n, self.cap[o]))
         self.period_solves = 0
         self.nodes = 0
         self.rounds = 0
@@ -161,10 +172,15 @@ class HorizonSolver:
 
     # ------------------------------------------------------------------ one period
     def _solve_period(self, k: int, lo: dict[str, int], hi: dict[str, int], price: dict[str, float],
-                      hint: PeriodPlan | None = None) -> PeriodPlan:
+                      hint: PeriodPlan | None = None, seconds: float | None = None) -> PeriodPlan:
         """Period k with its reservable firm instances priced in segments: the first lo_o
-        prepaid, up to hi_o at price_o each (for the whole period), any more on-demand."""
-        self.stop.check("the multi-period solve")
+        prepaid, up to hi_o at price_o each (for the whole period), any more on-demand.
+        At most `seconds` (else until the deadline); after the deadline, no plan."""
+        if self.stop.cancelled:
+            self.stop.check("the multi-period solve")
+        left = self.deadline - time.monotonic()
+        if left <= 0.05:
+            return PeriodPlan({}, {}, {}, {}, math.inf, -math.inf, "no_solution")
         lm, pv = self.models[k]
         for o, (f0, f1, _fd) in pv.seg.items():
             a, b = lo.get(o, 0), hi.get(o, 0)
@@ -175,21 +191,39 @@ class HorizonSolver:
         if pv.budget_row is not None:
             prepaid = sum(self.prices[o].reserved * lo.get(o, 0) for o in self.res)
             lm.rows[pv.budget_row].ub = self.p.budget_usd_per_hour - prepaid
-        opts = SolveOptions(time_limit_s=max(self.deadline - time.monotonic(), 0.05),
+        opts = SolveOptions(time_limit_s=max(min(left, seconds if seconds is not None else left), 0.05),
                             hint=hint.values if hint is not None and hint.values else None,
                             absolute_gap=COST_TOL_USD_PER_HOUR * self.specs[k].hours * 0.5, cancel=self.stop.cancel)
         out = self.backend.solve(lm, opts)
         with self._lock:
             self.period_solves += 1
-            return self._plan(pv, out)
+            plan = self._plan(pv, out)
+            if all(lo.get(o, 0) == 0 and hi.get(o, 0) >= self.cap[o] for o in self.res) and math.isfinite(plan.bound):
+                # Linear prices over the whole range: a cut for the master LP (see _cut_lp).
+                self.cuts.append((k, {o: lm.objective.get(pv.seg[o][1], 0.0) for o in self.res if o in pv.seg},
+                                  plan.bound))
+            return plan
 
-    def _solve_many(self, tasks: list[tuple]) -> list[PeriodPlan]:
+    def _solve_many(self, tasks: list[tuple], share: float | None = None) -> list[PeriodPlan]:
         """Periods are independent models: solve them on PERIOD_WORKERS threads (the MIP
-        solver releases the GIL while it works)."""
+        solver releases the GIL while it works). With `share`, the batch gets that share of
+        the time left, split evenly, so that one hard period cannot take it all; a period
+        left without any plan then gets a second try with whatever time remains."""
+        seconds = None
+        if share is not None:
+            waves = math.ceil(len(tasks) / max(PERIOD_WORKERS, 1))
+            seconds = max(share * (self.deadline - time.monotonic()) / max(waves, 1), MIN_PERIOD_S)
+        tasks = [(*t, seconds) for t in tasks]
         if len(tasks) <= 1 or PERIOD_WORKERS <= 1:
-            return [self._solve_period(*t) for t in tasks]
-        with ThreadPoolExecutor(PERIOD_WORKERS, thread_name_prefix="period") as pool:
-            return list(pool.map(lambda t: self._solve_period(*t), tasks))
+            plans = [self._solve_period(*t) for t in tasks]
+        else:
+            with ThreadPoolExecutor(PERIOD_WORKERS, thread_name_prefix="period") as pool:
+                plans = list(pool.map(lambda t: self._solve_period(*t), tasks))
+        if share is not None:
+            for i, plan in enumerate(plans):
+                if not math.isfinite(plan.objective) and plan.status != "infeasible":
+                    plans[i] = self._solve_period(*tasks[i][:-1], None)
+        return plans
 
     def _plan(self, pv: PeriodVars, out: SolveOutcome) -> PeriodPlan:
         if out.values is None:
@@ -443,6 +477,90 @@ class HorizonSolver:
             limits.append(h.budget_usd_per_month * self.hours / HOURS_PER_MONTH)
         return min(limits) if limits else None
 
+    # ------------------------------------------------------------------ the cut master LP
+    def _cut_lp(self, lo: dict[str, int], hi: dict[str, int]) -> tuple[float, dict[str, float]] | None:
+        """A lower bound for the box lo <= R <= hi, without solving a period: the horizon with
+        each period's fleets known only through the cuts (an LP in R, F, and theta_p >= 0, the
+        period's other costs). With cuts at the uniform price (reserved hours all used) and
+        at the on-demand price, it charges reservations that some periods cannot use.
+        Returns (bound, the LP's R), or None when the box leaves no plan."""
+        if not self.res or not self.cuts:
+            return None
+        lm = LinearModel()
+        R = {o: lm.var(f"R[{o}]", float(lo[o]), float(hi[o])) for o in self.res}
+        cost: dict[int, float] = {R[o]: self.hours * self.prices[o].reserved for o in self.res}
+        F: dict[tuple[str, int], int] = {}
+        theta = []
+        for k, spec in enumerate(self.specs):
+            theta.append(lm.var(f"theta[{k}]", 0.0, INF))
+            cost[theta[k]] = 1.0
+            for o in self.res:
+                pr = self.prices[o]
+                F[(o, k)] = f = lm.var(f"F[{o},{k}]", 0.0, float(self.U[k].get(o, 0)))
+                if pr.on_demand is not None:
+                    nod = lm.var(f"nod[{o},{k}]", 0.0, INF)
+                    cost[nod] = spec.hours * pr.on_demand
+                    lm.row(f"link[{o},{k}]", [(nod, 1.0), (R[o], 1.0), (f, -1.0)], lb=0.0)
+                else:
+                    lm.row(f"link[{o},{k}]", [(R[o], 1.0), (f, -1.0)], lb=0.0)
+        with self._lock:
+            cuts = list(self.cuts)
+        for j, (k, price, bound) in enumerate(cuts):
+            lm.row(f"cut[{j}]", [(theta[k], 1.0)] + [(F[(o, k)], c) for o, c in price.items() if c], lb=bound)
+        h = self.p.horizon
+        if h is not None and (h.reserved_gpus_min or h.reserved_gpus_max is not None):
+            lm.row("reserved_gpus", [(R[o], float(self.p.offer(o).gpus_per_instance)) for o in self.res],
+                   lb=float(h.reserved_gpus_min or 0),
+                   ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
+        budget = self.horizon_budget()
+        if budget is not None:
+            lm.row("horizon_budget", list(cost.items()), ub=budget)
+        lm.objective = cost
+        out = self.backend.solve(lm, SolveOptions(time_limit_s=max(self.deadline - time.monotonic(), 1.0),
+                                                  relax_integrality=True))
+        if out.status == "infeasible":
+            return math.inf, {}
+        if out.status != "optimal" or out.objective is None:
+            return None
+        # The LP's optimum, less a hair for its own tolerances, is a valid bound.
+        return out.objective - 1e-7 * max(1.0, abs(out.objective)), {o: out.values[R[o]] for o in self.res}
+
+    def _on_demand_pass(self, best):
+        """Every period with firm instances at their on-demand price: the fleets that need no
+        reservation, and a cut that makes the master LP charge idle reservations."""
+        if not self.res or any(self.prices[o].on_demand is None for o in self.res):
+            return best
+        full = {o: 0 for o in self.res}
+        tasks = [(k, full, self.cap, {o: spec.hours * self.prices[o].on_demand for o in self.res}, None)
+                 for k, spec in enumerate(self.specs)]
+        plans = self._solve_many(tasks, ROOT_SHARE)
+        return self._better(best, plans)
+
+    def _dive(self, R_frac: dict[str, float], lo: dict[str, int], hi: dict[str, int], best, rounds: int = 2):
+        """A plan from a (fractional) reservation: round it into the box, solve every period
+        with exactly that much reserved, then re-choose each reservation for the fleets found
+        and repeat while it changes."""
+        R = {o: min(max(int(math.floor(R_frac.get(o, 0.0) + 0.5)), lo[o]), hi[o]) for o in self.res}
+        seen = set()
+        for _ in range(rounds):
+            key = tuple(sorted(R.items()))
+            if key in seen or time.monotonic() >= self.deadline:
+                break
+            seen.add(key)
+            plans = self._solve_many([(k, R, R, {}, None) for k in range(len(self.specs))])
+            if any(not math.isfinite(pl.objective) for pl in plans):
+                break
+            self.leaves += 1
+            found = self._horizon_cost(plans, dict(R))
+            if found is not None and (best is None or found[0] < best[0] - 1e-9):
+                best = (found[0], found[1], plans)
+            best = self._better(best, plans)
+            again = self._assemble(plans)
+            if again is None:
+                break
+            R = again[1]
+        return best
+
     # ------------------------------------------------------------------ the search
     def solve(self) -> HorizonSolution:
         root = _Node({o: 0 for o in self.res}, {o: self.cap[o] for o in self.res}, [None] * len(self.specs))
@@ -451,7 +569,12 @@ class HorizonSolver:
             return self._no_plan(math.inf, "")
         self._root_bound = root.bound
         best = self._better(None, root.plans)
+        best = self._on_demand_pass(best)
         best = self._column_rounds(list(root.plans), best)
+        lp = self._cut_lp(root.lo, root.hi)
+        if lp is not None and lp[0] != math.inf:
+            root.bound = max(root.bound, lp[0])
+            best = self._dive(lp[1], root.lo, root.hi, best)
         best = self._restricted_master(best)
         counter = itertools.count()
         heap = [(root.bound, next(counter), root)] if math.isfinite(root.bound) else []
@@ -476,12 +599,19 @@ class HorizonSolver:
                 child = self._child(node, o, lo_o, hi_o)
                 if child is None:
                     continue
+                lp = self._cut_lp(child.lo, child.hi)
+                if lp is not None and (lp[0] == math.inf or (best is not None and lp[0] >= best[0] - self.tol)):
+                    continue  # the master LP already proves the box dearer (no period solved)
                 try:
                     self._evaluate(child, parent=node)
                 except BaseException:
                     heapq.heappush(heap, (node.bound, next(counter), node))  # the bound stays honest
                     raise
+                if lp is not None:
+                    child.bound = max(child.bound, lp[0])
                 best = self._better(best, child.plans, child.lo, child.hi)
+                if lp is not None and self.nodes % DIVE_EVERY == 0:
+                    best = self._dive(lp[1], child.lo, child.hi, best)
                 if math.isfinite(child.bound) and (best is None or child.bound < best[0] - self.tol):
                     heapq.heappush(heap, (child.bound, next(counter), child))
         if detail and best is not None:
@@ -499,7 +629,9 @@ class HorizonSolver:
         missing = [k for k in range(len(self.specs)) if node.plans[k] is None]
         tasks = [(k, node.lo, node.hi, {o: self._uniform_price(o, k) for o in self.res},
                   parent.plans[k] if parent is not None else None) for k in missing]
-        for k, plan in zip(missing, self._solve_many(tasks)):
+        # The root's first pass shares the time: every period gets a plan before any is proven.
+        share = ROOT_SHARE if parent is None else None
+        for k, plan in zip(missing, self._solve_many(tasks, share)):
             node.plans[k] = plan
         prepaid = sum(self.hours * self.prices[o].reserved * node.lo[o] for o in self.res)
         node.bound = prepaid + sum(pl.bound for pl in node.plans)
