@@ -14,6 +14,7 @@ placements, so readers of single-hour plans see what to run now.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -34,7 +35,8 @@ from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolve
                                   Savings, SolverInfo, TierFleetLine, UnusedReservation)
 from solver.workload.schema import Workload
 
-SEARCH_SHARE = 0.9  # of the time left after candidates, for the multi-period search
+PEAK_SHARE = 0.15  # of the time left after candidates, at most, for the peak fleet (baseline and fallback)
+SEARCH_SHARE = 0.9  # of the time left then, for the multi-period search
 BASELINE_SHARE = 0.5  # of the time left then, at most, for the all-on-demand-at-peak baseline
 NOW = Period("now", 1.0)  # the one period of a workload without periods
 
@@ -70,7 +72,9 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
                 "change_cost_usd": change, "model_sizes": [form.model.size], "ties": ties}
     else:
         stage("solve")
-        # Keep a tenth of the time for the baseline, the evaluator and the answer.
+        # First the peak fleet (the savings baseline, and a plan to fall back on), then the
+        # search, keeping a tenth of the time for the evaluator and the answer.
+        peak = _peak_plan(problem, specs, backend_name, deadline, options, PEAK_SHARE)
         hs = HorizonSolver(problem, list(problem.configs), backend, stop,
                            max(SEARCH_SHARE * (deadline - time.monotonic()), 0.05))
         timings["formulation_s"] = time.monotonic() - t1
@@ -78,22 +82,33 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
         if sol.status == "infeasible":
             stage("diagnose")
             raise InfeasibleError(_why_infeasible(problem, specs, periods, merged, backend, stop))
-        if sol.status == "no_solution":
+        if stop.cancelled:
+            raise Cancelled("the multi-period solve was cancelled")
+        stats = {"method": sol.method, "nodes": sol.nodes, "period_solves": sol.period_solves, "detail": sol.detail,
+                 "model_sizes": [lm.size for lm, _pv in hs.models]}
+        bound = sol.bound_usd if math.isfinite(sol.bound_usd) else 0.0
+        fallback = _constant_fleet(problem, specs, peak, bound)
+        if fallback is not None and not _fits(workload, catalog, problem, periods, specs, merged, fallback):
+            fallback = None
+        if sol.status != "no_solution" and (fallback is None or sol.horizon_cost_usd <= fallback[2]["horizon_cost_usd"]):
+            plans = [sol.plans[merged.index(m)] for m in range(len(specs))]
+            solutions = [_to_solution(problem, specs[m], plan) for m, plan in enumerate(plans)]
+            reserved = {o: (n, sol.reserved_term[o]) for o, n in sol.reserved.items()}
+            info = {"status": sol.status, "horizon_cost_usd": sol.horizon_cost_usd, "bound_usd": sol.bound_usd,
+                    "gap": sol.gap, "change_cost_usd": sol.change_cost_usd, **stats}
+        elif fallback is not None:
+            solutions, reserved, info = fallback
+            info.update(stats)
+            info["method"] += "; the peak fleet held all horizon (the search had no cheaper plan in time)"
+        else:
             stop.check("the multi-period solve")
             raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s for {len(periods)} period(s). "
                                 "To fix: raise the time limit")
-        plans = [sol.plans[merged.index(m)] for m in range(len(specs))]
-        solutions = [_to_solution(problem, specs[m], plan) for m, plan in enumerate(plans)]
-        reserved = {o: (n, sol.reserved_term[o]) for o, n in sol.reserved.items()}
-        info = {"status": sol.status, "horizon_cost_usd": sol.horizon_cost_usd, "bound_usd": sol.bound_usd,
-                "gap": sol.gap, "method": sol.method, "nodes": sol.nodes, "period_solves": sol.period_solves,
-                "detail": sol.detail, "change_cost_usd": sol.change_cost_usd,
-                "model_sizes": [lm.size for lm, _pv in hs.models]}
     timings["solve_s"] = time.monotonic() - t1
     if stop.cancelled:
         raise Cancelled("the multi-period solve was cancelled")
     return _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0,
-                   deadline, options, timings)
+                   deadline, options, timings, peak if "peak" in locals() else None)
 
 
 # ---------------------------------------------------------------------- solving
@@ -187,7 +202,7 @@ def _why_infeasible(problem, specs, periods, merged, backend, stop) -> list[Infe
 
 # ---------------------------------------------------------------------- the answer
 def _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0, deadline,
-            options, timings) -> PlanResult:
+            options, timings, peak=None) -> PlanResult:
     from solver.plan import service_results
 
     (options.on_stage or (lambda name: None))("evaluate")
@@ -219,7 +234,9 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
                        f.price_usd_per_hour, f.subtotal_usd_per_hour, problem.offer(f.offer_id).vcpus,
                        problem.offer(f.offer_id).host_memory_gib) for f in period_results[0].fleet]
     services = service_results(scaled, _merged_markets(first))
-    savings = _savings(problem, specs, horizon_cost, hours, backend.name, deadline, options)
+    if peak is None:
+        peak = _peak_plan(problem, specs, backend.name, deadline, options, BASELINE_SHARE)
+    savings = _savings(problem, peak, horizon_cost, hours)
     h = problem.horizon
     replan = None
     if h.current_fleet is not None:
@@ -317,6 +334,22 @@ def _merged_markets(sol: Solution) -> Solution:
     return Solution(sol.fleet, tuple(sorted(merged.values(), key=lambda a: (a.service, a.config_key))))
 
 
+def _fits(workload, catalog, problem, periods, specs, merged, fallback) -> bool:
+    """The fallback passes the evaluator in the first period and the horizon's own checks
+    (a change limit, reservation bounds or budgets can rule it out)."""
+    solutions, reserved, info = fallback
+    report = evaluate(workload, catalog, solutions[0], period=periods[0].name if problem.periods else None,
+                      reserved=reserved)
+    hours = sum(p.hours for p in periods)
+    h = problem.horizon
+    if h.max_changed_instances is not None and h.current_fleet is not None:
+        moved = sum(c["instances"] for c in changes(h.current_fleet, dict(solutions[0].fleet), {})
+                    if c["action"] != "keep")
+        if moved > h.max_changed_instances:
+            return False
+    return report.ok and not _horizon_checks(problem, reserved, info["horizon_cost_usd"], hours)
+
+
 def _change_cost(problem: Problem, first: Solution) -> float:
     h = problem.horizon
     if h.current_fleet is None:
@@ -350,28 +383,64 @@ def _horizon_checks(problem: Problem, reserved, horizon_cost: float, hours: floa
     return out
 
 
-def _savings(problem: Problem, specs, horizon_cost: float, hours: float, backend_name: str, deadline,
-             options) -> Savings | None:
-    """The cheapest fleet sized for each service's peak, all on-demand, every hour of the horizon."""
+def _peak_plan(problem: Problem, specs, backend_name: str, deadline: float, options, share: float):
+    """The cheapest single-hour fleet sized for each service's peak period, at the offers'
+    own prices (on-demand): (plan, $/hour, status), or None without time or a plan."""
     from solver.plan import solve_single
 
-    peak = tuple(max((spec.services[i] for spec in specs), key=lambda s: s.total_demand) for i in range(len(specs[0].services)))
+    peak = tuple(max((spec.services[i] for spec in specs), key=lambda s: s.total_demand)
+                 for i in range(len(specs[0].services)))
     single = replace(problem, services=peak, periods=(), horizon=None)
     left = deadline - time.monotonic()
     if left <= 0.1:
         return None
     quiet = replace(options, on_progress=None, on_stage=None)
+    until = time.monotonic() + share * left
     try:
-        _f, outcome, solution, _t = solve_single(single, backend_name, time.monotonic() + BASELINE_SHARE * left,
-                                                 Stop(options.cancel, time.monotonic() + BASELINE_SHARE * left),
+        _f, outcome, solution, _t = solve_single(single, backend_name, until, Stop(options.cancel, until, share * left),
                                                  quiet, False, {"candidates_s": 0.0}, time.monotonic())
     except (InfeasibleError, SolverTimeout, Cancelled):
         return None
-    per_hour = sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet)
+    return solution, sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet), outcome.status
+
+
+def _savings(problem: Problem, peak, horizon_cost: float, hours: float) -> Savings | None:
+    """Against the peak fleet, all on-demand, every hour of the horizon."""
+    if peak is None:
+        return None
+    _solution, per_hour, status = peak
     base = per_hour * hours
     return Savings(f"the cheapest {'spot' if problem.pricing == 'spot' else 'on-demand'} fleet sized for each "
-                   "service's peak period, every hour", round(per_hour, 6), round(base, 6), outcome.status,
+                   "service's peak period, every hour", round(per_hour, 6), round(base, 6), status,
                    round(base - horizon_cost, 6), round((base - horizon_cost) / base, 6) if base > 0 else 0.0)
+
+
+def _constant_fleet(problem: Problem, specs, peak, bound: float):
+    """The peak fleet in every period, each instance reserved where that is cheaper (it
+    runs every hour): a plan the search falls back on when it has none (or a dearer one)
+    when time runs out. (solutions, reserved, info), or None where tiers forbid it."""
+    if peak is None:
+        return None
+    solution, _per_hour, _status = peak
+    prices = offer_prices(problem)
+    reserved, hourly = {}, 0.0
+    for offer_id, n in solution.fleet:
+        pr = prices[offer_id]
+        if pr.reserved is not None and (pr.on_demand is None or pr.reserved < pr.on_demand):
+            reserved[offer_id] = (n, pr.reserved_term)
+            hourly += pr.reserved * n
+        elif pr.on_demand is not None:
+            hourly += pr.on_demand * n
+        else:
+            return None
+    hours = sum(spec.hours for spec in specs)
+    h = problem.horizon
+    change = 0.0
+    if h.current_fleet is not None:
+        change = _change_cost(problem, solution)
+    info = {"status": "feasible", "horizon_cost_usd": hours * hourly + change, "bound_usd": bound,
+            "change_cost_usd": change}
+    return [solution] * len(specs), reserved, info
 
 
 def _rollout(problem: Problem, first: Solution, catalog: Catalog) -> dict:
