@@ -93,6 +93,9 @@ def cmd_solve(args) -> int:
                         f"--export-out {args.export_out} exists and is not a directory. To fix: give a directory")
     try:
         data = load_document(Path(args.workload))
+        if args.current:
+            from solver.workload.documents import load_current_fleet
+            data = dict(data, current_fleet=load_current_fleet(Path(args.current)))
     except InputError as exc:
         return _input_error(exc, args.format)
     if args.server:
@@ -185,8 +188,9 @@ def _solve_remote(args, data: dict) -> int:
             _err(f"sending the catalog file {catalog_file} ({size} bytes) to {args.server}")
     try:
         with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
+            fleet = data.pop("current_fleet", None) if args.current else None
             d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain, backend=args.backend,
-                             base_dir=base_dir)
+                             base_dir=base_dir, current_fleet=fleet)
     except PlannerClientError as exc:
         if exc.infeasibility:
             if args.format == "json":
@@ -282,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--explain", action="store_true", help="per service: the nearest alternatives not taken, and why")
     s.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
     s.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
+    s.add_argument("--current", metavar="FLEET", help="re-plan from the fleet that runs now: a JSON/YAML file with "
+                   "[{offer_id, instances}] or {current_fleet: [...]} (replaces the workload's current_fleet)")
     s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")
     s.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="bearer token for --server (default: $PLANNER_TOKEN)")

@@ -20,9 +20,10 @@ from solver.workload.documents import check_document, parse_text, parse_workload
 BACKENDS = {pb.BACKEND_AUTO: "auto", pb.BACKEND_SCIP: "scip", pb.BACKEND_HIGHS: "highs", pb.BACKEND_CP_SAT: "cp-sat"}
 
 
-def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, Catalog]:
+def read_workload(msg: pb.Workload, field: str = "workload",
+                  current_fleet: pb.CurrentFleet | None = None) -> tuple[Workload, Catalog]:
     """The request's workload, validated, and the catalog it plans over; every problem is
-    an InputError with a field path."""
+    an InputError with a field path. A request's current fleet replaces the workload's."""
     kind = msg.WhichOneof("document")
     if kind is None:
         raise InputError.single(field, "no workload given.",
@@ -33,6 +34,8 @@ def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, 
         data = check_document(convert.struct_to_dict(msg.object), field)
     else:
         data = parse_text(getattr(msg, kind), suffix=".yaml" if kind == "yaml" else ".json")
+    if current_fleet is not None:
+        data = dict(data, current_fleet=convert.current_fleet_from_proto(current_fleet))
     workload = parse_workload(data)
     if workload.catalog.source != "file":
         catalog = resolve_catalog(workload)

@@ -187,7 +187,8 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
 
     job.stage("read")
     request = decode(pb.SolveRequest, data)
-    workload, catalog = read_workload(request.workload)
+    workload, catalog = read_workload(request.workload, current_fleet=request.current_fleet
+                                      if request.HasField("current_fleet") else None)
     backend = backend_name(request.backend)
     requested_s = request.time_limit_s if request.HasField("time_limit_s") else workload.solver.time_limit_s
     if not 0 < requested_s <= MAX_TIME_LIMIT_S:

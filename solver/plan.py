@@ -73,7 +73,20 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     if unservable:
         raise InfeasibleError(unservable)
     backend_name = options.backend or workload.solver.backend
+    if workload.horizon_mode:
+        # Periods, pricing tiers or a running fleet: the multi-period planner (its own module;
+        # everything below is today's single static hour, unchanged).
+        from solver.plan_horizon import plan_horizon
+        return plan_horizon(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings)
+    form, outcome, solution, ties = solve_single(problem, backend_name, deadline, stop, options,
+                                                 workload.solver.tie_break, timings, t0)
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
+
+def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
+                 ties_wanted: bool, timings: dict[str, float], t0: float) -> tuple[Formulation, SolveOutcome, Solution, str]:
+    """One static hour: greedy warm start and bound, the cost MIP, the tie-break."""
+    stage = options.on_stage or (lambda name: None)
     stage("model")
     greedy = greedy_solution(problem)
     configs = list(problem.configs)
@@ -91,7 +104,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None] if form.service_bounds else []
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
-    relative_gap = workload.solver.relative_gap
+    relative_gap = problem.relative_gap
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
                         relative_gap=relative_gap,
                         objective_limit=form.lower_bound * (1 + relative_gap)
@@ -106,10 +119,10 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
     if outcome.values is None:
-        raise SolverTimeout(f"no feasible fleet found within {time_limit:g} s; the model has "
+        raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
     ties = "not needed"
-    tie_breaking = outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05
+    tie_breaking = outcome.status == "optimal" and ties_wanted and deadline - time.monotonic() > 0.05
     if tie_breaking:
         t1 = time.monotonic()
         stage("tie_break")
@@ -123,7 +136,7 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         if added:
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
         ties = ", ".join(notes) or "skipped (time limit)"
-    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
+    return form, outcome, solution, ties
 
 
 def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative_gap: float) -> SolveOutcome:
@@ -191,18 +204,9 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
     return not region_violations(problem, sol)
 
 
-def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
-    t1 = time.monotonic()
-    if options.check:
-        (options.on_stage or (lambda name: None))("evaluate")
-    report = evaluate(workload, catalog, solution) if options.check else None
-    timings["evaluate_s"] = time.monotonic() - t1
+def service_results(problem: Problem, solution: Solution, catalog: Catalog) -> list[ServiceResult]:
+    """Per service: its demand, the capacity the plan gives it, and each configuration used."""
     by_key = {c.key: c for c in problem.configs}
-    fleet = []
-    for offer_id, n in solution.fleet:
-        o = problem.offer(offer_id)
-        fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
     services = []
     for s in problem.services:
         views = []
@@ -238,6 +242,21 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
                                       round(utilization, 4), list(s.class_names), views, warnings=warnings,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None))
+    return services
+
+
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
+    t1 = time.monotonic()
+    if options.check:
+        (options.on_stage or (lambda name: None))("evaluate")
+    report = evaluate(workload, catalog, solution) if options.check else None
+    timings["evaluate_s"] = time.monotonic() - t1
+    fleet = []
+    for offer_id, n in solution.fleet:
+        o = problem.offer(offer_id)
+        fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
+    services = service_results(problem, solution, catalog)
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:

@@ -372,13 +372,22 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     limits = problem.offer_limits
     # Offers a measured profile names are not interchangeable with their look-alikes.
     pinned = {p.offer for s in problem.services for p in s.profiles if p.offer is not None}
-    offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned)
+    # Multi-period plans: offers compare in every pricing tier, and the running fleet's offers
+    # stay (changing them costs). An offer never stands in for one in another region when
+    # regions matter (constraints.same_region, or spot spread over regions).
+    h = problem.horizon
+    tiers = h.tiers if h is not None else None
+    by_location = bool(problem.same_region) or (h is not None and h.spot_min_regions is not None)
+    running = {f.offer_id for f in (h.current_fleet or ())} if h is not None else set()
+    offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned | running, tiers=tiers,
+                                     by_location=by_location)
     builder = CandidateBuilder(catalog, offers, problem.calibration, cache, stop)
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
     for svc in problem.services:
         mine = builder.for_service(svc)
-        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas))
+        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas, tiers=tiers,
+                                                    by_location=by_location, keep=running))
     return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
                    dominated=tuple(builder.dominated),
                    filtered_out=problem.filtered_out + tuple(dominated))

@@ -12,6 +12,7 @@ from dataclasses import replace
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.loader import default_catalog, load_catalog_file
 from solver.catalog.types import PRECISIONS, Catalog, Offer
+from solver.compile.horizon_checks import check_horizon
 from solver.errors import FieldViolation, InputError
 from solver.models.context import context_violation
 from solver.models.library import ModelArch, get_model, model_names
@@ -58,7 +59,7 @@ def _precision_hardware(precision: str) -> str:
 
 def check_references(workload: Workload, catalog: Catalog) -> None:
     """Every name the workload uses must exist; collect all problems at once."""
-    problems = reference_problems(workload.model_dump(), catalog)
+    problems = reference_problems(workload.model_dump(), catalog) + check_horizon(workload, catalog)
     if problems:
         raise InputError(problems)
 
@@ -188,6 +189,8 @@ def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], li
             why = f"GPU quota for {o.gpu} is below one instance ({o.gpus_per_instance} GPUs)"
         elif c.pricing == "spot" and o.spot_price_usd_per_hour is None:
             why = "no spot price"
+        elif c.pricing_tiers is not None and all(o.tier_price(t) is None for t in c.allowed_tiers):
+            why = f"no price for the allowed tiers ({', '.join(c.allowed_tiers)})"
         if why:
             dropped.append((o.id, why))
             continue

@@ -39,6 +39,8 @@ class ScenarioResult:
     reasons: list[dict] = field(default_factory=list)  # constraint, message, fix, service
     error: str = ""
     plan: dict | None = None  # the full plan JSON (PlanResult.to_dict()) when there is one
+    horizon_cost_usd: float | None = None  # multi-period plans: usd_per_hour is then the horizon's average
+    reserved_gpus: int | None = None  # multi-period plans: GPUs reserved for the horizon
     resumed: bool = False  # read back from a previous run rather than solved now
 
     @property

@@ -16,7 +16,7 @@ import yaml
 
 from solver.errors import InputError
 from solver.workload import limits
-from solver.workload.files import is_yaml, read_document_file
+from solver.workload.files import read_document_file
 from solver.workload.schema import Workload
 
 # libyaml when PyYAML was built with it (about 10x faster, and it caps nesting at 1000
@@ -50,7 +50,7 @@ def load_document(path: Path, what: str = "workload") -> Any:
     return parse_text(read_document_file(path, what), suffix=path.suffix.lower(), what=what)
 
 
-def parse_text(text: str, suffix: str = ".json", what: str = "workload") -> Any:
+def parse_text(text: str, suffix: str = ".json", what: str = "workload", allow_list: bool = False) -> Any:
     as_yaml = suffix in (".yaml", ".yml")
     # Characters, not bytes: text from a file was already bounded in bytes, and for
     # gRPC text the message size limit applies; this is the cheap first gate.
@@ -58,7 +58,7 @@ def parse_text(text: str, suffix: str = ".json", what: str = "workload") -> Any:
     if not text.strip():
         raise InputError.single(what, "the document is empty.", "give a workload with at least one service")
     data = _parse_yaml(text, what) if as_yaml else _parse_json(text, what)
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) and not (allow_list and isinstance(data, list)):
         raise InputError.single(what, f"the document must be an object/mapping, not {_type_name(data)}.",
                                 "start the file with `{` (JSON) or `key: value` lines (YAML)")
     limits.check_values(data, what)
@@ -143,3 +143,20 @@ def parse_workload(data: Any) -> Workload:
 
 def load_workload(path: str | Path) -> Workload:
     return parse_workload(load_document(Path(path)))
+
+
+def load_current_fleet(path: Path) -> list:
+    """A running fleet file (JSON or YAML): a list of {offer_id, instances, ...}, or an
+    object {current_fleet: [...]}. The entries are validated with the workload."""
+    what = f"--current ({path})"
+    # The same bounded reading and parsing as a workload (size, nesting, aliases, numbers).
+    text = read_document_file(path, what)
+    if not text.strip():
+        raise InputError.single(what, "the file is empty.", "write [] for no running instances, or the running fleet")
+    fleet = parse_text(text, suffix=path.suffix.lower(), what=what, allow_list=True)
+    if isinstance(fleet, dict) and set(fleet) == {"current_fleet"}:
+        fleet = fleet["current_fleet"]
+    if not isinstance(fleet, list):
+        raise InputError.single(what, "expected a list of {offer_id, instances} or an object with only `current_fleet`.",
+                                'write [{"offer_id": "aws/g6.xlarge", "instances": 2}] or {"current_fleet": [...]}')
+    return fleet

@@ -165,7 +165,12 @@ class MathOptBackend:
             status = "feasible"
         else:
             status = "no_solution"
-        return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail)
+        duals = None
+        if options.relax_integrality and result.solutions and result.solutions[0].HasField("dual_solution"):
+            dual = result.solutions[0].dual_solution
+            if dual.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
+                duals = _dense(dual.dual_values, len(lm.rows))  # row prices of the LP (a lower-bound certificate)
+        return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail, duals)
 
 
 def _dense(vector: sparse_containers_pb2.SparseDoubleVectorProto, size: int) -> list[float]:
