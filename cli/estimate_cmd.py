@@ -4,6 +4,12 @@ What an engineer reads before trusting a plan: per GPU type, GPUs per replica an
 precision - memory per GPU, largest batch, TTFT, TPOT, throughput, the binding limit,
 the error band, and dollars per million output tokens on the cheapest offer that can
 host the replica. Options pin a measurement's conditions to compare with it.
+
+With `--rate R` (requests/s routed to one replica) each row also gets `at_rate`: the
+queueing model's utilization and TTFT/TPOT/latency percentiles at that load
+(solver/perf/queueing.py); with SLO flags and `--percentile P` it gets
+`max_rate_for_slo`, the most requests/s one replica takes with every bound holding at
+percentile P.
 """
 
 from __future__ import annotations
@@ -45,6 +51,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ttft-ms", type=float, default=None, help="time-to-first-token SLO")
     p.add_argument("--tpot-ms", type=float, default=None, help="time-per-output-token SLO")
     p.add_argument("--latency-ms", type=float, default=None, help="end-to-end latency SLO")
+    p.add_argument("--rate", type=float, default=None, metavar="REQ_PER_S",
+                   help="requests/s routed to one replica: adds at_rate (utilization, TTFT/TPOT/latency percentiles)")
+    p.add_argument("--percentile", type=float, default=None, metavar="P",
+                   help="50, 90, 95 or 99: with SLO flags, adds max_rate_for_slo (bounds hold at this percentile)")
+    p.add_argument("--arrival-cv", type=float, default=1.0, metavar="CV",
+                   help="coefficient of variation of inter-arrival times (1 = Poisson, >1 bursty); default 1")
     p.add_argument("--feasible-only", action="store_true", help="hide configurations that do not fit or miss an SLO")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=run)
@@ -83,6 +95,7 @@ def run(args) -> int:
         sizes = _ints(args.gpus_per_replica, "--gpus-per-replica") if args.gpus_per_replica else list(DEFAULT_SIZES)
         precisions = _names(args.precision) if args.precision else list(DEFAULT_PRECISIONS)
         _check_choices(args, precisions)
+        _check_context(args, model)
     except ValueError as exc:
         return _fail(str(exc))
     args.engine_options = engine_options
@@ -187,6 +200,42 @@ def _check_choices(args, precisions: list[str]) -> None:
         value = getattr(args, option)
         if value is not None and (value < (0 if option == "prompt_tokens" else 1) or value > 10_000_000):
             raise ValueError(f"--{option.replace('_', '-')} is out of range: {value}")
+    _check_load_options(args)
+
+
+def _check_load_options(args) -> None:
+    """The queueing options: checked before any estimate runs."""
+    from solver.perf.queueing import PERCENTILES
+
+    for option in ("ttft_ms", "tpot_ms", "latency_ms"):
+        value = getattr(args, option)
+        if value is not None and not (math.isfinite(value) and 0 < value <= 3.6e6):
+            raise ValueError(f"--{option.replace('_', '-')} must be a positive number of milliseconds, got {value:g}. "
+                             f"To fix: e.g. --{option.replace('_', '-')} 500")
+    if args.rate is not None and not (math.isfinite(args.rate) and 0 <= args.rate <= 1e9):
+        raise ValueError(f"--rate must be a non-negative number of requests/s per replica, got {args.rate:g}. "
+                         "To fix: e.g. --rate 5")
+    if not (math.isfinite(args.arrival_cv) and 0 <= args.arrival_cv <= 100):
+        raise ValueError(f"--arrival-cv must be a non-negative number (1 = Poisson arrivals), got {args.arrival_cv:g}. "
+                         "To fix: e.g. --arrival-cv 1")
+    if args.percentile is not None:
+        if args.percentile not in PERCENTILES:
+            raise ValueError(f"--percentile must be one of {', '.join(map(str, PERCENTILES))}, got {args.percentile:g}. "
+                             "To fix: e.g. --percentile 99")
+        if args.ttft_ms is None and args.tpot_ms is None and args.latency_ms is None:
+            raise ValueError("--percentile needs a bound to hold at it. To fix: add --ttft-ms, --tpot-ms or --latency-ms")
+
+
+def _check_context(args, model) -> None:
+    """--prompt-tokens + --output-tokens must fit the model's context length."""
+    from solver.models.context import context_violation
+
+    problem = context_violation("", model.name, model.max_context_tokens, args.prompt_tokens, args.output_tokens,
+                                model.params_b, prompt_label="--prompt-tokens", output_label="--output-tokens",
+                                override="" if args.model_json else "describe it in a --model-json file with "
+                                "max_context_tokens")
+    if problem is not None:
+        raise ValueError(str(problem))
 
 
 def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool, pinned_size: bool) -> list[dict]:
@@ -211,8 +260,37 @@ def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool,
                               ttft_slo_ms=args.ttft_ms, tpot_slo_ms=args.tpot_ms, latency_slo_ms=args.latency_ms,
                               instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs,
                               batch=args.batch, batching=args.batching, **args.engine_options)
-                rows.append(_row(model, gpu, g, precision, args.engine, host, estimate(q), q))
+                row = _row(model, gpu, g, precision, args.engine, host, estimate(q), q)
+                if row["feasible"] and (args.rate is not None or args.percentile is not None):
+                    row.update(_load_fields(args, q))
+                rows.append(row)
     return rows
+
+
+def _load_fields(args, q) -> dict:
+    """`at_rate` and `max_rate_for_slo` from the queueing model, for one configuration."""
+    from dataclasses import replace
+
+    from solver.perf.queueing import TrafficClass, max_rate_for_slo, percentiles_at_rate, replica_for
+
+    # The replica runs up to the engine's batch cap (or the pinned batch): queueing, not the
+    # no-queue SLO search, decides how full it gets.
+    rep = replica_for(replace(q, ttft_slo_ms=None, tpot_slo_ms=None, latency_slo_ms=None))
+    classes = (TrafficClass(1.0, q.prompt_tokens, max(q.output_tokens, 1)),)
+    out: dict = {}
+    if args.rate is not None:
+        r = percentiles_at_rate(rep, classes, args.rate, args.arrival_cv)
+        out["at_rate"] = {
+            "rate_per_s": args.rate, "utilization": _round(r.utilization, 4),
+            "ttft_ms_p50": _round(r.ttft_ms[50]), "ttft_ms_p90": _round(r.ttft_ms[90]),
+            "ttft_ms_p99": _round(r.ttft_ms[99]), "tpot_ms_p50": _round(r.tpot_ms[50]),
+            "tpot_ms_p99": _round(r.tpot_ms[99]), "latency_ms_p99": _round(r.latency_ms[99]),
+        }
+    if args.percentile is not None:
+        out["max_rate_for_slo"] = _round(max_rate_for_slo(
+            rep, classes, int(args.percentile), ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms,
+            latency_ms=args.latency_ms, arrival_cv=args.arrival_cv), 4)
+    return out
 
 
 def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
@@ -269,6 +347,8 @@ def _table(rows: list[dict], model_name: str, args) -> str:
                          "-", "-", "-", "-", "-", r["reason_kind"], "-", r["reason"]])
     headers = ["gpu", "gpus/replica", "precision", "mem GiB/GPU", "batch", "TTFT ms", "TPOT ms", "out tok/s",
                "req/s", "binding", "$/M out tok", "why not"]
+    if args.rate is not None or args.percentile is not None:
+        body, headers = _with_load_columns(rows, body, headers, args)
     from solver.perf import Calibration
 
     band = Calibration().error_band  # pooled over regimes; each JSON row carries its regime's
@@ -281,7 +361,40 @@ def _table(rows: list[dict], model_name: str, args) -> str:
     foot = (f"throughput is per replica; $ per million output tokens on the cheapest offer hosting the replica; "
             f"throughput within +-{100 * band:.0f} % for ~4 in 5 measurements (cross-validated); --format json "
             f"gives each row's throughput, TTFT and TPOT bands for its regime")
+    if args.rate is not None:
+        foot += (f"\nat {args.rate:g} req/s per replica (arrival CV {args.arrival_cv:g}): utilization of the replica's "
+                 "saturation rate and percentiles from the queueing model; '-' where the replica cannot keep up")
+    if args.percentile is not None:
+        foot += (f"\nmax req/s @p{args.percentile:g}: the most requests/s one replica takes with every SLO holding at "
+                 f"p{args.percentile:g} (queueing included; never above 90 % of saturation)")
     return head + "\n" + _render(headers, body) + "\n" + foot
+
+
+def _with_load_columns(rows: list[dict], body: list[list[str]], headers: list[str], args):
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    extra_h = []
+    if args.rate is not None:
+        extra_h += ["util", "TTFT p50/p90/p99 ms", "TPOT p50/p99 ms", "lat p99 s"]
+    if args.percentile is not None:
+        extra_h += [f"max req/s @p{args.percentile:g}"]
+    out = []
+    for r, line in zip(rows, body):
+        extra = []
+        a = r.get("at_rate")
+        if args.rate is not None:
+            if a is None:
+                extra += ["-", "-", "-", "-"]
+            else:
+                extra += [num(a["utilization"], ".2f"),
+                          "/".join(num(a[f"ttft_ms_p{p}"], ".0f") for p in (50, 90, 99)),
+                          "/".join(num(a[f"tpot_ms_p{p}"], ".1f") for p in (50, 99)),
+                          num(a["latency_ms_p99"] / 1e3 if a["latency_ms_p99"] is not None else None, ".1f")]
+        if args.percentile is not None:
+            extra.append(num(r.get("max_rate_for_slo"), ".2f"))
+        out.append(line[:-1] + extra + line[-1:])
+    return out, headers[:-1] + extra_h + headers[-1:]
 
 
 def _list_models() -> int:
@@ -291,6 +404,7 @@ def _list_models() -> int:
     for alias, name in ALIASES.items():
         aliases.setdefault(name, []).append(alias)
     rows = [[m.name, f"{m.params_b:g}", f"{m.compute_params_b:g}", str(m.layers), str(m.hidden_size),
-             f"{m.attention_heads}/{m.kv_heads}", ", ".join(sorted(aliases.get(m.name, [])))] for m in MODEL_LIBRARY.values()]
-    print(_render(["model", "params B", "active B", "layers", "hidden", "heads/kv", "aliases"], rows))
+             f"{m.attention_heads}/{m.kv_heads}", f"{m.max_context_tokens:,}",
+             ", ".join(sorted(aliases.get(m.name, [])))] for m in MODEL_LIBRARY.values()]
+    print(_render(["model", "params B", "active B", "layers", "hidden", "heads/kv", "context tokens", "aliases"], rows))
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export).
+"""`solver-cli`: the product's command line (solve, schema, catalog, estimate, serve, review, export, simulate).
 
 Exit codes: 0 a plan was found; 2 bad input; 3 no feasible fleet; 4 no plan within the
 time limit; 5 cancelled or internal error. Errors never print a traceback.
@@ -43,9 +43,27 @@ def _failure(args, status: str, code: int, message: str) -> int:
     return code
 
 
+def _exit_on_ctrl_c() -> None:
+    """Ctrl-C ends the command at once, whatever it is doing (a solve keeps nothing worth
+    saving): exit 5 with one line, no traceback."""
+    import signal
+
+    def handler(signum, frame):
+        _err("\ninterrupted")
+        try:
+            from solver.optimize.backends import stderr_filter
+
+            stderr_filter.restore()  # os._exit skips atexit: let the filtered stderr drain first
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+        os._exit(EXIT_OTHER)
+
+    signal.signal(signal.SIGINT, handler)
+
+
 def _run_interruptibly(work):
-    """Run `work()` in a thread so that Ctrl-C answers at once, even while the MIP solver
-    (C code that does not return to Python) is busy: the process then exits with 5."""
+    """Run `work()` in a thread, so that the main thread keeps running Python and the Ctrl-C
+    handler answers at once even while the MIP solver (C code) is busy."""
     import threading
 
     box: dict = {}
@@ -58,13 +76,8 @@ def _run_interruptibly(work):
 
     thread = threading.Thread(target=target, daemon=True, name="solve")
     thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(0.1)
-    except KeyboardInterrupt:
-        _err("\ninterrupted")
-        sys.stderr.flush()
-        os._exit(EXIT_OTHER)
+    while thread.is_alive():
+        thread.join(0.1)
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -80,6 +93,9 @@ def cmd_solve(args) -> int:
                         f"--export-out {args.export_out} exists and is not a directory. To fix: give a directory")
     try:
         data = load_document(Path(args.workload))
+        if args.current:
+            from solver.workload.documents import load_current_fleet
+            data = dict(data, current_fleet=load_current_fleet(Path(args.current)))
     except InputError as exc:
         return _input_error(exc, args.format)
     if args.server:
@@ -88,10 +104,11 @@ def cmd_solve(args) -> int:
     from solver.workload.documents import parse_workload
 
     progress = _progress_printer() if sys.stderr.isatty() and not args.quiet else None
-    if progress is not None:  # progress callbacks make SCIP print two spurious ERROR lines
-        from solver.optimize.backends import stderr_filter
+    # Solver callbacks (progress, an early stop at the requested gap) make SCIP print two
+    # spurious ERROR lines on the process's stderr: filter them out.
+    from solver.optimize.backends import stderr_filter
 
-        stderr_filter.install()
+    stderr_filter.install()
     try:
         workload = parse_workload(data)
         options = PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
@@ -147,22 +164,57 @@ def _progress_printer():
 def _solve_remote(args, data: dict) -> int:
     try:
         from planner_client import PlannerClient, PlannerClientError
+        from planner_client.client import referenced_catalog_file
     except ImportError:
         return _failure(args, "error", EXIT_OTHER, "the gRPC client (planner_client) is not installed")
     from solver.output.render import render_infeasible, render_plan
 
+    base_dir = str(Path(args.workload).parent)
+    catalog_file = referenced_catalog_file(data, base_dir)
+    if catalog_file is not None:
+        # The server reads no caller paths, so the file's content would travel with the
+        # request: only when asked, since a workload could name any file of this machine.
+        if not args.send_catalog_file:
+            message = f"the workload names the local file {catalog_file}, which the server cannot read."
+            fix = "add --send-catalog-file to send its content to the server, or put the offers inline (catalog.offers)"
+            if args.format == "json":
+                return _json_failure("invalid", EXIT_INPUT, errors=[{"field": "catalog.file", "message": message,
+                                                                     "fix": fix}])
+            _err("error: invalid input")
+            _err(f"  - catalog.file: {message} To fix: {fix}")
+            return EXIT_INPUT
+        if not args.quiet:
+            size = catalog_file.stat().st_size if catalog_file.is_file() else 0
+            _err(f"sending the catalog file {catalog_file} ({size} bytes) to {args.server}")
     try:
         with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
-            # The client sends the contents of a referenced catalog file: servers never read caller paths.
+            fleet = data.pop("current_fleet", None) if args.current else None
             d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain, backend=args.backend,
-                             base_dir=str(Path(args.workload).parent))
+                             base_dir=base_dir, current_fleet=fleet)
     except PlannerClientError as exc:
         if exc.infeasibility:
             if args.format == "json":
                 print(json.dumps({"status": "infeasible", "infeasibility": exc.infeasibility}, indent=2))
             else:
                 print(render_infeasible(exc.infeasibility))
+            if exc.omitted:
+                _err(f"note: {exc.omitted} more reasons were left out by the server (gRPC's size limit on error "
+                     "details); solve locally (without --server) to see every one")
             return EXIT_INFEASIBLE
+        if exc.code == "UNAUTHENTICATED":
+            return _failure(args, "error", exc.exit_code,
+                            f"{args.server} refused the call: missing or wrong bearer token. "
+                            "To fix: pass --token TOKEN or set $PLANNER_TOKEN to the server's token")
+        if exc.violations:
+            if exc.omitted:  # stderr: the JSON keeps the local shape
+                _err(f"note: {exc.omitted} more problems were left out by the server (gRPC's size limit on error "
+                     "details); solve locally (without --server) to see every one")
+            if args.format == "json":
+                return _json_failure("invalid", exc.exit_code, errors=exc.violations)
+            _err("error: invalid input")
+            for v in exc.violations:
+                _err(f"  - {v['field']}: {v['message']}" + (f" To fix: {v['fix']}" if v["fix"] else ""))
+            return exc.exit_code
         status = {EXIT_INPUT: "invalid", EXIT_TIMEOUT: "timeout"}.get(exc.exit_code, "error")
         return _failure(args, status, exc.exit_code, str(exc))
     print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
@@ -234,9 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--explain", action="store_true", help="per service: the nearest alternatives not taken, and why")
     s.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
     s.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
+    s.add_argument("--current", metavar="FLEET", help="re-plan from the fleet that runs now: a JSON/YAML file with "
+                   "[{offer_id, instances}] or {current_fleet: [...]} (replaces the workload's current_fleet)")
     s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")
     s.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="bearer token for --server (default: $PLANNER_TOKEN)")
+    s.add_argument("--send-catalog-file", action="store_true",
+                   help="with --server: send the content of the local catalog file the workload names "
+                        "(never sent without this flag)")
     s.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
     s.add_argument("--export", choices=["skypilot", "kubernetes"], default=None,
                    help="also write the plan's deployment files (see `solver-cli export`)")
@@ -259,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_catalog)
 
     for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review"),
-                         ("cli.export_cmd", "export")):
+                         ("cli.export_cmd", "export"), ("cli.simulate_cmd", "simulate")):
         try:
             mod = __import__(module, fromlist=["add_parser"])
         except ImportError:
@@ -271,10 +328,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command not in ("serve", "review"):  # those two shut down their workers themselves
+        _exit_on_ctrl_c()
     try:
         return args.func(args)
     except BrokenPipeError:
+        _discard_stdout()
         return EXIT_OK
+    except OSError as exc:  # writing the answer failed: a full disk or a closed terminal under stdout
+        _discard_stdout()
+        where = f" {exc.filename}" if exc.filename else " the output"
+        _err(f"error: cannot write{where}: {exc.strerror or exc}.")
+        return EXIT_OTHER
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush of what could not
+    be written does not fail a second time (with a message) on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

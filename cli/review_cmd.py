@@ -81,10 +81,19 @@ def run(args) -> int:
         print(f"interrupted: {len(results)} of {total} scenarios are stored in {args.out}/scenarios; "
               "run the same command again to resume", file=sys.stderr)
         return EXIT_OTHER
+    except OSError as exc:  # e.g. a full disk: the results stored so far are whole (written atomically)
+        if bar:
+            bar.finish()
+        return _write_error(exc, args.out, f"{len(results)} of {total} scenario results are stored in "
+                            f"{args.out}/scenarios; free some space and run the same command again to resume")
     if bar:
         bar.finish()
         print("writing the report...", file=sys.stderr, flush=True)
-    files = write_report(review, results, args.out)
+    try:
+        files = write_report(review, results, args.out)
+    except OSError as exc:
+        return _write_error(exc, args.out, f"All {total} scenario results are stored in {args.out}/scenarios; free "
+                            "some space and run the same command again to write the report without solving")
     counts = Counter(r.status for r in results)
     resumed = sum(r.resumed for r in results)
     print(f"review {review.name!r}: {total} scenarios ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}) "
@@ -95,6 +104,12 @@ def run(args) -> int:
               "a rerun retries them", file=sys.stderr)
         return EXIT_OTHER
     return EXIT_OK
+
+
+def _write_error(exc: OSError, out_dir: str, what_is_kept: str) -> int:
+    where = exc.filename or out_dir  # a failed write() names no file
+    print(f"error: cannot write to {where}: {exc.strerror or exc}. {what_is_kept}.", file=sys.stderr)
+    return EXIT_OTHER
 
 
 def _input_error(exc) -> int:

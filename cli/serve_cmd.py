@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 TOKEN_ENV = "PLANNER_TOKEN"
+METRICS_TOKEN_ENV = "PLANNER_METRICS_TOKEN"
 EXIT_OK, EXIT_INPUT, EXIT_OTHER = 0, 2, 5
 
 
@@ -35,9 +36,24 @@ def add_parser(subparsers) -> None:
                    help=f"bearer token every call must carry (default: ${TOKEN_ENV} if set; prefer the variable, "
                         "command lines are visible to other users)")
     s.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                   help="serve Prometheus metrics at http://ADDRESS:PORT/metrics")
+                   help="serve Prometheus metrics at http://METRICS-ADDRESS:PORT/metrics")
+    s.add_argument("--metrics-address", default=None, metavar="ADDRESS",
+                   help="address /metrics listens on (default: --address)")
+    s.add_argument("--metrics-token", default=None,
+                   help=f"bearer token /metrics requires (default: ${METRICS_TOKEN_ENV}, else the server's --token; "
+                        "without either, /metrics is open)")
     s.add_argument("--grace-s", type=float, default=30.0, metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may finish (default 30)")
+    s.add_argument("--spare-workers", type=int, default=1, metavar="N",
+                   help="warm worker processes kept beyond one per solve slot, so a replaced worker "
+                        "never delays a call (default 1)")
+    s.add_argument("--worker-max-jobs", type=int, default=1000, metavar="N",
+                   help="recycle a worker process after this many jobs (default 1000)")
+    s.add_argument("--worker-max-rss-mib", type=float, default=400.0, metavar="MIB",
+                   help="recycle a worker process whose memory after a job is above this (default 400)")
+    s.add_argument("--worker-nice", type=int, default=5, metavar="N",
+                   help="CPU priority of the worker processes below the server's own (nice increment, 0-19; "
+                        "default 5: health checks and admission never wait behind solves)")
     s.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     s.set_defaults(func=run)
 
@@ -63,10 +79,15 @@ def run(args) -> int:
             tls_cert=_read_pem(args.tls_cert, "--tls-cert"), tls_key=_read_pem(args.tls_key, "--tls-key"),
             tls_client_ca=_read_pem(args.tls_client_ca, "--tls-client-ca"),
             token=args.token or os.environ.get(TOKEN_ENV) or None,
-            metrics_port=args.metrics_port, grace_s=args.grace_s)
+            metrics_port=args.metrics_port, metrics_address=args.metrics_address,
+            metrics_token=args.metrics_token or os.environ.get(METRICS_TOKEN_ENV) or None, grace_s=args.grace_s,
+            spare_workers=args.spare_workers, worker_max_jobs=args.worker_max_jobs,
+            worker_max_rss_mib=args.worker_max_rss_mib, worker_nice=args.worker_nice, log_level=args.log_level)
         problems = config.check()
         if not 0 <= args.port <= 65535:
             problems.append(f"--port {args.port} is not a TCP port (0-65535).")
+        if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+            problems.append(f"--metrics-port {args.metrics_port} is not a TCP port (0-65535).")
         if args.max_message_mib <= 0:
             problems.append("--max-message-mib must be positive.")
         if problems:

@@ -11,23 +11,9 @@ import time
 from contextlib import contextmanager
 
 from server.metrics import Metrics
+from server.status import QueueFull, WaitCancelled, WaitExpired
 
-
-class QueueFull(Exception):
-    """Every solver slot is busy and the waiting line is full."""
-
-    def __init__(self, running: int, waiting: int):
-        self.running, self.waiting = running, waiting
-        super().__init__(f"the server is busy: {running} solves running and {waiting} waiting (the limit). "
-                         "To fix: retry after a short backoff, or raise --max-concurrent-solves/--max-queue")
-
-
-class WaitExpired(Exception):
-    """The call's deadline passed while the solve waited for a slot."""
-
-
-class WaitCancelled(Exception):
-    """The call was cancelled while the solve waited for a slot."""
+__all__ = ["QueueFull", "SolveGate", "WaitCancelled", "WaitExpired"]
 
 
 class SolveGate:

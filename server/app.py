@@ -2,10 +2,13 @@
 
 Tests and benchmarks call `create_server` on 127.0.0.1:0 and drive the returned server;
 `solver-cli serve` calls `serve`, which adds signal handling and graceful draining.
+The server's process runs the RPC threads, admission, health, reflection and metrics;
+requests are decoded, parsed and solved in a pool of worker processes (server/pool.py).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -14,20 +17,21 @@ from dataclasses import dataclass, field
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
-from server import logs
+from server import logs, reflection
 from server.admission import SolveGate
 from server.auth import TokenInterceptor
+from server.calls import CallRegistry
 from server.errors import ErrorInterceptor
-from server.generated.fleetplanner.v1 import planner_pb2 as pb
-from server.generated.fleetplanner.v1 import planner_pb2_grpc as pb_grpc
 from server.metrics import Metrics
+from server.metrics_http import serve_metrics
 from server.observe import ObserveInterceptor
-from server.service import PlannerServicer
+from server.pool import WorkerPool, stop_forkserver
+from server.service import SERVICE_NAME, PlannerServicer, add_to_server
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlannerService"].full_name
 MIB = 1024 * 1024
+RPC_BACKLOG_FACTOR = 4  # calls in flight or waiting for an RPC thread, per thread; beyond: RESOURCE_EXHAUSTED
+CANCEL_MARGIN_S = 2.0  # after the grace: time for cancelled calls to answer CANCELLED before gRPC drops them
 
 
 @dataclass
@@ -45,7 +49,13 @@ class ServerConfig:
     token: str | None = None  # bearer token every call (but health checks) must carry
     metrics_port: int | None = None  # Prometheus /metrics over HTTP
     metrics_address: str | None = None  # default: the same address as the gRPC port
+    metrics_token: str | None = None  # bearer token /metrics needs; default: `token`
     grace_s: float = 30.0  # on SIGTERM: how long calls in flight may finish
+    spare_workers: int = 1  # warm worker processes beyond one per solver slot
+    worker_max_jobs: int = 1000  # a worker is recycled after this many jobs
+    worker_max_rss_mib: float = 400.0  # ... or when its memory after a job is above this
+    worker_nice: int = 5  # workers' CPU priority below the server's own (0: the same)
+    log_level: str | None = None  # workers log like the server (None: as the `planner.server` logger is set)
 
     def thread_count(self) -> int:
         return self.workers or self.max_concurrent_solves + self.max_queue + 4
@@ -74,42 +84,78 @@ class ServerConfig:
                            "To fix: pass the PEM-encoded file")
         if self.grace_s < 0:
             out.append("--grace-s must not be negative.")
+        if self.spare_workers < 0:
+            out.append("--spare-workers must not be negative.")
+        if self.worker_max_jobs < 1:
+            out.append("--worker-max-jobs must be at least 1.")
+        if not self.worker_max_rss_mib > 0:
+            out.append("--worker-max-rss-mib must be positive.")
+        if not 0 <= self.worker_nice <= 19:
+            out.append("--worker-nice must be between 0 and 19.")
         return out
 
 
 class PlannerServer:
-    """A started gRPC server with its health service, metrics and solve gate."""
+    """A started gRPC server with its health service, metrics, solve gate and worker pool."""
 
     def __init__(self, grpc_server: grpc.Server, port: int, health_servicer: health.HealthServicer,
-                 metrics: Metrics, gate: SolveGate, metrics_http=None):
+                 metrics: Metrics, gate: SolveGate, pool: WorkerPool, calls: CallRegistry, metrics_http=None):
         self.grpc_server = grpc_server
         self.port = port
         self.health = health_servicer
         self.metrics = metrics
         self.gate = gate
+        self.pool = pool
+        self.calls = calls
         self._metrics_http = metrics_http
         self.metrics_port = metrics_http.server_port if metrics_http is not None else None
+        self._stopped: threading.Event | None = None
 
     def stop(self, grace_s: float | None = None) -> threading.Event:
-        """Stop taking calls (health turns NOT_SERVING), let calls in flight finish for up to
-        grace_s, then cancel the rest. The returned event is set when all are done."""
+        """Stop taking calls (health turns NOT_SERVING, new calls are refused), let calls in
+        flight finish for up to grace_s, then cancel the rest: they answer CANCELLED. The
+        worker processes are stopped last. The returned event is set when all is done."""
+        if self._stopped is not None:
+            if not grace_s:
+                self.calls.cancel_all()  # a second stop without grace: cut the grace short
+            return self._stopped
+        self._stopped = threading.Event()
+        grace = max(grace_s or 0.0, 0.0)
         self.health.enter_graceful_shutdown()
-        done = self.grpc_server.stop(grace_s)
-        if self._metrics_http is not None:
-            self._metrics_http.shutdown()
-        return done
+        self.calls.begin_shutdown()
+        grpc_done = self.grpc_server.stop(grace + CANCEL_MARGIN_S)  # refuses new calls from now on
+
+        def drain() -> None:
+            if not self.calls.wait_idle(grace):
+                n = self.calls.cancel_all()
+                logs.event("server.grace_ended", calls_cancelled=n)
+            grpc_done.wait()
+            self.pool.close()
+            if self._metrics_http is not None:
+                self._metrics_http.shutdown()
+                self._metrics_http.server_close()
+            self._stopped.set()
+
+        threading.Thread(target=drain, daemon=True, name="server-stop").start()
+        return self._stopped
 
     def wait_for_termination(self, timeout_s: float | None = None) -> bool:
         return self.grpc_server.wait_for_termination(timeout_s)
 
 
 def create_server(config: ServerConfig) -> tuple[PlannerServer, int]:
-    """Build, bind and start the server; returns it and the bound port."""
+    """Build, bind and start the server (and its worker processes); returns it and the bound port."""
     problems = config.check()
     if problems:
         raise ValueError(" ".join(problems))
     metrics = Metrics()
     gate = SolveGate(config.max_concurrent_solves, config.max_queue, metrics)
+    log_level = config.log_level
+    if log_level is None and logs.log.handlers:
+        log_level = logging.getLevelName(logs.log.level).lower()
+    pool = WorkerPool(config.max_concurrent_solves, config.spare_workers, config.worker_max_jobs,
+                      config.worker_max_rss_mib, log_level, metrics, config.worker_nice)
+    calls = CallRegistry()
     interceptors = [ObserveInterceptor(metrics)]
     if config.token:
         interceptors.append(TokenInterceptor(config.token))
@@ -121,12 +167,14 @@ def create_server(config: ServerConfig) -> tuple[PlannerServer, int]:
         options=[("grpc.max_receive_message_length", config.max_receive_bytes),
                  ("grpc.max_send_message_length", config.max_send_bytes),
                  ("grpc.so_reuseport", 0)],  # never share a port silently with another server
-        maximum_concurrent_rpcs=threads,  # past every thread: RESOURCE_EXHAUSTED, not an unbounded backlog
+        # A bounded backlog, but well above the threads: a burst of solves that the gate will
+        # turn away (QUEUE_FULL) in a moment must not get a health check refused meanwhile.
+        maximum_concurrent_rpcs=RPC_BACKLOG_FACTOR * threads,
     )
-    pb_grpc.add_PlannerServiceServicer_to_server(PlannerServicer(gate, metrics), server)
+    add_to_server(PlannerServicer(gate, pool, metrics, calls), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    reflection.enable(server, (SERVICE_NAME, health.SERVICE_NAME))
 
     target = f"{config.address}:{config.port}"
     try:
@@ -144,13 +192,20 @@ def create_server(config: ServerConfig) -> tuple[PlannerServer, int]:
         if config.tls_cert is not None:
             why += "; or the TLS key does not match the certificate"
         raise OSError(f"cannot listen on {target} ({why})")
+    metrics_http = None
+    try:
+        pool.start(wait=True)  # warm workers before the first call: no call pays for a start
+        if config.metrics_port is not None:
+            metrics_http = serve_metrics(metrics.registry, config.metrics_port,
+                                         config.metrics_address or config.address,
+                                         config.metrics_token or config.token)
+    except BaseException:
+        pool.close()
+        raise
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    metrics_http = None
-    if config.metrics_port is not None:
-        metrics_http = metrics.serve_http(config.metrics_port, config.metrics_address or config.address)
-    return PlannerServer(server, port, health_servicer, metrics, gate, metrics_http), port
+    return PlannerServer(server, port, health_servicer, metrics, gate, pool, calls, metrics_http), port
 
 
 def serve(config: ServerConfig) -> int:
@@ -167,7 +222,7 @@ def serve(config: ServerConfig) -> int:
     logs.event("server.listening", address=config.address, port=port, tls=config.tls_cert is not None,
                mutual_tls=config.tls_client_ca is not None, token=bool(config.token),
                max_concurrent_solves=config.max_concurrent_solves, max_queue=config.max_queue,
-               workers=config.thread_count(), metrics_port=planner.metrics_port)
+               workers=config.thread_count(), worker_processes=planner.pool.pids(), metrics_port=planner.metrics_port)
     if config.token and config.tls_cert is None and config.address not in ("127.0.0.1", "localhost", "::1"):
         logs.event("server.warning", message="the bearer token travels in plain text; add --tls-cert/--tls-key")
     try:
@@ -176,7 +231,13 @@ def serve(config: ServerConfig) -> int:
         done = planner.stop(config.grace_s)  # from here on, new calls are refused
         logs.event("server.draining", signal=received[0], grace_s=config.grace_s,
                    solves_running=planner.gate.running, solves_waiting=planner.gate.waiting)
-        done.wait()
+        stopping.clear()
+        while not done.wait(0.2):
+            if stopping.is_set():  # a second signal: no more grace
+                logs.event("server.grace_cut_short", signal=received[-1])
+                planner.stop(0)
+                stopping.clear()
+        stop_forkserver()  # this process is about to exit: reap the workers' forkserver too
         logs.event("server.stopped")
     finally:
         for s, handler in previous.items():

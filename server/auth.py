@@ -1,7 +1,9 @@
 """Optional bearer-token check: `authorization: Bearer <token>` on every call.
 
 Health checks stay open so that load balancers and orchestrators can probe the server
-without the secret; everything else (reflection included) needs the token.
+without the secret; everything else (reflection included) needs the token. The scheme
+name is case-insensitive (RFC 7235: `bearer`, `Bearer` and `BEARER` are the same); the
+token itself is compared exactly, in constant time.
 """
 
 from __future__ import annotations
@@ -11,13 +13,26 @@ import hmac
 import grpc
 
 OPEN_METHODS = ("/grpc.health.v1.Health/",)
+DENIED = ("missing or wrong bearer token. To fix: send the metadata `authorization: Bearer <token>` "
+          "with the token the server was started with")
+
+
+def bearer_matches(header: str | bytes | None, token: bytes) -> bool:
+    """Whether an Authorization value is `Bearer <token>` (any case for the scheme)."""
+    if header is None:
+        return False
+    value = header.encode("utf-8", "replace") if isinstance(header, str) else header
+    scheme, sep, given = value.partition(b" ")
+    if not sep or scheme.lower() != b"bearer":
+        return False
+    return hmac.compare_digest(given.lstrip(b" "), token)  # constant time: no timing oracle
 
 
 class TokenInterceptor(grpc.ServerInterceptor):
     def __init__(self, token: str):
         if not token:
             raise ValueError("empty token")
-        self._expected = f"Bearer {token}".encode()
+        self._token = token.encode()
 
     def intercept_service(self, continuation, handler_call_details):
         method = handler_call_details.method
@@ -30,16 +45,13 @@ class TokenInterceptor(grpc.ServerInterceptor):
 
     def _authorized(self, metadata) -> bool:
         for key, value in metadata or ():
-            if key == "authorization":
-                given = value.encode() if isinstance(value, str) else value
-                return hmac.compare_digest(given, self._expected)  # constant time: no timing oracle
+            if key == "authorization":  # gRPC metadata keys arrive lower-cased
+                return bearer_matches(value, self._token)
         return False
 
 
 def _deny(request, context):
-    context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                  "missing or wrong bearer token. To fix: send the metadata `authorization: Bearer <token>` "
-                  "(solver-cli solve --server ... --token TOKEN)")
+    context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
 
 def _deny_stream(request, context):

@@ -15,14 +15,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 
 # Message fields whose JSON form, when absent, is an empty object rather than null.
-_ABSENT_AS_EMPTY = {("fleetplanner.v1.Plan", "evaluation")}
+_ABSENT_AS_EMPTY = {("fleetplanner.v1.Plan", "evaluation"), ("fleetplanner.v1.PeriodPlan", "evaluation")}
+# Fields numbered from 40 extend existing messages for multi-period plans; single-hour
+# plans have no such keys at all. A Plan has them exactly when horizon_hours is set, and
+# changes/rollout exactly when rollout is; a Placement has `spot` when it is set.
+_EXTENSION_FROM = 40
 # Repeated message fields whose JSON form is a list of lists (field values in order).
 _AS_TUPLES = {("fleetplanner.v1.Placement", "replicas")}
 # Repeated two-field messages whose JSON form is one object {first: second, ...}; a
@@ -132,6 +136,22 @@ def to_dict(msg: Message) -> dict:
             out[field.name] = None
         else:
             out[field.name] = _scalar_out(field, value)
+    return _without_absent_extensions(msg, out)
+
+
+def _without_absent_extensions(msg: Message, out: dict) -> dict:
+    desc = msg.DESCRIPTOR
+    if desc.full_name == "fleetplanner.v1.Plan":
+        ext = [f.name for f in desc.fields if f.number >= _EXTENSION_FROM]
+        if not msg.HasField("horizon_hours"):
+            drop = ext
+        elif not msg.HasField("rollout"):
+            drop = ["changes", "rollout"]
+        else:
+            drop = []
+        return {k: v for k, v in out.items() if k not in drop}
+    if desc.full_name == "fleetplanner.v1.Placement" and not msg.HasField("spot"):
+        out.pop("spot", None)
     return out
 
 
@@ -172,8 +192,25 @@ def reasons_from_proto(msg: pb.Infeasibility) -> list[dict]:
 # ------------------------------------------------------------------ workload documents
 def struct_to_dict(struct: struct_pb2.Struct) -> dict:
     """A google.protobuf.Struct -> plain dict. Struct numbers are doubles; whole ones
-    become ints, so integer fields (replicas, token counts) validate as typed."""
-    return _integral(json_format.MessageToDict(struct))
+    become ints, so integer fields (replicas, token counts) validate as typed. NaN and
+    infinities are kept (the caller rejects them with their field path)."""
+    return {k: _value(v) for k, v in struct.fields.items()}
+
+
+def _value(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "number_value":
+        n = v.number_value
+        return int(n) if math.isfinite(n) and n.is_integer() and abs(n) < 2**53 else n
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return struct_to_dict(v.struct_value)
+    if kind == "list_value":
+        return [_value(x) for x in v.list_value.values]
+    return None  # null_value, or no kind set
 
 
 def dict_to_struct(data: dict) -> struct_pb2.Struct:
@@ -182,11 +219,32 @@ def dict_to_struct(data: dict) -> struct_pb2.Struct:
     return s
 
 
-def _integral(node: Any) -> Any:
-    if isinstance(node, float) and math.isfinite(node) and node.is_integer() and abs(node) < 2**53:
-        return int(node)
-    if isinstance(node, dict):
-        return {k: _integral(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_integral(v) for v in node]
-    return node
+
+# ------------------------------------------------------------------ the running fleet
+def current_fleet_to_proto(fleet: list[dict]) -> pb.CurrentFleet:
+    """[{offer_id, instances, spot?, replicas?: [{service, count, gpus_per_replica?, precision?}]}]
+    -> CurrentFleet (strict: unknown keys raise ValueError)."""
+    if not isinstance(fleet, (list, tuple)):
+        raise ValueError(f"current_fleet: expected a list, got {type(fleet).__name__}")
+    return to_message(pb.CurrentFleet, {"instances": list(fleet)}, "current_fleet")
+
+
+def current_fleet_from_proto(msg: pb.CurrentFleet) -> list[dict]:
+    """CurrentFleet -> the workload's `current_fleet` list (defaults left out, so the
+    workload schema validates it like a file's)."""
+    out = []
+    for inst in msg.instances:
+        item: dict = {"offer_id": inst.offer_id, "instances": inst.instances}
+        if inst.spot:
+            item["spot"] = True
+        if inst.replicas:
+            item["replicas"] = []
+            for r in inst.replicas:
+                rep: dict = {"service": r.service, "count": r.count}
+                if r.gpus_per_replica:
+                    rep["gpus_per_replica"] = r.gpus_per_replica
+                if r.HasField("precision"):
+                    rep["precision"] = r.precision
+                item["replicas"].append(rep)
+        out.append(item)
+    return out

@@ -14,6 +14,7 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog import default_catalog
 from solver.catalog.hosting import cheapest_host, unbought_host
 from solver.errors import FieldViolation, InputError
+from solver.models.context import context_violation
 from solver.models.library import get_model, model_names
 from solver.perf import PerfEstimate, PerfQuery, estimate
 from solver.perf.api import ENGINES, PRECISIONS
@@ -80,6 +81,10 @@ def _check(request, catalog, model, precision, engine, gpus_per_replica, prompt_
         if not 0 < value <= most:
             problems.append(FieldViolation(name, f"must be between 1 and {most}, got {value}.",
                                            "use a realistic value, or 0 for the default"))
+    if model is not None and 0 < prompt_tokens <= MAX_TOKENS and 0 < output_tokens <= MAX_TOKENS:
+        too_long = context_violation("prompt_tokens", model.name, model.max_context_tokens, prompt_tokens,
+                                     output_tokens, model.params_b)
+        problems.extend([too_long] if too_long else [])
     for name in ("ttft_ms", "tpot_ms", "latency_ms"):
         if request.HasField(name) and not 0 < getattr(request, name) <= MAX_MS:
             problems.append(FieldViolation(name, f"must be between 0 and {MAX_MS:g} ms.",

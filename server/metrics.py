@@ -27,6 +27,15 @@ class Metrics:
                                     buckets=LATENCY_BUCKETS_S, registry=r)
         self.in_flight = Gauge("planner_solves_in_flight", "Solves running now", registry=r)
         self.queued = Gauge("planner_solves_queued", "Solves waiting for a free solver slot", registry=r)
+        self.stops = Counter("planner_cancelled_jobs", "Cancelled jobs, by the stage they were in and how they "
+                             "stopped (cooperative: by themselves; killed: their worker was killed)",
+                             ["stage", "how"], registry=r)
+        self.stop_latency = Histogram("planner_cancel_stop_seconds", "From a call's cancel (or deadline) to its "
+                                      "worker being stopped or killed", buckets=(0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
+                                                                                  0.5, 1, 2.5), registry=r)
+        self.worker_restarts = Counter("planner_worker_retirements", "Worker processes taken out of the pool, "
+                                       "by reason (jobs, memory, killed, died)", ["reason"], registry=r)
+        self.workers_started = Counter("planner_workers_started", "Worker processes started", registry=r)
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """Current value of one sample (tests and the load benchmark read it)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import PurePath
 
+from google.protobuf.message import DecodeError
+
 from server import convert
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog.custom import catalog_from_spec
@@ -12,22 +14,28 @@ from solver.catalog.types import Catalog
 from solver.errors import InputError
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.workload.schema import CatalogFile, Workload
-from solver.workload.documents import parse_text, parse_workload
+from solver.workload.limits import short
+from solver.workload.documents import check_document, parse_text, parse_workload
 
 BACKENDS = {pb.BACKEND_AUTO: "auto", pb.BACKEND_SCIP: "scip", pb.BACKEND_HIGHS: "highs", pb.BACKEND_CP_SAT: "cp-sat"}
 
 
-def read_workload(msg: pb.Workload, field: str = "workload") -> tuple[Workload, Catalog]:
+def read_workload(msg: pb.Workload, field: str = "workload",
+                  current_fleet: pb.CurrentFleet | None = None) -> tuple[Workload, Catalog]:
     """The request's workload, validated, and the catalog it plans over; every problem is
-    an InputError with a field path."""
+    an InputError with a field path. A request's current fleet replaces the workload's."""
     kind = msg.WhichOneof("document")
     if kind is None:
         raise InputError.single(field, "no workload given.",
                                 "set workload.object (a JSON object), workload.json or workload.yaml")
     if kind == "object":
-        data = convert.struct_to_dict(msg.object)
+        # The same checks as JSON/YAML text (solver/workload/limits.py): NaN and infinities
+        # (a Struct's numbers are doubles), strings, number ranges, depth, size.
+        data = check_document(convert.struct_to_dict(msg.object), field)
     else:
         data = parse_text(getattr(msg, kind), suffix=".yaml" if kind == "yaml" else ".json")
+    if current_fleet is not None:
+        data = dict(data, current_fleet=convert.current_fleet_from_proto(current_fleet))
     workload = parse_workload(data)
     if workload.catalog.source != "file":
         catalog = resolve_catalog(workload)
@@ -53,7 +61,18 @@ def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
         return catalog_from_spec(spec.gpus, spec.offers, include_default_gpus=spec.include_default_gpus,
                                  description=doc.path)
     except InputError as exc:
-        raise InputError([replace(v, field=f"catalog.file ({doc.path}): {v.field}") for v in exc.violations]) from None
+        raise InputError([replace(v, field=f"catalog.file ({short(doc.path)}): {v.field}") for v in exc.violations]) from None
+
+
+def decode(cls, data: bytes, field: str = "request"):
+    """A request message from its bytes; garbage or invalid UTF-8 is INVALID_ARGUMENT."""
+    try:
+        return cls.FromString(data)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise InputError.single(field, f"the request is not a valid {cls.DESCRIPTOR.full_name} message "
+                                       f"(protobuf decoding failed: {exc}).",
+                                "send the serialized message that proto/fleetplanner/v1/planner.proto defines; "
+                                "every string must be valid UTF-8") from None
 
 
 def backend_name(value: int) -> str | None:

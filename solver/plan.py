@@ -6,6 +6,7 @@ Stages: consistency checks -> candidates (pruned) -> greedy warm start -> MIP (c
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from dataclasses import dataclass, replace
 from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
+from solver.compile.load_caps import at_load
 from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
@@ -22,9 +24,10 @@ from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
+from solver.optimize.service_bounds import bound_plan_values
 from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
-from solver.optimize.linear import Progress
+from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
@@ -70,7 +73,20 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     if unservable:
         raise InfeasibleError(unservable)
     backend_name = options.backend or workload.solver.backend
+    if workload.horizon_mode:
+        # Periods, pricing tiers or a running fleet: the multi-period planner (its own module;
+        # everything below is today's single static hour, unchanged).
+        from solver.plan_horizon import plan_horizon
+        return plan_horizon(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings)
+    form, outcome, solution, ties = solve_single(problem, backend_name, deadline, stop, options,
+                                                 workload.solver.tie_break, timings, t0)
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
 
+
+def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
+                 ties_wanted: bool, timings: dict[str, float], t0: float) -> tuple[Formulation, SolveOutcome, Solution, str]:
+    """One static hour: greedy warm start and bound, the cost MIP, the tie-break."""
+    stage = options.on_stage or (lambda name: None)
     stage("model")
     greedy = greedy_solution(problem)
     configs = list(problem.configs)
@@ -83,11 +99,18 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     form = build(problem, configs, stop=stop)
     backend = get_backend(resolve_auto(backend_name, form.model))
     hint = form.values_from(greedy) if greedy is not None else None
+    # Pooled models: the services' own best plans, combined, are usually within a few
+    # instances of the optimum: a far better start than the greedy plan.
+    extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None] if form.service_bounds else []
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
-    opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
+    relative_gap = problem.relative_gap
+    opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
+                        relative_gap=relative_gap,
+                        objective_limit=form.lower_bound * (1 + relative_gap)
+                        if form.lower_bound is not None and relative_gap > 0 else None,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
-    outcome = backend.solve(form.model, opts)
+    outcome = _with_lower_bound(backend.solve(form.model, opts), form.lower_bound, relative_gap)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
         stage("diagnose")
@@ -96,10 +119,10 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
     if outcome.values is None:
-        raise SolverTimeout(f"no feasible fleet found within {time_limit:g} s; the model has "
+        raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
     ties = "not needed"
-    tie_breaking = outcome.status == "optimal" and workload.solver.tie_break and deadline - time.monotonic() > 0.05
+    tie_breaking = outcome.status == "optimal" and ties_wanted and deadline - time.monotonic() > 0.05
     if tie_breaking:
         t1 = time.monotonic()
         stage("tie_break")
@@ -113,7 +136,38 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         if added:
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
         ties = ", ".join(notes) or "skipped (time limit)"
-    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
+    return form, outcome, solution, ties
+
+
+def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative_gap: float) -> SolveOutcome:
+    """Count the services' own proven bound: the better bound, and a proof when the plan is
+    within the requested gap of it (the solver stops there on its objective limit)."""
+    if lower_bound is None or outcome.objective is None:
+        return outcome
+    bound = max(outcome.bound if outcome.bound is not None else -math.inf, lower_bound)
+    status = outcome.status
+    if status == "feasible" and relative_gap > 0 and outcome.objective - bound <= relative_gap * abs(outcome.objective):
+        status = "optimal"
+    return replace(outcome, status=status, bound=bound)
+
+
+def load_warnings(s, views: list[AssignmentView]) -> list[str]:
+    """Services without a percentile SLO: where p99 under the planned load would miss a bound."""
+    if s.slo.percentile is not None:
+        return []
+    out = []
+    for v in views:
+        at = v.at_load
+        if at is None or at.meets_slo:
+            continue
+        misses = [f"{label} {'cannot keep up' if getattr(at, name) is None else f'{getattr(at, name):.0f} ms'} "
+                  f"> {bound:g} ms"
+                  for name, label, bound in (("ttft_ms", "TTFT", s.slo.ttft_ms), ("tpot_ms", "TPOT", s.slo.tpot_ms),
+                                             ("latency_ms", "latency", s.slo.latency_ms))
+                  if bound is not None and (getattr(at, name) is None or getattr(at, name) > bound)]
+        out.append(f"{v.config}: at the planned load ({at.utilization:.0%} of what a replica sustains), "
+                   f"p99 {', '.join(misses)}. To fix: state slo.percentile so the plan is sized for it")
+    return out
 
 
 def _relay(form: Formulation, on_progress):
@@ -150,18 +204,9 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
     return not region_violations(problem, sol)
 
 
-def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
-    t1 = time.monotonic()
-    if options.check:
-        (options.on_stage or (lambda name: None))("evaluate")
-    report = evaluate(workload, catalog, solution) if options.check else None
-    timings["evaluate_s"] = time.monotonic() - t1
+def service_results(problem: Problem, solution: Solution, catalog: Catalog) -> list[ServiceResult]:
+    """Per service: its demand, the capacity the plan gives it, and each configuration used."""
     by_key = {c.key: c for c in problem.configs}
-    fleet = []
-    for offer_id, n in solution.fleet:
-        o = problem.offer(offer_id)
-        fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
-                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
     services = []
     for s in problem.services:
         views = []
@@ -182,6 +227,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            view.at_load = at_load(catalog, problem.calibration, s, c, a.replicas, a.routed)
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -192,14 +238,32 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         llm = s.model is not None
+        warnings = load_warnings(s, views)
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
-                                      round(utilization, 4), list(s.class_names), views,
+                                      round(utilization, 4), list(s.class_names), views, warnings=warnings,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None))
+    return services
+
+
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
+    t1 = time.monotonic()
+    if options.check:
+        (options.on_stage or (lambda name: None))("evaluate")
+    report = evaluate(workload, catalog, solution) if options.check else None
+    timings["evaluate_s"] = time.monotonic() - t1
+    fleet = []
+    for offer_id, n in solution.fleet:
+        o = problem.offer(offer_id)
+        fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
+                               o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
+    services = service_results(problem, solution, catalog)
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:
         gap = max(0.0, (outcome.objective - outcome.bound) / max(abs(outcome.objective), 1e-9))
-        gap = 0.0 if outcome.status == "optimal" else round(gap, 6)
+        # An exact proof is within $1e-6/hour, so it rounds to 0; with solver.relative_gap
+        # the proven gap is reported as it is.
+        gap = round(gap, 6)
     info = SolverInfo(outcome.backend, outcome.solve_time_s, time.monotonic() - t0, gap, outcome.bound,
                       form.model.size, len(problem.configs), len(problem.rejections), len(problem.filtered_out),
                       ties, outcome.detail, {k: round(v, 4) for k, v in timings.items()})

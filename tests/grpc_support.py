@@ -46,6 +46,47 @@ def slow_workload(services: int = 12, seed: int = 1, time_limit_s: float = 60.0)
     }
 
 
+SMALL_MODELS = ["llama-2-7b", "llama-3.1-8b", "mistral-7b", "qwen2.5-7b", "llama-2-13b"]
+BIG_MODELS = ["llama-2-70b", "llama-3.1-70b", "qwen2.5-32b", "qwen2.5-72b", "mixtral-8x7b"]
+
+
+def generated_workload(services: int, seed: int = 0) -> dict:
+    """bench/solve_scaling.py's random workloads against the full catalog: a few dozen
+    services make every stage of a solve last long enough (seconds on the development
+    machine) to be cancelled in."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(services):
+        roll = rng.random()
+        if roll < 0.15:
+            base = rng.uniform(20, 200)
+            out.append({"name": f"svc{i}", "demand": {"items_per_min": round(rng.uniform(50, 3000), 1)},
+                        "profiles": [{"gpu": g, "items_per_min": round(base * f, 1), "latency_ms": round(2000 / f)}
+                                     for g, f in (("L4", 1.0), ("A10G", 1.2), ("L40S", 2.4), ("A100-80GB", 3.0),
+                                                  ("H100-SXM", 5.0))]})
+            continue
+        out.append({
+            "name": f"svc{i}", "model": rng.choice(SMALL_MODELS if roll < 0.75 else BIG_MODELS),
+            "precisions": rng.choice([["fp16"], ["fp16", "fp8"]]),
+            "demand": {"requests_per_s": round(rng.uniform(0.2, 30), 2),
+                       "prompt_tokens": rng.choice([128, 512, 1024, 2048]),
+                       "output_tokens": rng.choice([64, 128, 256, 512])},
+            "slo": {"ttft_ms": rng.choice([1000, 2000, 5000]), "tpot_ms": rng.choice([40, 60, 100])},
+            "min_replicas": rng.choice([0, 1, 1, 2])})
+    return {"name": f"generated-{services}-{seed}", "services": out, "solver": {"time_limit_s": 600}}
+
+
+def yaml_alias_bomb(levels: int = 6, fan_out: int = 10) -> str:
+    """A small YAML document whose aliases expand to fan_out**levels leaves (10**6 by
+    default, in under 700 bytes): walking it as a tree takes seconds."""
+    lines = [f"l0: &l0 [{', '.join(['1.5'] * fan_out)}]"]
+    for level in range(1, levels):
+        lines.append(f"l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * fan_out)}]")
+    lines.append("services: [{name: chat, model: llama-3.1-8b, demand: {requests_per_s: 1, prompt_tokens: 8, "
+                 f"output_tokens: 8}}, bomb: *l{levels - 1}}}]")
+    return "\n".join(lines) + "\n"
+
+
 def without_timings(plan: dict) -> dict:
     out = {k: v for k, v in plan.items() if k not in TIMING_KEYS}
     if out.get("solver"):

@@ -33,6 +33,18 @@ class ServeProcess:
         for line in self.proc.stderr:
             self.lines.put(line)
 
+    def drain(self) -> None:
+        """Parse the log lines that have arrived so far into `seen`."""
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                self.seen.append(json.loads(line))
+            except ValueError:
+                continue
+
     def wait_for(self, event: str, timeout_s: float) -> dict:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -402,7 +402,7 @@ def test_cli_gives_the_same_plan_locally_and_through_the_service(server, capsys,
     path = str(EXAMPLES / example)
     assert cli_main(["solve", path, "--format", "json", "--quiet"]) == 0
     local = json.loads(capsys.readouterr().out)
-    assert cli_main(["solve", path, "--format", "json", "--server", server[1]]) == 0
+    assert cli_main(["solve", path, "--format", "json", "--server", server[1], "--send-catalog-file"]) == 0
     remote = json.loads(capsys.readouterr().out)
     assert without_timings(remote) == without_timings(local)
     assert list(remote) == list(local)

@@ -57,7 +57,8 @@ def llm_service(draw, name: str) -> dict:
     else:
         short = draw(st.sampled_from((0.5, 0.75, 0.875)))
         demand["classes"] = [{"name": "short", "share": short, "prompt_tokens": 256, "output_tokens": 128},
-                             {"name": "long", "share": 1 - short, "prompt_tokens": 4096, "output_tokens": 512}]
+                             # 3584 + 512 tokens: within every drawn model's context (llama-2: 4096)
+                             {"name": "long", "share": 1 - short, "prompt_tokens": 3584, "output_tokens": 512}]
     svc: dict = {"name": name, "model": draw(st.sampled_from(LLM_MODELS)), "precisions": draw(st.sampled_from(PRECISIONS)),
                  "demand": demand}
     slo = {}

@@ -41,7 +41,12 @@ def catalog_from_spec(gpus_spec, offers_spec, *, include_default_gpus: bool = Tr
                       spot_price_usd_per_hour=s.spot_price_usd_per_hour, gpu_memory_gib=s.gpu_memory_gib,
                       interconnect=s.interconnect or interconnect_for(gpus[s.gpu], s.gpus_per_instance),
                       inter_node_fabric=s.inter_node_fabric, inter_node_gbs=s.inter_node_gbs,
-                      available_instances=s.available_instances, source=s.source, as_of=s.as_of)
+                      available_instances=s.available_instances, source=s.source, as_of=s.as_of,
+                      spot_interruption_rate_per_hour=s.spot_interruption_rate_per_hour,
+                      reserved_1y_price_usd_per_hour=s.reserved_1y_price_usd_per_hour,
+                      reserved_3y_price_usd_per_hour=s.reserved_3y_price_usd_per_hour,
+                      tier_sources=s.source if (s.reserved_1y_price_usd_per_hour or s.reserved_3y_price_usd_per_hour
+                                                or s.spot_interruption_rate_per_hour is not None) else "")
         if offer.id in seen:
             problems.append(FieldViolation(f"{prefix}.offers[{i}]", f"offer id {offer.id!r} appears twice.",
                                            "give each offer a unique provider/name"))

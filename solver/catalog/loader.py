@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import functools
+from dataclasses import replace
 from pathlib import Path
 
 from solver.catalog.types import Catalog, GpuType, Offer
@@ -57,6 +58,7 @@ def default_catalog() -> Catalog:
                 inter_node_gbs=_f(r["inter_node_gbs"]), source=r["source"], as_of=r["as_of"], notes=r["notes"],
                 vcpus=_f(r["vcpus"]), host_memory_gib=_f(r["host_memory_gib"]),
             ))
+    offers = merge_offer_tiers(offers, load_offer_tiers(DATA_DIR / "offer_tiers.csv"))
     excluded = []
     with open(DATA_DIR / "excluded_offers.csv", newline="") as f:
         for r in csv.DictReader(f):
@@ -64,6 +66,53 @@ def default_catalog() -> Catalog:
     return Catalog(gpus=gpus, offers=tuple(offers),
                    description="built-in default (shared/data, SkyPilot catalog v9 snapshot, product supplements)",
                    excluded=tuple(excluded))
+
+
+TIER_COLUMNS = ("offer_id", "tier", "price_usd_per_hour", "interruption_rate_per_hour", "source", "as_of", "notes")
+TIERS_IN_FILE = ("spot", "reserved_1y", "reserved_3y")
+
+
+def load_offer_tiers(path: Path) -> list[dict]:
+    """The product-owned tier prices (spot interruption rates, reserved / committed-use
+    prices), one row per offer and tier, each with its public source. Kept apart from
+    offers.csv so that new offers and new tier figures land independently."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != TIER_COLUMNS:
+            raise ValueError(f"{path.name}: columns must be {', '.join(TIER_COLUMNS)}")
+        rows = list(reader)
+    seen = set()
+    for i, r in enumerate(rows, start=2):
+        if r["tier"] not in TIERS_IN_FILE:
+            raise ValueError(f"{path.name} line {i}: tier {r['tier']!r} is not one of {', '.join(TIERS_IN_FILE)}")
+        if (r["offer_id"], r["tier"]) in seen:
+            raise ValueError(f"{path.name} line {i}: {r['offer_id']} {r['tier']} appears twice")
+        if not r["source"]:
+            raise ValueError(f"{path.name} line {i}: every row needs its source")
+        if r["tier"] != "spot" and not r["price_usd_per_hour"]:
+            raise ValueError(f"{path.name} line {i}: a reserved row needs price_usd_per_hour")
+        seen.add((r["offer_id"], r["tier"]))
+    return rows
+
+
+def merge_offer_tiers(offers: list[Offer], rows: list[dict]) -> list[Offer]:
+    """Offers with the tier prices of `rows` set (rows for offers not in the list are an error)."""
+    by_id = {o.id: o for o in offers}
+    for r in rows:
+        if r["offer_id"] not in by_id:
+            raise ValueError(f"offer_tiers.csv: {r['offer_id']} is not an offer of offers.csv")
+        o = by_id[r["offer_id"]]
+        price = _f(r["price_usd_per_hour"])
+        if r["tier"] == "spot":
+            changes = {"spot_interruption_rate_per_hour": _f(r["interruption_rate_per_hour"])}
+            if o.spot_price_usd_per_hour is None and price is not None:
+                changes["spot_price_usd_per_hour"] = price
+        else:
+            changes = {f"{r['tier']}_price_usd_per_hour": price}
+        source = f"{r['tier']}: {r['source']} ({r['as_of']})" if r["as_of"] else f"{r['tier']}: {r['source']}"
+        changes["tier_sources"] = "; ".join(x for x in (o.tier_sources, source) if x)
+        by_id[o.id] = replace(o, **changes)
+    return [by_id[o.id] for o in offers]
 
 
 def load_catalog_file(path: str | Path) -> Catalog:

@@ -95,6 +95,12 @@ class Offer:
     notes: str = ""
     vcpus: float | None = None  # host size, where the catalog states it (deployment export sizes pods by it)
     host_memory_gib: float | None = None
+    # Pricing tiers beyond on-demand (price_usd_per_hour) and spot (above); None = not offered
+    # or no public figure. Reserved prices are effective hourly rates, paid every hour of a term.
+    spot_interruption_rate_per_hour: float | None = None
+    reserved_1y_price_usd_per_hour: float | None = None
+    reserved_3y_price_usd_per_hour: float | None = None
+    tier_sources: str = ""  # provenance of the tier prices (offer_tiers.csv rows, or "user")
 
     @property
     def id(self) -> str:
@@ -106,6 +112,17 @@ class Offer:
 
     def with_price(self, price_usd_per_hour: float) -> "Offer":
         return replace(self, price_usd_per_hour=price_usd_per_hour)
+
+    def tier_price(self, tier: str) -> float | None:
+        """$/hour of one instance in a pricing tier; None where the tier is not offered."""
+        return {"on_demand": self.price_usd_per_hour, "spot": self.spot_price_usd_per_hour,
+                "reserved_1y": self.reserved_1y_price_usd_per_hour,
+                "reserved_3y": self.reserved_3y_price_usd_per_hour}[tier]
+
+    @property
+    def location(self) -> str:
+        """The failure domain spot capacity is spread over: provider and region."""
+        return f"{self.provider}/{self.region}"
 
 
 @dataclass(frozen=True)

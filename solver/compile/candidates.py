@@ -29,6 +29,7 @@ from typing import Generator, Sequence
 
 from solver.catalog.types import Catalog, GpuType, Offer
 from solver.compile.compiled import compile_problem
+from solver.compile.load_caps import cap_under_load
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
 from solver.interrupt import NEVER, Stop
@@ -405,6 +406,7 @@ class _OfferCandidates:
         if model is not None and offer.inter_node_fabric:
             configs.extend((yield from self._spanning(model)))
         self._unplannable_profiles(sizes)
+        configs = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
         return tuple(configs), tuple(self.rejections)
 
     def _unplannable_profiles(self, sizes: list[int]) -> None:
@@ -572,12 +574,21 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     limits = problem.offer_limits
     # Offers a measured profile names are not interchangeable with their look-alikes.
     pinned = {p.offer for s in problem.services for p in s.profiles if p.offer is not None}
-    offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned)
+    # Multi-period plans: offers compare in every pricing tier, and the running fleet's offers
+    # stay (changing them costs). An offer never stands in for one in another region when
+    # regions matter (constraints.same_region, or spot spread over regions).
+    h = problem.horizon
+    tiers = h.tiers if h is not None else None
+    by_location = bool(problem.same_region) or (h is not None and h.spot_min_regions is not None)
+    running = {f.offer_id for f in (h.current_fleet or ())} if h is not None else set()
+    offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned | running, tiers=tiers,
+                                     by_location=by_location)
     builder = CandidateBuilder(catalog, offers, problem.calibration, cache, stop)
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
     for mine in builder.for_services(problem.services):
-        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas))
+        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas, tiers=tiers,
+                                                    by_location=by_location, keep=running))
     return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
                    dominated=tuple(builder.dominated),
                    filtered_out=problem.filtered_out + tuple(dominated))

@@ -9,18 +9,22 @@ this reads the raw workload, except the independent evaluator (on purpose).
 from __future__ import annotations
 
 from solver.catalog.types import Catalog
-from solver.compile.problem import ClassTokens, Problem, Profile, ServiceDemand, Slo
+from solver.compile.problem import (ClassTokens, HorizonTerms, Period, Problem, Profile, RunningInstances,
+                                    RunningReplicas, ServiceDemand, Slo)
 from solver.compile.resolve import filter_offers, model_arch, offer_limits
 from solver.errors import InputError
 from solver.perf import Calibration
 from solver.workload.schema import Service, Workload
 
 
-def compile_service(svc: Service, headroom: float) -> ServiceDemand:
-    """One service of the raw workload as the planner reads it."""
+def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] = ()) -> ServiceDemand:
+    """One service of the raw workload as the planner reads it (with its demand
+    multiplier per period: `demand.profile[period]`, 1.0 where the profile is silent)."""
     rate = svc.demand.rate
     scale = 1.0 + headroom
+    shares = (1.0,)
     if svc.demand.classes:
+        shares = tuple(c.share for c in svc.demand.classes)
         names = tuple(c.name for c in svc.demand.classes)
         demand = tuple(rate * c.share * scale for c in svc.demand.classes)
         tokens = tuple(ClassTokens(c.prompt_tokens or 0, c.output_tokens or 0) for c in svc.demand.classes)
@@ -37,10 +41,12 @@ def compile_service(svc: Service, headroom: float) -> ServiceDemand:
     return ServiceDemand(
         svc.name, svc.demand.unit, names, demand, rate, svc.min_replicas, svc.max_replicas,
         class_tokens=tokens, model=model, model_label=label or "", precisions=tuple(svc.precisions),
-        engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms), profiles=profiles,
+        engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms, svc.slo.percentile),
+        profiles=profiles, class_shares=shares, arrival_cv=svc.demand.arrival_cv,
         size_with_error_band=svc.size_with_error_band,
         kv_cache_dtype=None if svc.engine_options.kv_cache_dtype == "auto" else svc.engine_options.kv_cache_dtype,
-        max_batch=svc.engine_options.max_batch, kv_cache_memory_fraction=svc.engine_options.kv_cache_memory_fraction)
+        max_batch=svc.engine_options.max_batch, kv_cache_memory_fraction=svc.engine_options.kv_cache_memory_fraction,
+        period_multipliers=tuple(float(svc.demand.profile.get(p.name, 1.0)) for p in periods))
 
 
 def calibration_of(workload: Workload) -> Calibration:
@@ -54,9 +60,31 @@ def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
     """The workload resolved against the catalog, without candidate configurations yet."""
     offers, filtered_out = filter_offers(workload, catalog)
     c = workload.constraints
+    periods = tuple(Period(p.name, p.hours) for p in workload.periods or ())
     return Problem(
-        services=tuple(compile_service(s, c.headroom) for s in workload.services),
+        services=tuple(compile_service(s, c.headroom, periods) for s in workload.services),
         offers=tuple(offers), configs=(), gpu_quotas=dict(c.gpu_quotas), offer_limits=offer_limits(workload, offers),
         budget_usd_per_hour=c.budget_usd_per_hour, same_region=c.same_region, headroom=c.headroom,
+        relative_gap=workload.solver.relative_gap,
         filtered_out=tuple(filtered_out),
-        name=workload.name, pricing=c.pricing, calibration=calibration_of(workload))
+        name=workload.name, pricing=c.pricing, calibration=calibration_of(workload),
+        periods=periods, horizon=compile_horizon(workload))
+
+
+def compile_horizon(workload: Workload) -> HorizonTerms | None:
+    """The multi-period terms, or None for today's single static hour."""
+    if not workload.horizon_mode:
+        return None
+    c, cc = workload.constraints, workload.change_costs
+    fleet = None
+    if workload.current_fleet is not None:
+        fleet = tuple(RunningInstances(f.offer_id, f.instances, f.spot,
+                                       tuple(RunningReplicas(r.service, r.count, r.gpus_per_replica, r.precision)
+                                             for r in f.replicas))
+                      for f in workload.current_fleet)
+    return HorizonTerms(
+        tiers=c.allowed_tiers, max_spot_share=c.max_spot_share, spot_min_regions=c.spot_min_regions,
+        budget_usd_per_day=c.budget_usd_per_day, budget_usd_per_month=c.budget_usd_per_month,
+        reserved_gpus_min=c.reserved_gpus_min, reserved_gpus_max=c.reserved_gpus_max, current_fleet=fleet,
+        add_instance_usd=cc.add_instance_usd if cc else 0.0, remove_instance_usd=cc.remove_instance_usd if cc else 0.0,
+        max_changed_instances=cc.max_changed_instances if cc else None)

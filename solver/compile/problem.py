@@ -14,7 +14,7 @@ No pydantic, no OR-Tools here.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from solver.catalog.types import Offer
 from solver.models.library import ModelArch
@@ -73,11 +73,13 @@ class Rejection:
 
 @dataclass(frozen=True)
 class Slo:
-    """A service's latency bounds, in milliseconds (None: no bound)."""
+    """A service's latency bounds, in milliseconds (None: no bound), and the percentile of
+    requests they hold at under load (None: bounds on service times without queueing)."""
 
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     latency_ms: float | None = None
+    percentile: int | None = None
 
     def bounds(self) -> tuple[tuple[str, float], ...]:
         """The stated bounds as (field name, ms), in a fixed order."""
@@ -110,6 +112,53 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class Period:
+    """One stretch of the planning horizon (e.g. "peak", 8 hours)."""
+
+    name: str
+    hours: float
+
+
+@dataclass(frozen=True)
+class RunningReplicas:
+    """Replicas of one service that running instances host today."""
+
+    service: str
+    count: int
+    gpus_per_replica: int
+    precision: str | None = None
+
+
+@dataclass(frozen=True)
+class RunningInstances:
+    """Instances of one offer that run today: the fleet a re-plan starts from."""
+
+    offer_id: str
+    instances: int
+    spot: bool = False
+    replicas: tuple[RunningReplicas, ...] = ()
+
+
+@dataclass(frozen=True)
+class HorizonTerms:
+    """Everything a multi-period plan adds to the single-hour problem: the pricing tiers
+    it may buy from, the spot policy, budgets over the horizon, reservation bounds, and
+    the running fleet with the cost of changing it."""
+
+    tiers: tuple[str, ...] = ("on_demand",)  # in solver.workload.schema.PRICING_TIERS order
+    max_spot_share: float | None = None
+    spot_min_regions: int | None = None
+    budget_usd_per_day: float | None = None
+    budget_usd_per_month: float | None = None
+    reserved_gpus_min: int | None = None
+    reserved_gpus_max: int | None = None
+    current_fleet: tuple[RunningInstances, ...] | None = None
+    add_instance_usd: float = 0.0
+    remove_instance_usd: float = 0.0
+    max_changed_instances: int | None = None
+
+
+@dataclass(frozen=True)
 class ServiceDemand:
     """One service, compiled: demand per class plus everything that decides performance."""
 
@@ -131,17 +180,34 @@ class ServiceDemand:
     kv_cache_dtype: str | None = None  # engine_options.kv_cache_dtype; None = "auto"
     max_batch: int | None = None  # engine_options.max_batch; None: the engine's default
     kv_cache_memory_fraction: float | None = None  # engine_options.kv_cache_memory_fraction; None: the engine's
+    class_shares: tuple[float, ...] = (1.0,)  # of the service's requests, per class (the mix a replica serves)
+    arrival_cv: float = 1.0  # of inter-arrival times (1: Poisson)
+    period_multipliers: tuple[float, ...] = ()  # one per Problem.periods entry (1.0 where unnamed)
 
     @property
     def total_demand(self) -> float:
         return sum(self.class_demand)
 
+    def in_period(self, index: int) -> "ServiceDemand":
+        """This service with its demand scaled to period `index` (performance is unchanged)."""
+        m = self.period_multipliers[index] if self.period_multipliers else 1.0
+        return replace(self, class_demand=tuple(d * m for d in self.class_demand), raw_demand=self.raw_demand * m)
+
     def performance_key(self) -> tuple:
         """Everything but the name and demand levels that decides a configuration's
         per-replica performance: services (or scenarios) equal in it share candidates."""
+        # The class mix and arrival variability matter only under a percentile SLO (queueing).
+        queueing = (self.class_shares, self.arrival_cv) if self.slo.percentile is not None else ()
         return (self.unit, self.class_names, self.class_tokens, self.model, self.precisions, self.engine,
                 self.slo, self.profiles, self.size_with_error_band, self.kv_cache_dtype, self.max_batch,
-                self.kv_cache_memory_fraction)
+                self.kv_cache_memory_fraction, queueing)
+
+    @property
+    def mixed_routing(self) -> bool:
+        """Several classes under a percentile SLO: every replica serves the service's mix, so
+        the percentile a replica is capped for is the one its traffic has (exact; and the
+        service's percentile holds when every replica's does)."""
+        return self.slo.percentile is not None and len(self.class_demand) > 1 and self.model is not None
 
 
 @dataclass(frozen=True)
@@ -156,10 +222,13 @@ class Problem:
     budget_usd_per_hour: float | None = None
     same_region: str | None = None  # "service" | "fleet": replicas of each service / all in one region
     headroom: float = 0.0
+    relative_gap: float = 0.0  # solver.relative_gap: stop at the first plan proven within it
     filtered_out: tuple[tuple[str, str], ...] = ()  # (offer id, why the constraints removed it)
     name: str = "workload"
     pricing: str = "on_demand"
     calibration: object = None  # solver.perf.Calibration (kept untyped: no perf import here)
+    periods: tuple[Period, ...] = ()  # empty: one static hour, as before periods existed
+    horizon: HorizonTerms | None = None  # None: today's single-period problem
 
     def offer(self, offer_id: str) -> Offer:
         return self._offers_by_id[offer_id]

@@ -14,8 +14,30 @@ from solver.compile.problem import Config, ServiceDemand
 _INTERCONNECT_RANK = {"none": 0, "pcie": 1, "nvlink": 2}
 
 
+def no_dearer(a: Offer, b: Offer, tiers: tuple[str, ...] | None) -> tuple[bool, bool]:
+    """(a costs no more than b, a costs strictly less somewhere) over the pricing tiers.
+
+    Without tiers, the one price each offer carries. With tiers, every tier that b offers
+    must be offered by a at no higher price: any plan's b instances, in whatever tier,
+    can then become a instances of the same tier.
+    """
+    if tiers is None:
+        return a.price_usd_per_hour <= b.price_usd_per_hour, a.price_usd_per_hour < b.price_usd_per_hour
+    le, lt = True, False
+    for t in tiers:
+        pb, pa = b.tier_price(t), a.tier_price(t)
+        if pb is None:
+            continue
+        if pa is None or pa > pb:
+            le = False
+        elif pa < pb:
+            lt = True
+    return le, lt
+
+
 def prune_offers(offers: list[Offer], limits: dict[str, int], catalog: Catalog,
-                 keep: set[str] = frozenset()) -> tuple[list[Offer], list[tuple[str, str]]]:
+                 keep: set[str] = frozenset(), tiers: tuple[str, ...] | None = None,
+                 by_location: bool = False) -> tuple[list[Offer], list[tuple[str, str]]]:
     """Drop an offer when another of the same GPU type and instance size is no dearer.
 
     Same GPU, same GPU count, the same (or a better) interconnect and inter-node fabric,
@@ -27,19 +49,22 @@ def prune_offers(offers: list[Offer], limits: dict[str, int], catalog: Catalog,
     for o in offers:
         if o.id in limits or o.id in keep:
             continue
-        groups[(o.gpu, o.gpus_per_instance, catalog.usable_memory_gib(o))].append(o)
+        # Spreading spot over regions makes offers of different regions different.
+        where = o.location if by_location else ""
+        groups[(o.gpu, o.gpus_per_instance, catalog.usable_memory_gib(o), where)].append(o)
     dropped: dict[str, str] = {}
     for group in groups.values():
         for o in group:
             for other in group:
                 if other is o or other.id in dropped:
                     continue
+                cheaper_or_equal, cheaper = no_dearer(other, o, tiers)
                 better_or_equal = (
-                    other.price_usd_per_hour <= o.price_usd_per_hour
+                    cheaper_or_equal
                     and _INTERCONNECT_RANK[other.interconnect] >= _INTERCONNECT_RANK[o.interconnect]
                     and (other.inter_node_gbs or 0) >= (o.inter_node_gbs or 0)
                 )
-                strictly = (other.price_usd_per_hour < o.price_usd_per_hour
+                strictly = (cheaper
                             or _INTERCONNECT_RANK[other.interconnect] > _INTERCONNECT_RANK[o.interconnect]
                             or (other.inter_node_gbs or 0) > (o.inter_node_gbs or 0)
                             or other.id < o.id)
@@ -86,7 +111,8 @@ def prune_configs(configs: list[Config], demand: ServiceDemand) -> list[Config]:
 
 
 def prune_whole_instance_configs(configs: list[Config], offers: dict[str, Offer], limits: dict[str, int],
-                                 gpu_quotas: dict[str, int]) -> list[Config]:
+                                 gpu_quotas: dict[str, int], tiers: tuple[str, ...] | None = None,
+                                 by_location: bool = False, keep: set[str] = frozenset()) -> list[Config]:
     """Across offers: drop a configuration that fills whole instances when another one
     that also fills whole instances is no dearer per replica, uses no more GPUs, and is
     at least as fast for every class.
@@ -95,14 +121,28 @@ def prune_whole_instance_configs(configs: list[Config], offers: dict[str, Offer]
     replica shares them), so swapping each replica of the dominated configuration for
     one of the dominating one changes nothing else in the plan and costs no more. The
     dominating offer must be unlimited and its GPU type free of quota (or the same type),
-    so the swap stays feasible.
+    so the swap stays feasible. With pricing tiers the dominating offer must be no dearer
+    in every tier (the swap keeps each instance's tier, reservations included); with spot
+    spread over regions it must be in the same region; offers in `keep` (the running
+    fleet, whose changes cost) never lose configurations.
     """
     def whole(c: Config) -> bool:
         o = offers[c.offer_id]
         return c.gpus_per_replica == o.gpus_per_instance * c.instances_per_replica
 
     def price(c: Config) -> float:
-        return offers[c.offer_id].price_usd_per_hour * c.instances_per_replica
+        o = offers[c.offer_id]
+        if tiers is None:
+            return o.price_usd_per_hour * c.instances_per_replica
+        return min(o.tier_price(t) for t in tiers if o.tier_price(t) is not None) * c.instances_per_replica
+
+    def dominates(d: Config, c: Config) -> bool:
+        if by_location and offers[d.offer_id].location != offers[c.offer_id].location:
+            return False
+        if tiers is not None and (d.instances_per_replica != c.instances_per_replica
+                                  or not no_dearer(offers[d.offer_id], offers[c.offer_id], tiers)[0]):
+            return False
+        return _whole_dominates(d, c, offers)
 
     candidates = sorted((c for c in configs if whole(c)),
                         key=lambda c: (price(c), c.gpus_per_replica, -sum(k.throughput for k in c.classes), c.key))
@@ -110,7 +150,7 @@ def prune_whole_instance_configs(configs: list[Config], offers: dict[str, Offer]
     dropped: set[str] = set()
     for c in candidates:
         o = offers[c.offer_id]
-        if any(_whole_dominates(d, c, offers) for d in dominators):
+        if c.offer_id not in keep and any(dominates(d, c) for d in dominators):
             dropped.add(c.key)
             continue
         if c.offer_id not in limits and (o.gpu not in gpu_quotas):

@@ -12,8 +12,11 @@ from dataclasses import replace
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.loader import default_catalog, load_catalog_file
 from solver.catalog.types import PRECISIONS, Catalog, Offer
+from solver.compile.horizon_checks import check_horizon
 from solver.errors import FieldViolation, InputError
+from solver.models.context import context_violation
 from solver.models.library import ModelArch, get_model, model_names
+from solver.workload.limits import short
 from solver.workload.schema import InlineModel, Workload
 from solver.suggest import did_you_mean
 
@@ -29,7 +32,8 @@ def resolve_catalog(workload: Workload, base_dir: str | None = None) -> Catalog:
         try:
             return load_catalog_file(path)
         except InputError as exc:
-            raise InputError([replace(v, field=f"catalog.file ({path}): {v.field}") for v in exc.violations]) from None
+            raise InputError([replace(v, field=f"catalog.file ({short(str(path))}): {v.field}")
+                              for v in exc.violations]) from None
     if ref.source == "inline":
         return catalog_from_spec(ref.gpus, ref.offers, include_default_offers=ref.include_default_offers,
                                  description="inline")
@@ -40,7 +44,7 @@ def model_arch(model: str | InlineModel) -> ModelArch:
     if isinstance(model, InlineModel):
         return ModelArch(model.name, model.params_b, model.layers, model.hidden_size, model.attention_heads,
                          model.kv_heads, model.head_dim, model.vocab_size, model.intermediate_size, model.experts,
-                         model.active_experts, model.active_params_b)
+                         model.active_experts, model.active_params_b, max_context_tokens=model.max_context_tokens)
     arch = get_model(model)
     assert arch is not None, "check_references runs first"
     return arch
@@ -55,13 +59,14 @@ def _precision_hardware(precision: str) -> str:
 
 def check_references(workload: Workload, catalog: Catalog) -> None:
     """Every name the workload uses must exist; collect all problems at once."""
-    problems = reference_problems(workload.model_dump(), catalog)
+    problems = reference_problems(workload.model_dump(), catalog) + check_horizon(workload, catalog)
     if problems:
         raise InputError(problems)
 
 
 def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
-    """Unknown names (models, GPU types, offers, providers, regions) in a workload document.
+    """Unknown names (models, GPU types, offers, providers, regions) in a workload document,
+    and requests longer than their model's context length.
 
     Works on plain data and skips what has the wrong shape, so it can also run on a
     document that failed validation: all errors are then reported at once.
@@ -87,6 +92,7 @@ def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
                 f"services[{i}].model", f"unknown model {model!r}{did_you_mean(model, model_names())}",
                 "use a library model (`solver-cli estimate --list-models`) or describe it inline "
                 "(params_b, layers, hidden_size, attention_heads, kv_heads, head_dim)"))
+        problems.extend(_context_problems(i, svc))
         for j, prof in enumerate(_items(svc.get("profiles"))):
             gpu, precision = prof.get("gpu"), prof.get("precision")
             unknown_gpu(f"services[{i}].profiles[{j}].gpu", gpu)
@@ -116,6 +122,33 @@ def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
                                                f"no offers {label} {name!r}{did_you_mean(name, values)}",
                                                f"use one of {', '.join(sorted(values))}"))
     return problems
+
+
+def _context_problems(i: int, svc: dict) -> list[FieldViolation]:
+    """Request classes whose prompt + output tokens exceed the model's context length."""
+    model = svc.get("model")
+    if isinstance(model, str):
+        arch = get_model(model)
+        if arch is None:
+            return []  # reported as an unknown model
+        name, limit, params_b, inline = arch.name, arch.max_context_tokens, arch.params_b, False
+    elif isinstance(model, dict):
+        name, limit, params_b, inline = model.get("name"), model.get("max_context_tokens"), model.get("params_b"), True
+        limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+        params_b = params_b if isinstance(params_b, (int, float)) and params_b > 0 else None
+    else:
+        return []
+    demand = svc.get("demand") if isinstance(svc.get("demand"), dict) else {}
+    if isinstance(demand.get("classes"), list):
+        requests = [(f"services[{i}].demand.classes[{j}]", c, f"class {c.get('name')!r}")
+                    for j, c in enumerate(_items(demand["classes"]))]
+    else:
+        requests = [(f"services[{i}].demand", demand, "")]
+    found = [context_violation(f"{path}.prompt_tokens", str(name), limit, r.get("prompt_tokens"),
+                               r.get("output_tokens"), params_b, what=what,
+                               override="" if inline else "describe it inline with max_context_tokens")
+             for path, r, what in requests]
+    return [v for v in found if v is not None]
 
 
 def _list(value) -> list:
@@ -156,6 +189,8 @@ def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], li
             why = f"GPU quota for {o.gpu} is below one instance ({o.gpus_per_instance} GPUs)"
         elif c.pricing == "spot" and o.spot_price_usd_per_hour is None:
             why = "no spot price"
+        elif c.pricing_tiers is not None and all(o.tier_price(t) is None for t in c.allowed_tiers):
+            why = f"no price for the allowed tiers ({', '.join(c.allowed_tiers)})"
         if why:
             dropped.append((o.id, why))
             continue

@@ -15,7 +15,7 @@ with common suffixes stripped (see `get_model`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,10 @@ class ModelArch:
     sliding_window: int | None = None
     sliding_layers: int = 0
     vision_params_b: float = 0.0  # a vision encoder held in memory but not run per text token
+    # Longest request (prompt + output tokens) the model serves; None = not stated (inline
+    # models without it): no check. Library values and their provenance: _CONTEXT below.
+    max_context_tokens: int | None = None
+    context_source: str = ""  # where max_context_tokens comes from, and why that value
 
     # ---------------------------------------------------------------- structure
     @property
@@ -184,7 +188,78 @@ class ModelArch:
 
 _HF = "huggingface.co/{}/blob/main/config.json"
 
-MODEL_LIBRARY: dict[str, ModelArch] = {m.name: m for m in [
+# Context length each library model serves: prompt + output tokens of one request.
+# The config's max_position_embeddings where it is what the publisher documents; the model
+# card (or the publisher's model docs) where RoPE scaling extends the config's value, or
+# where the config states more than the card supports. Looked up in public copies of the
+# configs and cards (issue 13); a value not confirmed from a public copy says so.
+_LLAMA3_ROPE = ("config.json max_position_embeddings 131072 (rope_scaling llama3, factor {} over the 8192 "
+                "trained natively); model card: 128k context")
+_QWEN25 = ("model card of Qwen/Qwen2.5-{}: context length 131,072 tokens (the base model's config; the "
+           "-Instruct configs ship 32768 and reach 131,072 with the YaRN rope_scaling their card gives)")
+_QWEN3 = ("model card of Qwen/Qwen3-{}: 32,768 tokens natively, 131,072 with YaRN (rope_scaling factor 4 added "
+          "to config.json, as the card describes); config.json ships max_position_embeddings 40960")
+_CONTEXT: dict[str, tuple[int, str]] = {
+    **{name: (4096, "config.json max_position_embeddings 4096 (the -hf configs said 2048 until July 2023: "
+              "huggingface/transformers#24986, meta-llama/llama#359); Llama 2 paper and card: 4k context")
+       for name in ("llama-2-7b", "llama-2-13b", "llama-2-70b")},
+    "llama-3.1-8b": (131072, _LLAMA3_ROPE.format(8)),
+    "llama-3.1-70b": (131072, _LLAMA3_ROPE.format(8)),
+    "llama-3.1-405b": (131072, _LLAMA3_ROPE.format(8)),
+    "llama-3.2-1b": (131072, _LLAMA3_ROPE.format(32)),
+    "llama-3.2-3b": (131072, _LLAMA3_ROPE.format(32)),
+    "llama-3.3-70b": (131072, _LLAMA3_ROPE.format(8)),
+    # v0.1's config states 32768 (with a 4096-token sliding window), more than Mistral documents
+    # for it, but Mistral-7B-v0.2/v0.3 (32k documented) resolve to this name too (get_model
+    # strips the version), and rejecting their valid 32k requests would be worse than
+    # accepting an over-long v0.1 request: the config's 32768 is used.
+    "mistral-7b": (32768, "config.json max_position_embeddings 32768 (Mistral-7B-v0.1; v0.2/v0.3: 32k in Mistral's "
+                   "docs, mistralai/platform-docs-public); Mistral documents 8k for v0.1 itself"),
+    "mistral-nemo-12b": (128000, "Mistral-Nemo-Base-2407 config.json max_position_embeddings 128000; Mistral's "
+                         "docs and NVIDIA's card: 128k (the -Instruct-2407 config states 1024000, more than "
+                         "documented)"),
+    "mixtral-8x7b": (32768, "config.json max_position_embeddings 32768; Mistral's docs: 32k"),
+    "mixtral-8x22b": (65536, "config.json max_position_embeddings 65536; Mistral's docs: 64k"),
+    "qwen2.5-7b": (131072, _QWEN25.format("7B")),
+    "qwen2.5-14b": (131072, _QWEN25.format("14B")),
+    "qwen2.5-32b": (131072, _QWEN25.format("32B")),
+    "qwen2.5-72b": (131072, _QWEN25.format("72B")),
+    "gemma-2-9b": (8192, "config.json max_position_embeddings 8192 (sliding window 4096 on alternate layers); "
+                   "Google's card: 8K context"),
+    "gemma-2-27b": (8192, "config.json max_position_embeddings 8192 (sliding window 4096 on alternate layers); "
+                    "Google's card: 8K context"),
+    "phi-3-mini": (4096, "Phi-3-mini-4k-instruct config.json max_position_embeddings 4096 (the 4k variant; "
+                   "Phi-3-mini-128k-instruct is a different checkpoint)"),
+    "llama-4-scout": (10485760, "config.json text_config max_position_embeddings 10485760 (rope_scaling llama3, "
+                      "factor 16 over 8192); Meta: 10M context"),
+    "llama-4-maverick": (1048576, "config.json text_config max_position_embeddings 1048576; Meta: 1M context"),
+    "deepseek-v3": (131072, "model card: context length 128K; config.json states 163840 (YaRN factor 40 over "
+                    "4096), more than the card supports"),
+    "deepseek-r1": (131072, "model card: context length 128K; config.json states 163840 (YaRN factor 40 over "
+                    "4096), more than the card supports"),
+    "qwen3-8b": (131072, _QWEN3.format("8B")),
+    "qwen3-14b": (131072, _QWEN3.format("14B")),
+    "qwen3-32b": (131072, _QWEN3.format("32B")),
+    "qwen3-30b-a3b": (131072, _QWEN3.format("30B-A3B")),
+    "qwen3-235b-a22b": (131072, _QWEN3.format("235B-A22B")),
+    "gpt-oss-120b": (131072, "config.json max_position_embeddings 131072 (YaRN factor 32 over 4096, on by "
+                     "default); providers list 131,072"),
+    "gpt-oss-20b": (131072, "config.json max_position_embeddings 131072 (YaRN factor 32 over 4096, on by "
+                    "default); providers list 131,072"),
+    "mistral-small-24b": (32768, "Mistral's docs (mistral-small-3-0-25-01): 32k for Mistral-Small-24B-Base-2501 "
+                          "and -Instruct-2501; config value not confirmed from a public copy"),
+    "mistral-large-123b": (131072, "Mistral's docs (mistral-large-2-1-24-11): 128k for "
+                           "Mistral-Large-Instruct-2411, read as 131072 as in the Large 2 configs; the 2411 "
+                           "config itself not confirmed from a public copy"),
+}
+
+
+def _with_context(model: ModelArch) -> ModelArch:
+    tokens, source = _CONTEXT[model.name]  # every library model needs a row: a KeyError here is a slip
+    return replace(model, max_context_tokens=tokens, context_source=source)
+
+
+MODEL_LIBRARY: dict[str, ModelArch] = {m.name: _with_context(m) for m in [
     ModelArch("llama-2-7b", 6.74, 32, 4096, 32, 32, 128, 32000, 11008, source=_HF.format("meta-llama/Llama-2-7b-hf")),
     ModelArch("llama-2-13b", 13.02, 40, 5120, 40, 40, 128, 32000, 13824, source=_HF.format("meta-llama/Llama-2-13b-hf")),
     ModelArch("llama-2-70b", 68.98, 80, 8192, 64, 8, 128, 32000, 28672, source=_HF.format("meta-llama/Llama-2-70b-hf")),

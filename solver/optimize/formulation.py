@@ -112,6 +112,8 @@ class Formulation:
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     by_service: dict[str, list[Group]] = field(default_factory=dict)
     group_of: dict[str, Group] = field(default_factory=dict)  # config key -> its group
+    service_bounds: dict = field(default_factory=dict)  # service -> ServiceBound (pooled models)
+    lower_bound: float | None = None  # sum of the services' bounds: no plan costs less (pooled models)
 
     # ------------------------------------------------------------ plan <-> values
     def values_from(self, sol: Solution) -> list[float] | None:
@@ -169,8 +171,8 @@ class Formulation:
         assignments = []
         for c, r, group in placed:
             s = demand[c.service]
-            if len(s.class_demand) == 1:
-                routed = (0.0,)  # filled below, proportionally to capacity
+            if len(s.class_demand) == 1 or s.mixed_routing:
+                routed = (0.0,) * len(s.class_demand)  # filled below, proportionally to capacity
             else:
                 total_r = max(int(round(values[self.r[group.key]])), 1)
                 routed = tuple(max(values[self.x[(group.key, k)]], 0.0) * r / total_r if (group.key, k) in self.x
@@ -181,18 +183,21 @@ class Formulation:
 
 
 def route_single_class(problem: Problem, assignments: list[Assignment], configs: dict[str, Config]) -> tuple[Assignment, ...]:
-    """Single-class services: route demand in proportion to each assignment's capacity."""
+    """Single-class services (and services whose replicas all serve the service's mix):
+    route demand in proportion to each assignment's capacity, split by class share."""
     capacity: dict[str, float] = defaultdict(float)
     for a in assignments:
         capacity[a.service] += configs[a.config_key].throughput * a.replicas
     out = []
     for a in assignments:
         s = problem.service(a.service)
-        if len(s.class_demand) == 1:
+        if len(s.class_demand) == 1 or s.mixed_routing:
             cap = configs[a.config_key].throughput * a.replicas
             total = capacity[a.service]
+            routed = s.total_demand * cap / total if total > 0 else 0.0
             a = Assignment(a.config_key, a.service, a.offer_id, a.gpus_per_replica, a.precision, a.replicas,
-                           (s.class_demand[0] * cap / total if total > 0 else 0.0,), a.instances_per_replica)
+                           tuple(routed * d / s.total_demand if s.total_demand > 0 else 0.0 for d in s.class_demand),
+                           a.instances_per_replica)
         out.append(a)
     out.sort(key=lambda a: (a.service, a.config_key))
     return tuple(out)
@@ -222,6 +227,10 @@ def _need_bound(c: Config, p: Problem) -> int:
 
 
 POOL_FROM_CONFIGS = 300
+# The per-service bounds come from floating-point sub-solves: a hair below their sum, so
+# rounding can never make the bound claim more than is proven.
+LB_MARGIN_ABS = 1e-7
+LB_MARGIN_REL = 1e-9
 
 
 def region_of(offer) -> tuple[str, str]:
@@ -263,7 +272,7 @@ def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tu
 
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
-          quotas: bool = True, stop: Stop = NEVER) -> Formulation:
+          quotas: bool = True, stop: Stop = NEVER, bounds: bool = True) -> Formulation:
     ub = {}
     for c in (problem.configs if configs is None else configs):
         bound = replica_upper_bound(c, problem)
@@ -273,7 +282,8 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
     by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
-    f.groups, f.pools = group_configs(configs, pool=len(configs) >= POOL_FROM_CONFIGS, region=by_region)
+    pooled = len(configs) >= POOL_FROM_CONFIGS
+    f.groups, f.pools = group_configs(configs, pool=pooled, region=by_region)
     for g in f.groups:
         f.by_service.setdefault(g.service, []).append(g)
         for c in g.configs:
@@ -311,6 +321,13 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         _same_region_rows(f, group_ub)
     if budget and problem.budget_usd_per_hour is not None:
         lm.row("budget", f.cost_terms, ub=problem.budget_usd_per_hour)
+    if bounds and pooled:
+        # Each service's integer rounding, proven service by service (solver/optimize/
+        # service_bounds.py): a lower bound on any plan's cost, and plans to start from.
+        from solver.optimize.service_bounds import service_lower_bounds
+
+        f.service_bounds = service_lower_bounds(f, stop)
+        f.lower_bound = sum(b.bound for b in f.service_bounds.values()) * (1 - LB_MARGIN_REL) - LB_MARGIN_ABS
     lm.objective = dict(f.cost_terms)
     return f
 
@@ -341,10 +358,11 @@ def _demand_rows(f: Formulation, stop: Stop) -> None:
         if i % 64 == 0:
             stop.check("model building")
         mine = f.by_service.get(s.name, [])
-        if len(s.class_demand) == 1:
-            if s.class_demand[0] > 0:
+        if len(s.class_demand) == 1 or s.mixed_routing:
+            # One class, or the service's mix on every replica (all classes carry its cap).
+            if s.total_demand > 0:
                 lm.row(f"demand[{s.name}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in mine],
-                       lb=s.class_demand[0])
+                       lb=s.total_demand)
             continue
         for k, (cname, d) in enumerate(zip(s.class_names, s.class_demand)):
             terms = []

@@ -70,3 +70,4 @@ class SolveOutcome:
     solve_time_s: float
     backend: str
     detail: str = ""
+    duals: list[float] | None = None  # LP solves only: one price per row

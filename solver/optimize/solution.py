@@ -15,12 +15,14 @@ class Assignment:
     replicas: int
     routed: tuple[float, ...]  # demand routed to these replicas, per request class (demand unit)
     instances_per_replica: int = 1
+    spot: bool = False  # the replicas run on spot instances (multi-period plans)
 
 
 @dataclass(frozen=True)
 class Solution:
     fleet: tuple[tuple[str, int], ...]  # (offer id, instances), instances > 0, sorted by id
     assignments: tuple[Assignment, ...]  # replicas > 0, sorted by (service, key)
+    spot_fleet: tuple[tuple[str, int], ...] = ()  # spot instances per offer (multi-period plans); `fleet` is the rest
 
     def instances(self, offer_id: str) -> int:
         return dict(self.fleet).get(offer_id, 0)

@@ -36,17 +36,35 @@ def _ms(x) -> str:
 
 
 def render_plan(d: dict, explain: bool = False) -> str:
+    if "periods" in d:
+        return render_horizon(d) + "\n\n" + _render_single(d, explain, first_period=d["periods"][0]["name"])
+    return _render_single(d, explain)
+
+
+def _render_single(d: dict, explain: bool, first_period: str | None = None) -> str:
     out = []
     gap = d.get("optimality_gap")
     status = d["status"].upper()
-    proof = "proven optimal" if d["status"] == "optimal" else (f"gap {gap:.2%}" if gap is not None else "no optimality proof")
-    out.append(f"{d['workload']}: {status} ({proof}) — ${d['total_price_usd_per_hour']:.4f}/hour "
-               f"(${d['total_price_usd_per_minute']:.5f}/min, ${d['monthly_usd']:,.0f}/month), {plural(d['gpus'], 'GPU')}, "
-               f"{d['pricing'].replace('_', '-')} prices")
+    if d["status"] == "optimal":
+        proof = "proven optimal" if not gap else f"proven within {gap:.4%} of the optimum"
+    else:
+        proof = f"gap {gap:.2%}" if gap is not None else "no optimality proof"
+    if first_period is not None:
+        out.append(f"First period ({first_period}, the fleet to run now): ${d['total_price_usd_per_hour']:.4f}/hour, "
+                   f"{plural(d['gpus'], 'GPU')}")
+    else:
+        out.append(f"{d['workload']}: {status} ({proof}) — ${d['total_price_usd_per_hour']:.4f}/hour "
+                   f"(${d['total_price_usd_per_minute']:.5f}/min, ${d['monthly_usd']:,.0f}/month), {plural(d['gpus'], 'GPU')}, "
+                   f"{d['pricing'].replace('_', '-')} prices")
     out.append("")
-    rows = [[f["offer_id"], f["region"], f["gpu"], str(f["gpus_per_instance"]), str(f["instances"]),
-             f"{f['price_usd_per_hour']:.4f}", f"{f['subtotal_usd_per_hour']:.4f}"] for f in d["fleet"]]
-    out.append(_table(["offer", "region", "gpu", "gpus/inst", "instances", "$/h each", "$/h"], rows))
+    if first_period is not None:
+        rows = [[f["offer_id"], f["region"], f["gpu"], str(f["gpus_per_instance"]), _tier(f["tier"]), str(f["instances"]),
+                 f"{f['price_usd_per_hour']:.4f}", f"{f['subtotal_usd_per_hour']:.4f}"] for f in d["periods"][0]["fleet"]]
+        out.append(_table(["offer", "region", "gpu", "gpus/inst", "tier", "instances", "$/h each", "$/h"], rows))
+    else:
+        rows = [[f["offer_id"], f["region"], f["gpu"], str(f["gpus_per_instance"]), str(f["instances"]),
+                 f"{f['price_usd_per_hour']:.4f}", f"{f['subtotal_usd_per_hour']:.4f}"] for f in d["fleet"]]
+        out.append(_table(["offer", "region", "gpu", "gpus/inst", "instances", "$/h each", "$/h"], rows))
     out.append("")
     rows = []
     for s in d["services"]:
@@ -54,15 +72,18 @@ def render_plan(d: dict, explain: bool = False) -> str:
             slo = ", ".join(f"{c['name'][:-3].upper()} {_ms(c['predicted_ms'])}/{_ms(c['slo_ms'])}" for c in a["slo_checks"]) or "-"
             tput = "/".join(number(t) for t in a["throughput_per_replica"])
             rows.append([s["name"], a["gpu"], f"{a['gpus_per_replica']}", a["precision"] or a["source"], str(a["replicas"]),
-                         f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, a["binding_limit"] or "-"])
+                         f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, _at_load(a.get("at_load")),
+                         a["binding_limit"] or "-"])
         if not s["assignments"]:
-            rows.append([s["name"], "-", "-", "-", "0", f"0 {s['unit']}", "-", "-", "no demand"])
+            rows.append([s["name"], "-", "-", "-", "0", f"0 {s['unit']}", "-", "-", "-", "no demand"])
     out.append(_table(["service", "gpu", "gpus/replica", "precision", "replicas", "per replica", "util",
-                       "SLO ms (pred/limit)", "binding"], rows))
+                       "SLO ms (pred/limit)", "under load ms", "binding"], rows))
     out.append("")
     for s in d["services"]:
         out.append(f"  {s['name']}: capacity {number(s['capacity'])} for demand {number(s['demand_with_headroom'])} {s['unit']}"
                    f" (utilization {s['utilization']:.0%})")
+        for warning in s.get("warnings", []):
+            out.append(f"    WARNING: {warning}")
     solver = d.get("solver") or {}
     if solver:
         size = solver["model_size"]
@@ -86,6 +107,18 @@ def render_plan(d: dict, explain: bool = False) -> str:
     return "\n".join(out)
 
 
+def _at_load(at: dict | None) -> str:
+    """"p99 TTFT 216, TPOT 61 (miss)": the percentiles at the planned load, queueing included."""
+    if not at:
+        return "-"
+    parts = [f"{label} {'-' if at[name] is None else _ms(at[name])}" for name, label in
+             (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("latency_ms", "lat")) if at.get(name) is not None]
+    if not parts:
+        return f"p{at['percentile']} " + ("saturated" if at["utilization"] >= 0.999 else f"{at['utilization']:.0%} busy")
+    text = f"p{at['percentile']} " + ", ".join(parts)
+    return text + ("" if at["meets_slo"] else " (miss)")
+
+
 def _alternative_name(alt: dict) -> str:
     """"nebius/gpu-l40s-a_4gpu (4x L40S), 1 GPU per replica, fp8": offer and size, not just the GPU."""
     g = alt["gpus_per_replica"]
@@ -103,3 +136,81 @@ def render_infeasible(reasons: list[dict]) -> str:
         if r.get("fix"):
             lines.append(f"    To fix: {r['fix']}")
     return "\n".join(lines)
+
+
+def _tier(t: str) -> str:
+    return t.replace("_", "-")
+
+
+def render_horizon(d: dict) -> str:
+    """Periods, reservations, savings, and (with a running fleet) the changes and rollout."""
+    hs = d["horizon_solver"]
+    status = d["status"].upper()
+    proof = "proven optimal" if d["status"] == "optimal" else (
+        f"gap {hs['gap']:.2%}: no plan costs less than ${hs['bound_usd']:,.2f}")
+    out = [f"{d['workload']}: {status} ({proof}) — ${d['horizon_cost_usd']:,.2f} over {d['horizon_hours']:g} hours "
+           f"(${d['average_price_usd_per_hour']:.4f}/hour on average, ${d['average_price_usd_per_hour'] * 730:,.0f}/month); "
+           f"tiers: {', '.join(_tier(t) for t in d['pricing_tiers'])}", ""]
+    rows = []
+    for p in d["periods"]:
+        by = {}
+        for f in p["fleet"]:
+            kind = "reserved" if f["tier"].startswith("reserved") else f["tier"]
+            by[kind] = by.get(kind, 0) + f["instances"]
+        unused = sum(u["instances"] for u in p["unused_reservations"])
+        rows.append([p["name"], f"{p['hours']:g}", f"{p['total_price_usd_per_hour']:.4f}", str(p["gpus"]),
+                     str(by.get("reserved", 0)), str(by.get("on_demand", 0)), str(by.get("spot", 0)), str(unused),
+                     "ok" if p["evaluation"].get("ok") else "FAILED"])
+    out.append(_table(["period", "hours", "$/hour", "GPUs", "reserved", "on-demand", "spot", "idle reserved",
+                       "evaluator"], rows))
+    out.append("")
+    if d["reservations"]:
+        out.append("Reservations (bought for the horizon, paid every hour):")
+        out.append(_table(["offer", "term", "instances", "GPUs", "$/h each", "$/h"],
+                          [[r["offer_id"], _tier(r["term"]), str(r["instances"]), str(r["gpus"]),
+                            f"{r['price_usd_per_hour']:.4f}", f"{r['price_usd_per_hour'] * r['instances']:.4f}"]
+                           for r in d["reservations"]]))
+    else:
+        out.append("Reservations: none")
+    s = d.get("savings")
+    if s:
+        out.append(f"Savings: ${s['savings_usd']:,.2f} ({s['savings_fraction']:.1%}) against {s['baseline']} "
+                   f"(${s['baseline_usd']:,.2f})")
+    out.append("")
+    lines: dict[tuple[str, str], list[int]] = {}
+    names = [p["name"] for p in d["periods"]]
+    for j, p in enumerate(d["periods"]):
+        for f in p["fleet"]:
+            lines.setdefault((f["offer_id"], f["tier"]), [0] * len(names))[j] += f["instances"]
+    if len(names) <= 12:
+        out.append("Instances per period:")
+        out.append(_table(["offer", "tier"] + names,
+                          [[o, _tier(t)] + [str(n) for n in counts] for (o, t), counts in sorted(lines.items())]))
+    else:
+        out.append(f"Instances per period: {len(names)} periods (see --format json, key periods[].fleet)")
+    if "changes" in d:
+        out.append("")
+        table: dict[tuple[str, bool], dict[str, int]] = {}
+        for c in d["changes"]:
+            table.setdefault((c["offer_id"], c["spot"]), {})[c["action"]] = c["instances"]
+        out.append("Changes against the running fleet (first period):")
+        out.append(_table(["offer", "spot", "keep", "add", "remove"],
+                          [[o, "yes" if sp else "no", str(v.get("keep", 0)), str(v.get("add", 0)), str(v.get("remove", 0))]
+                           for (o, sp), v in sorted(table.items())]))
+        r = d["rollout"]
+        counts: dict[str, int] = {}
+        for st in r["steps"]:
+            counts[st["action"]] = counts.get(st["action"], 0) + 1
+        out.append(f"Rollout, make before break: {len(r['steps'])} steps ("
+                   + ", ".join(f"{counts.get(a, 0)} {a}" for a in ("launch", "start", "stop", "terminate"))
+                   + f"), {r['surge_instances']} temporary instance(s)" + (f"; {r['note']}" if r["note"] else ""))
+        for st in r["steps"][:12]:
+            what = f" {st['service']} ({st['config']})" if st.get("service") else ""
+            out.append(f"  {st['step']:>3}. {st['action']:<9} {st['instance']}{what}{' [temporary]' if st['temporary'] else ''}")
+        if len(r["steps"]) > 12:
+            out.append(f"  ... {len(r['steps']) - 12} more (--format json, key rollout.steps)")
+    out.append("")
+    out.append(f"solver: {hs['method']}; {hs['distinct_periods']} distinct period(s), {hs['period_solves']} period "
+               f"MIP solves, {hs['nodes']} search nodes" + (f"; stopped: {hs['detail']}" if hs["detail"] else "")
+               + f"; evaluator: {'ok' if d['evaluation'].get('ok') else 'FAILED'} in every period")
+    return "\n".join(out)

@@ -32,6 +32,20 @@ class SloCheck:
 
 
 @dataclass
+class AtLoad:
+    """What a plan promises for one assignment at the rate it routes to each replica, at the
+    service's SLO percentile (99 where none is stated), queueing included. None: the
+    replica cannot keep up at that rate."""
+
+    percentile: int
+    utilization: float  # rate per replica / the most one replica sustains
+    ttft_ms: float | None
+    tpot_ms: float | None
+    latency_ms: float | None
+    meets_slo: bool
+
+
+@dataclass
 class AssignmentView:
     config: str
     offer_id: str
@@ -52,6 +66,9 @@ class AssignmentView:
     binding_limit: str = ""
     error_band: float = 0.0
     slo_checks: list[SloCheck] = field(default_factory=list)
+    # At the service's SLO percentile (99 where none is stated), at the planned rate per
+    # replica, queueing included: {percentile, utilization, ttft_ms, tpot_ms, latency_ms, meets_slo}.
+    at_load: AtLoad | None = None
 
 
 @dataclass
@@ -82,6 +99,7 @@ class ServiceResult:
     alternatives: list[Alternative] = field(default_factory=list)
     model: str | None = None  # library model name or the inline model's name; None: measured profiles only
     engine: str | None = None  # serving engine the estimates assume (vllm, sglang, tensorrt-llm); None without a model
+    warnings: list[str] = field(default_factory=list)  # e.g. bounds that p99 under load would miss
 
 
 @dataclass
@@ -101,6 +119,143 @@ class SolverInfo:
 
 
 @dataclass
+class TierFleetLine:
+    """Instances of one offer in one pricing tier, in one period of a multi-period plan."""
+
+    offer_id: str
+    provider: str
+    name: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    instances: int
+    tier: str  # "on_demand" | "spot" | "reserved_1y" | "reserved_3y"
+    price_usd_per_hour: float  # per instance, in this tier
+    subtotal_usd_per_hour: float
+
+
+@dataclass
+class PeriodAssignment:
+    config: str
+    offer_id: str
+    spot: bool
+    replicas: int
+
+
+@dataclass
+class PeriodService:
+    name: str
+    unit: str
+    demand: float  # in this period, before headroom
+    demand_with_headroom: float
+    capacity: list[float]  # per request class
+    firm_capacity: list[float]  # per class, on on-demand and reserved instances (spot left out)
+    replicas: int
+    assignments: list[PeriodAssignment]
+
+
+@dataclass
+class UnusedReservation:
+    offer_id: str
+    instances: int  # reserved, paid, and idle in this period
+
+
+@dataclass
+class PeriodResult:
+    name: str
+    hours: float
+    fleet: list[TierFleetLine]
+    total_price_usd_per_hour: float  # every reservation (used or not) + on-demand + spot
+    gpus: int  # running
+    services: list[PeriodService]
+    evaluation: dict  # the independent evaluator's verdict on this period: {ok, violations, cost_usd_per_hour}
+    unused_reservations: list[UnusedReservation] = field(default_factory=list)
+    expected_spot_interruptions_per_hour: float | None = None  # where the catalog knows the rates
+
+
+@dataclass
+class Reservation:
+    offer_id: str
+    instances: int
+    term: str  # "reserved_1y" | "reserved_3y"
+    price_usd_per_hour: float  # per instance, effective
+    gpus: int
+
+
+@dataclass
+class Savings:
+    baseline: str  # what the plan is compared with
+    baseline_usd_per_hour: float
+    baseline_usd: float  # over the horizon
+    baseline_status: str
+    savings_usd: float
+    savings_fraction: float
+
+
+@dataclass
+class Change:
+    offer_id: str
+    action: str  # "add" | "remove" | "keep"
+    instances: int
+    spot: bool
+
+
+@dataclass
+class RolloutStep:
+    step: int
+    action: str  # "launch" | "start" | "stop" | "terminate"
+    offer_id: str
+    spot: bool
+    instance: str  # "aws/g6.xlarge#2" (running), "aws/g6.xlarge+1" (launched), "...+surge1" (temporary)
+    service: str | None = None  # start and stop: the replica's service
+    config: str | None = None
+    gpus: int | None = None
+    temporary: bool = False  # a surge instance or its replica copy
+
+
+@dataclass
+class Rollout:
+    steps: list[RolloutStep]
+    surge_instances: int  # temporary instances launched to break a wait cycle
+    note: str = ""
+
+
+@dataclass
+class Replan:
+    changes: list[Change]
+    rollout: Rollout
+
+
+@dataclass
+class HorizonSolverInfo:
+    status: str
+    horizon_cost_usd: float
+    bound_usd: float
+    gap: float
+    method: str
+    distinct_periods: int
+    nodes: int
+    period_solves: int
+    change_cost_usd: float
+    detail: str = ""
+
+
+@dataclass
+class HorizonResult:
+    """What a multi-period plan adds to the JSON (top-level keys)."""
+
+    periods: list[PeriodResult]
+    reservations: list[Reservation]
+    horizon_hours: float
+    horizon_cost_usd: float
+    average_price_usd_per_hour: float
+    pricing_tiers: list[str]
+    savings: Savings | None  # against the cheapest all-on-demand fleet sized for each service's peak
+    replan: Replan | None  # with a running fleet: the changes and the rollout
+    solver: HorizonSolverInfo
+
+
+@dataclass
 class PlanResult:
     status: str  # "optimal" | "feasible" | "infeasible"
     workload: str
@@ -114,6 +269,7 @@ class PlanResult:
     evaluation: dict = field(default_factory=dict)
     catalog: str = ""
     pricing: str = "on_demand"
+    horizon: HorizonResult | None = None  # multi-period plans: the first period is the plan above
 
     @property
     def monthly_usd(self) -> float | None:
@@ -135,7 +291,19 @@ class PlanResult:
         order = ["status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd",
                  "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements",
                  "infeasibility", "evaluation", "solver"]
-        return {k: d[k] for k in order if k in d}
+        out = {k: d[k] for k in order if k in d}
+        if self.horizon is not None:
+            h = d["horizon"]
+            # Proto field order (Plan 40-49): the wire keeps the same keys in the same order.
+            out.update({"periods": h["periods"], "reservations": h["reservations"],
+                        "horizon_hours": h["horizon_hours"], "horizon_cost_usd": h["horizon_cost_usd"],
+                        "average_price_usd_per_hour": h["average_price_usd_per_hour"],
+                        "pricing_tiers": h["pricing_tiers"], "savings": h["savings"]})
+            if h["replan"] is not None:
+                out["changes"] = h["replan"]["changes"]
+                out["rollout"] = h["replan"]["rollout"]
+            out["horizon_solver"] = h["solver"]
+        return out
 
 
 def plain(value):

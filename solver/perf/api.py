@@ -112,10 +112,9 @@ class Calibration:
         bands = dict(base.error_bands)
         changes: dict[str, object] = {}
         for key, value in overrides.items():
-            value = float(value)
-            if value < 0 or value != value or value == float("inf"):
-                raise ValueError(f"calibration {key} must be a non-negative number, got {value}")
             engine = _engine_key(key)
+            value = _checked(key, float(value), divisor=key in _DIVISORS or engine is not None,
+                             whole=key in _WHOLE)
             if key in scalars:
                 if key in _WHOLE and (value < 1 or value != int(value)):
                     raise ValueError(f"calibration {key} must be a positive whole number, got {value:g}")
@@ -146,6 +145,26 @@ _POOLED_BANDS = {"error_band": "throughput", "ttft_error_band": "ttft", "tpot_er
 
 # One shared default: caches keyed on a calibration then compare it by identity, not field by field.
 _DEFAULT = Calibration()
+
+
+# Constants that divide a predicted time (0 would mean an infinitely slow GPU or link).
+_DIVISORS = ("bandwidth_efficiency", "compute_efficiency", "fp8_compute_efficiency", "link_efficiency",
+             "llama_cpp_bandwidth_gbs", "max_batch")
+MIN_DIVISOR = 1e-6  # far below any real efficiency; keeps predicted times finite
+MAX_CONSTANT = 1e6
+
+
+def _checked(key: str, value: float, *, divisor: bool, whole: bool) -> float:
+    """One override's value, or a ValueError that names the constant."""
+    if not 0 <= value <= MAX_CONSTANT:  # False for NaN too
+        raise ValueError(f"calibration {key} must be between 0 and {MAX_CONSTANT:g}, got {value:g}")
+    if whole and not value.is_integer():
+        raise ValueError(f"calibration {key} must be a whole number, got {value:g}")
+    minimum = 1 if whole else MIN_DIVISOR
+    if divisor and value < minimum:
+        why = "" if whole else " (it divides predicted times)"
+        raise ValueError(f"calibration {key} must be at least {minimum:g}{why}, got {value:g}")
+    return value
 
 
 def _engine_key(key: str) -> str | None:

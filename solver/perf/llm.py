@@ -1068,3 +1068,35 @@ def timings(q: PerfQuery) -> Timings:
     pt = _evaluate(_setup(q), _ask(q), max(q.batch or 1, 1))
     return Timings(pt.ttft_s * 1e3, pt.tpot_s * 1e3, pt.latency_s * 1e3, pt.output_tokens_per_s, pt.ttft_regime,
                    pt.tpot_regime, pt.throughput_regime)
+
+
+# ---------------------------------------------------------------- hook for queueing and simulation
+def step_time_fn(q: PerfQuery):
+    """The replica's engine step as a function, for the queueing model and the simulator.
+
+    Returns `seconds(decode_seqs, decode_context_tokens, prefill_tokens, prefill_pairs)`:
+    the time of one continuous-batching step (every stage of the replica, as `_pipelined`)
+    that decodes one token for each of `decode_seqs` sequences whose contexts sum to
+    `decode_context_tokens`, and prefills `prefill_tokens` prompt tokens whose causal
+    attention covers `prefill_pairs` (token, earlier token) pairs - a whole prompt of P
+    tokens is P x P / 2 pairs; its chunk from position a to a + n is n x (2a + n) / 2.
+    A step that prefills anything runs eagerly (no CUDA graph), as `_continuous`'s first
+    pass does. The same physics as `estimate` (no SLO, no batch search); `q`'s lengths
+    are not used.
+    """
+    s = _setup(q)
+
+    def seconds(decode_seqs: float, decode_context_tokens: float, prefill_tokens: float,
+                prefill_pairs: float) -> float:
+        ctx = decode_context_tokens / decode_seqs if decode_seqs > 0 else 0.0
+        span = 2.0 * prefill_pairs / prefill_tokens if prefill_tokens > 0 else 0.0  # `prompt` of _pass
+        return _pipelined(s, max(decode_seqs, 1.0), decode_seqs, ctx, prefill_tokens, span,
+                          eager=prefill_tokens > 0).seconds
+
+    return seconds
+
+
+def request_overhead_s(q: PerfQuery) -> float:
+    """Seconds a serving engine adds to every request before its first token (outside the
+    GPU's steps: API server, tokenizer, scheduler loop), as `_continuous` adds to TTFT."""
+    return _setup(q).request_overhead_s

@@ -19,7 +19,8 @@ from solver.review.spec import Change
 from solver.workload.schema import OfferSpec, Workload
 from solver.suggest import did_you_mean
 
-WORKLOAD_KINDS = {"demand", "slo", "gpu_quota", "offer_quota", "budget", "headroom", "constraints"}
+WORKLOAD_KINDS = {"demand", "slo", "gpu_quota", "offer_quota", "budget", "headroom", "constraints", "reservation",
+                  "spot_share"}
 
 
 def apply_changes(workload: Workload, catalog: Catalog, changes: Iterable[Change]) -> tuple[Workload, Catalog]:
@@ -66,6 +67,10 @@ def _apply_to_workload(data: dict, change: Change, where: str) -> None:
         cons["budget_usd_per_hour"] = body.usd_per_hour
     elif change.kind == "headroom":
         cons["headroom"] = body.fraction
+    elif change.kind == "reservation":
+        cons["reserved_gpus_min"] = cons["reserved_gpus_max"] = body.gpus
+    elif change.kind == "spot_share":
+        cons["max_spot_share"] = body.share
     elif change.kind == "constraints":
         defaults = {"exclude_gpu_types": [], "allow_consumer_gpus": False, "pricing": "on_demand"}
         for name in body.model_fields_set:

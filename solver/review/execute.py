@@ -62,6 +62,11 @@ def solve_scenario(base: BaseCase, scenario: Scenario, time_limit_s: float, fing
 def _record_plan(result: ScenarioResult, d: dict) -> None:
     result.status = d["status"]
     result.usd_per_hour = d["total_price_usd_per_hour"]
+    if "horizon_cost_usd" in d:
+        # Several periods: compare scenarios by what the whole horizon costs, per hour.
+        result.usd_per_hour = d["average_price_usd_per_hour"]
+        result.horizon_cost_usd = d["horizon_cost_usd"]
+        result.reserved_gpus = sum(r["gpus"] for r in d["reservations"])
     result.gpus = d["gpus"]
     result.optimality_gap = d.get("optimality_gap")
     result.solve_time_s = d.get("solve_time_s")

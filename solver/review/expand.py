@@ -23,6 +23,7 @@ from solver.errors import FieldViolation, InputError
 from solver.compile.resolve import resolve_catalog
 from solver.review.changes import unknown_name
 from solver.review.spec import Change, ReviewFile, SweepSpec
+from solver.workload.limits import short
 from solver.workload.schema import Workload
 from solver.workload.documents import load_document, parse_workload
 
@@ -130,7 +131,7 @@ def _base_workload(spec: ReviewFile, base_dir: str) -> Workload:
     try:
         return parse_workload(load_document(path))
     except InputError as exc:
-        raise _prefixed(exc, f"review.base.workload ({path})") from None
+        raise _prefixed(exc, f"review.base.workload ({short(str(path))})") from None
 
 
 def _base_catalog(spec: ReviewFile, workload: Workload, base_dir: str) -> Catalog:
@@ -143,7 +144,7 @@ def _base_catalog(spec: ReviewFile, workload: Workload, base_dir: str) -> Catalo
     try:
         return load_catalog_file(path)
     except InputError as exc:
-        raise _prefixed(exc, f"review.base.catalog ({path})") from None
+        raise _prefixed(exc, f"review.base.catalog ({short(str(path))})") from None
 
 
 def _prefixed(exc: InputError, prefix: str) -> InputError:

@@ -2,18 +2,22 @@
 
 Workers are started with `spawn` (a clean interpreter: safe even when the caller runs
 threads, as the gRPC server does), import the solver once, and receive the base case
-once through the pool initializer; each task then carries only its scenario.
+once through the pool initializer; each task then carries only its scenario. Each
+worker dies with the process that started it, even one killed with SIGKILL
+(solver/review/lifeline.py).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from solver.review.execute import BaseCase, solve_scenario
+from solver.review.lifeline import die_with_parent
 from solver.review.result import ScenarioResult
 from solver.review.task import Task, failed_result
 
@@ -22,8 +26,9 @@ POLL_S = 0.25  # how often a waiting runner looks at its cancel event
 _BASE: BaseCase | None = None  # set in each worker by _init_worker
 
 
-def _init_worker(base: BaseCase) -> None:
+def _init_worker(base: BaseCase, parent_pid: int) -> None:
     global _BASE
+    die_with_parent(parent_pid)
     _BASE = base
     warm_up()
 
@@ -51,7 +56,7 @@ class LocalBackend:
             return
         pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)),
                                    mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_init_worker, initargs=(base,))
+                                   initializer=_init_worker, initargs=(base, os.getpid()))
         pending: dict[Future, Task] = {pool.submit(_solve_in_worker, t): t for t in tasks}
         try:
             while pending:

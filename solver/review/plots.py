@@ -27,7 +27,8 @@ DPI = 110
 _SLO_WORDS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 _SWEEP_TITLES = {"demand": "Cost vs demand growth", "price": "Cost vs price", "gpu_quota": "Cost vs GPU quota",
                  "offer_quota": "Cost vs offer quota", "availability": "Cost vs availability",
-                 "budget": "Cost vs budget", "headroom": "Cost vs headroom"}
+                 "budget": "Cost vs budget", "headroom": "Cost vs headroom",
+                 "reservation": "Cost against reserved capacity", "spot_share": "Cost against spot share"}
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,13 @@ def _sweep(series: SweepSeries, base: ScenarioResult, colors: dict, path: Path) 
     ax.plot([p.value for p in ok], [p.usd_per_hour for p in ok], marker="o", color="#1f5fa8", label="cheapest fleet")
     if base.planned and series.change == "demand":
         ax.axhline(base.usd_per_hour, color="grey", linestyle=":", linewidth=1, label="base")
+    if base.planned and series.change in ("reservation", "spot_share"):
+        chosen = f", {base.reserved_gpus} GPUs reserved" if base.reserved_gpus is not None else ""
+        ax.axhline(base.usd_per_hour, color="grey", linestyle=":", linewidth=1, label=f"planner's own choice{chosen}")
     if failed:
         _mark_failures(ax, failed)
-    ax.set_ylabel("$ / hour")
+    horizon = any(p.horizon_cost_usd is not None for p in ok)
+    ax.set_ylabel("$ / hour, horizon average" if horizon else "$ / hour")
     ax.set_ylim(bottom=0)
     ax.set_title(f"{_SWEEP_TITLES.get(series.change, 'Cost')}: sweep {series.name!r}")
     ax.grid(alpha=0.3)

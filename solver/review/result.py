@@ -39,6 +39,8 @@ class ScenarioResult:
     reasons: list[dict] = field(default_factory=list)  # constraint, message, fix, service
     error: str = ""
     plan: dict | None = None  # the full plan JSON (PlanResult.to_dict()) when there is one
+    horizon_cost_usd: float | None = None  # multi-period plans: usd_per_hour is then the horizon's average
+    reserved_gpus: int | None = None  # multi-period plans: GPUs reserved for the horizon
     resumed: bool = False  # read back from a previous run rather than solved now
 
     @property
@@ -59,5 +61,30 @@ class ScenarioResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ScenarioResult":
+        """A result read back from its JSON file; ValueError when the file holds anything
+        but a result (null, a list, wrong types): the report must never meet such a value."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a stored result is an object, not {'null' if d is None else type(d).__name__}")
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        kept = {k: v for k, v in d.items() if k in names}
+        for key, value in kept.items():
+            allowed = _FIELD_TYPES[key]
+            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+                raise ValueError(f"field {key!r} of a stored result has the wrong type ({type(value).__name__})")
+        if kept.get("status") not in STATUSES:
+            raise ValueError(f"a stored result's status {kept.get('status')!r} is not one of {', '.join(STATUSES)}")
+        return cls(**kept)
+
+
+_NUMBER = (int, float)
+_OPTIONAL_NUMBER = (int, float, type(None))
+_OPTIONAL_TEXT = (str, type(None))
+# What each field of a stored result may hold (JSON types); checked when reading one back.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,), "name": (str,), "group": (str,), "status": (str,), "fingerprint": (str,),
+    "sweep": _OPTIONAL_TEXT, "parameter": _OPTIONAL_TEXT, "value": _OPTIONAL_NUMBER, "relaxes": _OPTIONAL_TEXT,
+    "service": _OPTIONAL_TEXT, "changes": (list,), "description": (str,), "usd_per_hour": _OPTIONAL_NUMBER,
+    "gpus": (int, type(None)), "gpus_by_type": (dict,), "optimality_gap": _OPTIONAL_NUMBER,
+    "solve_time_s": _OPTIONAL_NUMBER, "wall_s": _NUMBER, "fleet": (list,), "latency_ms": (dict,), "slo_ms": (dict,),
+    "reasons": (list,), "error": (str,), "plan": (dict, type(None)), "resumed": (bool,),
+}

@@ -19,11 +19,14 @@ from solver.output.result import HOURS_PER_MONTH
 from solver.review.expand import Scenario, slug
 from solver.review.result import ScenarioResult
 from solver.review.spec import Change, SensitivitySpec
-from solver.workload.schema import Workload
+from solver.workload.schema import MAX_MS, Workload
 
 MAX_AVAILABILITY_RELAXATIONS = 50  # catalogs with many limited offers: the 50 cheapest per GPU-hour
 SAVING_EPS_USD_PER_HOUR = 1e-6
 SLO_AT_BOUND = 0.98  # a predicted latency within 2% of its SLO counts as at the bound
+# The change schema's bounds (solver/review/spec.py): a relaxation never steps past them.
+MAX_QUOTA = 10_000_000
+MAX_BUDGET_USD_PER_HOUR = 1e7
 
 _SLO_WORDS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 
@@ -40,30 +43,34 @@ def relaxations(workload: Workload, catalog: Catalog, spec: SensitivitySpec) -> 
 
     for gpu, quota in sorted(c.gpu_quotas.items()):
         sizes = [o.gpus_per_instance for o in catalog.offers if o.gpu == gpu]
-        if sizes:
+        if sizes and quota + max(sizes) * spec.quota_step_instances <= MAX_QUOTA:
             step = max(sizes) * spec.quota_step_instances
             add(f"quota[{gpu}]", "gpu_quota", {"gpu": gpu, "gpus": quota + step}, quota + step,
                 f"{step} more {gpu} GPU{'s' if step > 1 else ''} of quota ({quota} -> {quota + step})")
     for offer_id, quota in sorted(c.offer_quotas.items()):
         n = spec.quota_step_instances
+        if quota + n > MAX_QUOTA:
+            continue
         add(f"offer_quota[{offer_id}]", "offer_quota", {"offer": offer_id, "instances": quota + n}, quota + n,
             f"{n} more {offer_id} instance{'s' if n > 1 else ''} of quota ({quota} -> {quota + n})")
     limited = sorted((o for o in catalog.offers if o.available_instances is not None),
                      key=lambda o: (o.price_usd_per_gpu_hour, o.id))[:MAX_AVAILABILITY_RELAXATIONS]
     for o in limited:
         n = spec.quota_step_instances
+        if o.available_instances + n > MAX_QUOTA:
+            continue
         add(f"availability[{o.id}]", "availability", {"offer": o.id, "instances": o.available_instances + n},
             o.available_instances + n, f"{n} more {o.id} instance{'s' if n > 1 else ''} available "
             f"({o.available_instances} -> {o.available_instances + n})")
     for svc in workload.services:
         for name, word in _SLO_WORDS.items():
             bound = getattr(svc.slo, name)
-            if bound is not None:
-                relaxed = round(bound * (1 + spec.slo_step), 6)
+            relaxed = _relaxed(bound, 1 + spec.slo_step, MAX_MS)
+            if relaxed is not None:
                 add(f"slo[{svc.name}].{name}", "slo", {"service": svc.name, name: relaxed}, relaxed,
                     f"{svc.name} {word} SLO {bound:g} -> {relaxed:g} ms", service=svc.name)
-    if c.budget_usd_per_hour is not None:
-        relaxed = round(c.budget_usd_per_hour * (1 + spec.budget_step), 6)
+    relaxed = _relaxed(c.budget_usd_per_hour, 1 + spec.budget_step, MAX_BUDGET_USD_PER_HOUR)
+    if relaxed is not None:
         add("budget", "budget", {"usd_per_hour": relaxed}, relaxed,
             f"budget ${c.budget_usd_per_hour:g} -> ${relaxed:g}/hour")
     if c.headroom > 0:
@@ -76,6 +83,15 @@ def relaxations(workload: Workload, catalog: Catalog, spec: SensitivitySpec) -> 
                 add(f"filter.{name}", "constraints", {name: empty}, None,
                     f"dropping constraints.{name} ({', '.join(current)})")
     return out
+
+
+def _relaxed(bound: float | None, factor: float, maximum: float) -> float | None:
+    """The bound times factor, to 6 significant digits (never rounded to 0) and at most
+    the schema's maximum; None when there is no bound or no room above it."""
+    if bound is None:
+        return None
+    relaxed = min(float(f"{bound * factor:.6g}"), maximum)
+    return relaxed if relaxed > bound else None
 
 
 @dataclass

@@ -80,6 +80,20 @@ class BudgetChange(_Strict):
     usd_per_hour: float | None = Field(gt=0, le=1e7)
 
 
+class ReservationChange(_Strict):
+    """Reserve exactly this many GPUs (all reserved offers together); null lifts the bound.
+    A sweep over `gpus` answers "how much should we reserve?" (the workload must allow a
+    reserved tier and have offers with reserved prices)."""
+
+    gpus: int | None = Field(ge=0, le=10_000_000)
+
+
+class SpotShareChange(_Strict):
+    """Set constraints.max_spot_share (null: no limit); the workload must allow spot."""
+
+    share: float | None = Field(ge=0, le=1)
+
+
 class HeadroomChange(_Strict):
     """Set the headroom: serve demand x (1 + fraction)."""
 
@@ -108,6 +122,8 @@ class Change(_Strict):
     slo: SloChange | None = None
     budget: BudgetChange | None = None
     headroom: HeadroomChange | None = None
+    reservation: ReservationChange | None = None
+    spot_share: SpotShareChange | None = None
     constraints: ConstraintChange | None = None
     add_gpus: list[GpuSpec] | None = Field(default=None, min_length=1, description="new GPU types for the catalog")
     add_offers: list[OfferSpec] | None = Field(default=None, min_length=1, description="new offers for the catalog")
@@ -138,7 +154,8 @@ class Change(_Strict):
 CHANGE_KINDS = tuple(Change.model_fields)
 # The field a sweep varies when it does not name one.
 SWEEP_DEFAULT_PARAMETER = {"demand": "factor", "price": "factor", "gpu_quota": "gpus", "offer_quota": "instances",
-                           "availability": "instances", "budget": "usd_per_hour", "headroom": "fraction"}
+                           "availability": "instances", "budget": "usd_per_hour", "headroom": "fraction",
+                           "reservation": "gpus", "spot_share": "share"}
 
 
 # ---------------------------------------------------------------- scenarios and sweeps
@@ -158,7 +175,11 @@ class Range(_Strict):
     def values(self) -> list[float]:
         if self.to < self.from_:
             raise ValueError(f"range goes from {self.from_:g} down to {self.to:g}. To fix: make `to` at least `from`")
-        n = math.floor((self.to - self.from_) / self.step + 1e-9) + 1
+        count = (self.to - self.from_) / self.step  # inf for a span or step beyond double range
+        if not count < MAX_SWEEP_POINTS:
+            raise ValueError(f"range from {self.from_:g} to {self.to:g} in steps of {self.step:g} has more than "
+                             f"{MAX_SWEEP_POINTS} points. To fix: use a larger step")
+        n = math.floor(count + 1e-9) + 1
         if n > MAX_SWEEP_POINTS:
             raise ValueError(f"range has {n} points (more than {MAX_SWEEP_POINTS}). To fix: use a larger step")
         return [round(self.from_ + i * self.step, 10) for i in range(n)]
@@ -168,7 +189,8 @@ class SweepSpec(_Strict):
     """One change kind with one field varied; `fixed` holds its other fields."""
 
     name: str = Field(min_length=1, max_length=80)
-    change: Literal["demand", "price", "gpu_quota", "offer_quota", "availability", "slo", "budget", "headroom"]
+    change: Literal["demand", "price", "gpu_quota", "offer_quota", "availability", "slo", "budget", "headroom",
+                    "reservation", "spot_share"]
     parameter: str | None = Field(default=None, description="the field varied; default: the kind's main number "
                                   "(demand/price: factor, gpu_quota: gpus, slo: required, e.g. tpot_ms)")
     fixed: dict[str, Any] = Field(default_factory=dict, description="the change's other fields, e.g. {service: chat}")

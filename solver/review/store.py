@@ -10,12 +10,14 @@ failure) are not reused: a rerun tries them again.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from solver.review.atomic import write_atomic
 from solver.review.result import ScenarioResult
 
 RETRIED_STATUSES = ("error",)
+log = logging.getLogger(__name__)
 
 
 class ResultStore:
@@ -26,12 +28,24 @@ class ResultStore:
         return self.dir / f"{scenario_id}.json"
 
     def load(self, scenario_id: str, fingerprint: str) -> ScenarioResult | None:
-        """The stored result if it is for the same inputs and finished; otherwise None."""
+        """The stored result if it is for the same inputs and finished; otherwise None.
+
+        A file that is there but holds no usable result (half-written by a killed run,
+        edited by hand, `null`, a list, from an older format) is treated as missing, with
+        a warning: the scenario is solved again and the file replaced."""
+        path = self.path(scenario_id)
         try:
-            data = json.loads(self.path(scenario_id).read_text())
-            result = ScenarioResult.from_dict(data)
-        except (OSError, ValueError, TypeError):
-            return None  # missing, half-written by a killed run, or from an older format: solve again
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            return _unusable(path, f"it cannot be read ({exc.__class__.__name__})")
+        try:
+            result = ScenarioResult.from_dict(json.loads(text))
+        except (ValueError, TypeError, RecursionError) as exc:
+            return _unusable(path, str(exc) if not isinstance(exc, json.JSONDecodeError) else "it is not whole JSON")
+        if result.id != scenario_id:
+            return _unusable(path, f"it holds the result of scenario {result.id!r}")
         if result.fingerprint != fingerprint or result.status in RETRIED_STATUSES:
             return None
         result.resumed = True
@@ -41,3 +55,8 @@ class ResultStore:
         """Atomically, so a run killed mid-write never leaves a truncated result."""
         self.dir.mkdir(parents=True, exist_ok=True)
         return write_atomic(self.path(result.id), json.dumps(result.to_dict(), indent=1))
+
+
+def _unusable(path: Path, why: str) -> None:
+    log.warning("warning: %s is not a usable stored result (%s); solving that scenario again", path, why)
+    return None

@@ -1,62 +1,122 @@
-"""Reading workload and catalog documents: JSON or YAML text -> plain data, with errors
-that name the line and column (syntax) or the field path (non-finite numbers)."""
+"""Reading workload, catalog and review documents: JSON or YAML text -> plain data.
+
+Syntax errors name the line and column; everything else (size, nesting, YAML alias
+expansion, value types, strings, numbers: solver/workload/limits.py) names the field
+path. The checks run before the document reaches validation or the solver, so a
+hostile document costs about as much as its text, never more.
+"""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from solver.errors import InputError
+from solver.workload import limits
+from solver.workload.files import read_document_file
 from solver.workload.schema import Workload
 
+# libyaml when PyYAML was built with it (about 10x faster, and it caps nesting at 1000
+# levels while scanning); otherwise the pure-Python parser.
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):
+    """The safe loader with two changes: YAML 1.1 dates stay strings (`as_of: 2024-05-01`
+    is text, as in JSON), and integer literals are length-bounded before conversion
+    (a base-60 literal such as 1:2:3:... costs quadratic time to convert)."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in _Base.yaml_implicit_resolvers.items()
+    }
+
+    def construct_yaml_int(self, node):
+        value = self.construct_scalar(node)
+        if len(value) > limits.MAX_NUMBER_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(value)} characters is too long to be a count", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
 def load_document(path: Path, what: str = "workload") -> Any:
-    """Read JSON or YAML; syntax errors become InputError with line and column."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError.single(what, f"file not found: {path}.", "check the path") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise InputError.single(what, f"cannot read {path}: {exc.__class__.__name__}.", "pass a readable text file") from None
-    return parse_text(text, suffix=path.suffix.lower(), what=what)
+    """Read a JSON or YAML file (bounded: see solver/workload/files.py) and parse it."""
+    return parse_text(read_document_file(path, what), suffix=path.suffix.lower(), what=what)
 
 
-def parse_text(text: str, suffix: str = ".json", what: str = "workload") -> Any:
+def parse_text(text: str, suffix: str = ".json", what: str = "workload", allow_list: bool = False) -> Any:
+    as_yaml = suffix in (".yaml", ".yml")
+    # Characters, not bytes: text from a file was already bounded in bytes, and for
+    # gRPC text the message size limit applies; this is the cheap first gate.
+    limits.check_size(len(text), what, as_yaml)
     if not text.strip():
         raise InputError.single(what, "the document is empty.", "give a workload with at least one service")
-    if suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise InputError.single(what, f"malformed YAML{where}: {getattr(exc, 'problem', exc)}.", "fix the YAML syntax") from None
-    else:
-        try:
-            # NaN/Infinity literals parse to floats here and are rejected below with their path.
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError.single(what, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.",
-                                    "fix the JSON syntax (a trailing comma or missing quote is typical)") from None
-    if not isinstance(data, dict):
-        raise InputError.single(what, f"the document must be an object/mapping, not {type(data).__name__}.",
+    data = _parse_yaml(text, what) if as_yaml else _parse_json(text, what)
+    if not isinstance(data, dict) and not (allow_list and isinstance(data, list)):
+        raise InputError.single(what, f"the document must be an object/mapping, not {_type_name(data)}.",
                                 "start the file with `{` (JSON) or `key: value` lines (YAML)")
-    _reject_non_finite(data, what)
+    limits.check_values(data, what)
     return data
 
 
-def _reject_non_finite(node: Any, path: str) -> None:
-    if isinstance(node, float) and not math.isfinite(node):
-        raise InputError.single(path, f"{node} is not a finite number.", "use a finite number")
-    if isinstance(node, dict):
-        for k, v in node.items():
-            _reject_non_finite(v, f"{path}.{k}")
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            _reject_non_finite(v, f"{path}[{i}]")
+def check_document(data: Any, what: str = "workload") -> Any:
+    """The same value checks for a document that arrived already parsed (a gRPC Struct)."""
+    if not isinstance(data, dict):
+        raise InputError.single(what, f"the document must be an object, not {_type_name(data)}.",
+                                "send a JSON object")
+    limits.check_values(data, what)
+    return data
+
+
+def _parse_json(text: str, what: str) -> Any:
+    try:
+        # NaN/Infinity literals parse to floats here and are rejected by check_values with their path.
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError.single(what, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.",
+                                "fix the JSON syntax (a trailing comma or missing quote is typical)") from None
+    except RecursionError:
+        raise limits.too_deep(what) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise InputError.single(what, f"a number cannot be read: {limits.short(str(exc), 80)}.",
+                                "check the numbers") from None
+
+
+def _parse_yaml(text: str, what: str) -> Any:
+    try:
+        loader = _Loader(text)  # libyaml takes UTF-8: text from a caller in this process may not encode
+    except UnicodeEncodeError as exc:
+        raise InputError.single(what, f"the text holds a character that is not valid Unicode (U+{ord(text[exc.start]):04X}, "
+                                f"an unpaired surrogate, at position {exc.start}).", "remove it") from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        limits.check_yaml_graph(node, what)  # before anything is built: aliases cost what they expand to
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError.single(what, f"malformed YAML{where}: {limits.short(str(problem), 200)}.",
+                                "fix the YAML syntax") from None
+    except RecursionError:  # the pure-Python parser nests one call per level
+        raise limits.too_deep(what) from None
+    except ValueError as exc:
+        raise InputError.single(what, f"a value cannot be read: {limits.short(str(exc), 80)}.",
+                                "check the numbers") from None
+    finally:
+        loader.dispose()
+
+
+def _type_name(data: Any) -> str:
+    return "null" if data is None else "a list" if isinstance(data, list) else type(data).__name__
 
 
 def parse_workload(data: Any) -> Workload:
@@ -83,3 +143,20 @@ def parse_workload(data: Any) -> Workload:
 
 def load_workload(path: str | Path) -> Workload:
     return parse_workload(load_document(Path(path)))
+
+
+def load_current_fleet(path: Path) -> list:
+    """A running fleet file (JSON or YAML): a list of {offer_id, instances, ...}, or an
+    object {current_fleet: [...]}. The entries are validated with the workload."""
+    what = f"--current ({path})"
+    # The same bounded reading and parsing as a workload (size, nesting, aliases, numbers).
+    text = read_document_file(path, what)
+    if not text.strip():
+        raise InputError.single(what, "the file is empty.", "write [] for no running instances, or the running fleet")
+    fleet = parse_text(text, suffix=path.suffix.lower(), what=what, allow_list=True)
+    if isinstance(fleet, dict) and set(fleet) == {"current_fleet"}:
+        fleet = fleet["current_fleet"]
+    if not isinstance(fleet, list):
+        raise InputError.single(what, "expected a list of {offer_id, instances} or an object with only `current_fleet`.",
+                                'write [{"offer_id": "aws/g6.xlarge", "instances": 2}] or {"current_fleet": [...]}')
+    return fleet

@@ -7,7 +7,7 @@ validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
 from __future__ import annotations
 
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -21,10 +21,19 @@ Precision = Literal["fp16", "bf16", "fp8", "int8", "fp4", "int4"]
 # Engines; "vllm-0.5" and "tensorrt-llm-0.9" name older versions whose measured speed differs
 # (solver/perf/calibration.py ENGINE_FACTORS, LAYER_OVERHEAD_US).
 Engine = Literal["vllm", "tensorrt-llm", "sglang", "vllm-0.5", "tensorrt-llm-0.9"]
+# How an instance is paid for: on-demand, spot (interruptible), or reserved / committed
+# use for 1 or 3 years (an effective hourly price paid every hour of the horizon).
+PricingTier = Literal["on_demand", "spot", "reserved_1y", "reserved_3y"]
+PRICING_TIERS: tuple[str, ...] = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+MAX_PERIODS = 10_000
+MAX_HOURS = 100_000.0  # per period: about 11 years, beyond any planning horizon
 # Upper bounds that catch unit slips (ms typed as s, $/month typed as $/hour) without limiting real use.
 MAX_RATE = 1e9
 MAX_TOKENS = 2_000_000
 MAX_MS = 3.6e6
+# A measured replica slower than this is a unit slip; it also keeps the replicas a demand
+# could need (MAX_RATE x headroom / rate) far inside the MIP solvers' finite range (1e20).
+MIN_REPLICA_RATE = 1e-6
 
 
 class _Strict(BaseModel):
@@ -131,6 +140,10 @@ class InlineModel(_Strict):
     experts: int = Field(default=1, ge=1, le=4096)
     active_experts: int = Field(default=1, ge=1, le=4096)
     active_params_b: float | None = Field(default=None, gt=0, le=10_000)
+    max_context_tokens: int | None = Field(
+        default=None, gt=0, le=100_000_000, description="the longest request (prompt + output tokens) the model "
+        "serves: the config's max_position_embeddings, or the model card's context length where RoPE scaling "
+        "extends it. Every request class must fit; omit for no check")
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -158,6 +171,12 @@ class Demand(_Strict):
     prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
+    arrival_cv: float = Field(default=1.0, ge=0, le=20, description=(
+        "coefficient of variation of the times between arrivals: 1 for Poisson (independent) arrivals, "
+        "more for bursty traffic, less for paced traffic; the queueing model uses it"))
+    profile: dict[str, Annotated[float, Field(ge=0, le=1e6)]] = Field(
+        default_factory=dict, description="period name -> multiplier of this demand in that period "
+        "(a period not named here: 1.0); needs the workload's `periods`")
 
     @model_validator(mode="after")
     def _one_unit(self):
@@ -186,6 +205,10 @@ class Demand(_Strict):
 
 
 class SLO(_Strict):
+    percentile: Literal[50, 90, 95, 99] | None = Field(default=None, description=(
+        "every bound below must hold at this percentile of all the service's requests, queueing at the planned "
+        "load included; unset: the bounds are checked against service times without queueing (and the plan warns "
+        "where p99 under load would miss them)"))
     latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="per request or item, end to end")
     ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time to first token")
     tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token")
@@ -199,8 +222,8 @@ class MeasuredProfile(_Strict):
     precision: Precision | None = None
     offer: str | None = Field(default=None, description="restrict to one offer id (provider/name)")
     request_class: str | None = Field(default=None, description="the demand class this measurement is for")
-    requests_per_s: float | None = Field(default=None, gt=0, le=MAX_RATE)
-    items_per_min: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
+    items_per_min: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
     latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
     tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
@@ -307,6 +330,62 @@ class Constraints(_Strict):
     same_region: Literal["service", "fleet"] | None = Field(
         default=None, description="keep each service's replicas in one region (`service`), or the whole fleet "
         "(`fleet`); a region is a provider's region. Unset: replicas may go anywhere the filters allow")
+    pricing_tiers: list[PricingTier] | None = Field(
+        default=None, min_length=1, description="the tiers the plan may buy from (default: `pricing` alone): "
+        "on_demand, spot, reserved_1y, reserved_3y")
+    max_spot_share: float | None = Field(
+        default=None, ge=0, le=1, description="at most this share of each service's demand may depend on spot "
+        "instances: on-demand and reserved capacity alone serve at least (1 - share) of it, in every period")
+    spot_min_regions: int | None = Field(
+        default=None, ge=1, le=100, description="spread each service's spot capacity over at least this many "
+        "regions (provider/region): no region holds more than 1/k of it")
+    budget_usd_per_day: float | None = Field(default=None, gt=0, le=1e9, description="average cost per day "
+                                             "over the periods (their hours repeat)")
+    budget_usd_per_month: float | None = Field(default=None, gt=0, le=1e10, description="average cost per "
+                                               "month (730 hours) over the periods")
+    reserved_gpus_min: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve at least "
+                                          "this many GPUs (all reserved offers together)")
+    reserved_gpus_max: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve at most "
+                                          "this many GPUs")
+
+    @model_validator(mode="after")
+    def _tiers(self):
+        tiers = self.pricing_tiers
+        if tiers is not None:
+            if len(set(tiers)) != len(tiers):
+                raise ValueError("constraints.pricing_tiers repeats a tier. To fix: list each tier once")
+            if self.pricing == "spot" and tiers != ["spot"]:
+                raise ValueError("constraints.pricing is 'spot' but pricing_tiers lists other tiers. To fix: "
+                                 "drop `pricing` and list the tiers in pricing_tiers")
+        allowed = self.allowed_tiers
+        if self.max_spot_share is not None and "spot" not in allowed:
+            raise ValueError("constraints.max_spot_share is set but spot is not an allowed pricing tier. To fix: "
+                             "add spot to constraints.pricing_tiers, or remove max_spot_share")
+        if self.spot_min_regions is not None and "spot" not in allowed:
+            raise ValueError("constraints.spot_min_regions is set but spot is not an allowed pricing tier. To fix: "
+                             "add spot to constraints.pricing_tiers, or remove spot_min_regions")
+        if (self.reserved_gpus_min or self.reserved_gpus_max is not None) and not any(
+                t.startswith("reserved") for t in allowed):
+            raise ValueError("constraints.reserved_gpus_min/max are set but no reserved tier is allowed. To fix: "
+                             "add reserved_1y or reserved_3y to constraints.pricing_tiers")
+        if (self.reserved_gpus_min is not None and self.reserved_gpus_max is not None
+                and self.reserved_gpus_min > self.reserved_gpus_max):
+            raise ValueError(f"constraints.reserved_gpus_min ({self.reserved_gpus_min}) exceeds reserved_gpus_max "
+                             f"({self.reserved_gpus_max}). To fix: raise the maximum or lower the minimum")
+        return self
+
+    @property
+    def allowed_tiers(self) -> tuple[str, ...]:
+        """The pricing tiers the plan may use, in PRICING_TIERS order."""
+        chosen = self.pricing_tiers if self.pricing_tiers is not None else [self.pricing]
+        return tuple(t for t in PRICING_TIERS if t in chosen)
+
+    @property
+    def uses_tiers(self) -> bool:
+        """Anything beyond today's single price list (on-demand, or every offer at spot)."""
+        return any(v is not None for v in (self.pricing_tiers, self.max_spot_share, self.spot_min_regions,
+                                           self.budget_usd_per_day, self.budget_usd_per_month,
+                                           self.reserved_gpus_min, self.reserved_gpus_max))
 
     @field_validator("gpu_quotas", "offer_quotas")
     @classmethod
@@ -350,6 +429,12 @@ class OfferSpec(_Strict):
     price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
     price_usd_per_minute: float | None = Field(default=None, gt=0, le=1e4)
     spot_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
+    spot_interruption_rate_per_hour: float | None = Field(default=None, ge=0, le=1, description="chance per "
+                                                          "hour that a spot instance is reclaimed, where known")
+    reserved_1y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
+                                                         "hourly price of a 1-year reservation / commitment")
+    reserved_3y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
+                                                         "hourly price of a 3-year reservation / commitment")
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
     interconnect: Literal["none", "pcie", "nvlink"] | None = None
     inter_node_fabric: Literal["", "infiniband"] = ""
@@ -396,11 +481,60 @@ class CatalogRef(_Strict):
         return self
 
 
+class Period(_Strict):
+    """One stretch of the planning horizon with its own demand (e.g. "peak", 8 hours)."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+    hours: float = Field(gt=0, le=MAX_HOURS, description="length of the period; the horizon is their sum")
+
+
+class RunningReplicas(_Strict):
+    """Replicas of one service that a running instance type hosts today."""
+
+    service: str = Field(min_length=1)
+    count: int = Field(ge=1, le=1_000_000)
+    gpus_per_replica: int = Field(default=1, ge=1, le=64)
+    precision: Precision | None = Field(default=None, description="omit for measured-profile services")
+
+
+class CurrentInstances(_Strict):
+    """Instances of one offer that run today (the fleet a re-plan starts from)."""
+
+    offer_id: str = Field(min_length=1, description="offer id (provider/name)")
+    instances: int = Field(ge=0, le=1_000_000)
+    spot: bool = Field(default=False, description="these instances are spot instances")
+    replicas: list[RunningReplicas] = Field(default_factory=list, description="optional: what they run today")
+
+
+class ChangeCosts(_Strict):
+    """The cost of changing the running fleet (cold starts, model loads, drained requests)."""
+
+    add_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="per instance started")
+    remove_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="per instance stopped")
+    max_changed_instances: int | None = Field(default=None, ge=0, le=10_000_000,
+                                              description="at most this many instances started plus stopped")
+
+
 class SolverOptions(_Strict):
     time_limit_s: float = Field(default=60.0, gt=0, le=86_400)
     backend: Literal["auto", "scip", "highs", "cp-sat"] = "auto"
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
+    relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
+        "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
+        "0 proves the optimum itself, to within $0.000001/hour"))
     calibration: dict[str, float] = Field(default_factory=dict, description="override performance-model constants")
+
+    @field_validator("calibration")
+    @classmethod
+    def _known_constants(cls, v: dict[str, float]):
+        # Checked here, at validation, so that a bad constant is reported before any catalog or solve work.
+        from solver.perf.api import Calibration
+
+        try:
+            Calibration.from_overrides(v)
+        except ValueError as exc:
+            raise ValueError(f"{exc}. To fix: use a constant and value as docs/performance-model.md describes") from None
+        return v
 
 
 class Workload(_Strict):
@@ -409,6 +543,28 @@ class Workload(_Strict):
     constraints: Constraints = Field(default_factory=Constraints)
     catalog: CatalogRef = Field(default_factory=CatalogRef)
     solver: SolverOptions = Field(default_factory=SolverOptions)
+    periods: list[Period] | None = Field(default=None, min_length=1, max_length=MAX_PERIODS,
+                                         description="the horizon's periods; services scale demand per period "
+                                         "with demand.profile")
+    current_fleet: list[CurrentInstances] | None = Field(default=None, description="the fleet running today: "
+                                                         "re-plan from it")
+    change_costs: ChangeCosts | None = None
+
+    @field_validator("periods")
+    @classmethod
+    def _unique_periods(cls, periods: list[Period] | None):
+        if periods:
+            names = [p.name for p in periods]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"period names must be unique; repeated: {', '.join(dup)}. To fix: rename them")
+        return periods
+
+    @property
+    def horizon_mode(self) -> bool:
+        """Periods, tiers beyond one price list, or a running fleet: the multi-period planner."""
+        return (self.periods is not None or self.current_fleet is not None or self.change_costs is not None
+                or self.constraints.uses_tiers)
 
     @field_validator("services")
     @classmethod

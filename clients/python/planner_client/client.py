@@ -89,29 +89,39 @@ class PlannerClient:
 
     # ------------------------------------------------------------ calls
     def solve(self, workload: Workload, time_limit_s: float | None = None, explain: bool = False,
-              backend: str | None = None, base_dir: str | Path | None = None) -> dict:
+              backend: str | None = None, base_dir: str | Path | None = None,
+              current_fleet: list[dict] | None = None) -> dict:
         """The cheapest fleet for `workload` (a dict, JSON/YAML text, or a file path), as
         the CLI's plan JSON. With time_limit_s, the call's deadline is stretched to at
         least time_limit_s + 10 s (+15 s with explain) so the limit ends the solve.
         base_dir: where a relative catalog.file resolves (default: the workload file's
-        folder, or the current directory)."""
-        request = self._solve_request(workload, time_limit_s, explain, backend, base_dir)
+        folder, or the current directory). current_fleet: the fleet that runs now,
+        [{offer_id, instances, spot?, replicas?: [{service, count, gpus_per_replica?,
+        precision?}]}]; the plan then carries `changes` and a `rollout`."""
+        request = self._solve_request(workload, time_limit_s, explain, backend, base_dir, current_fleet)
         response = self._call(self._stub.Solve, request, self._solve_timeout(time_limit_s, explain))
-        return convert.plan_from_proto(response.plan)
+        plan = convert.plan_from_proto(response.plan)
+        if response.deadline_exceeded:
+            raise _deadline_with_plan(plan)
+        return plan
 
     def solve_stream(self, workload: Workload, time_limit_s: float | None = None, explain: bool = False,
-                     backend: str | None = None, base_dir: str | Path | None = None) -> Iterator[dict]:
+                     backend: str | None = None, base_dir: str | Path | None = None,
+                     current_fleet: list[dict] | None = None) -> Iterator[dict]:
         """Events of one solve: {"event": "progress", "elapsed_s", "best_usd_per_hour",
         "bound_usd_per_hour", "solutions_found"} for each improving plan, then
         {"event": "plan", "plan": <plan JSON>}. Closing the iterator early (break)
         cancels the call, which stops the solve on the server."""
-        request = self._solve_request(workload, time_limit_s, explain, backend, base_dir)
+        request = self._solve_request(workload, time_limit_s, explain, backend, base_dir, current_fleet)
         timeout = self._solve_timeout(time_limit_s, explain)
         deadline = None if timeout is None else time.monotonic() + timeout
         def event_dict(event) -> dict:
             if event.WhichOneof("event") == "progress":
                 return {"event": "progress", **convert.to_dict(event.progress)}
-            return {"event": "plan", "plan": convert.plan_from_proto(event.plan)}
+            plan = convert.plan_from_proto(event.plan)
+            if event.deadline_exceeded:
+                raise _deadline_with_plan(plan)
+            return {"event": "plan", "plan": plan}
 
         yield from self._stream(self._stub.SolveStream, request, deadline, event_dict)
 
@@ -200,13 +210,19 @@ class PlannerClient:
         return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
 
     # ------------------------------------------------------------ plumbing
-    def _solve_request(self, workload, time_limit_s, explain, backend, base_dir) -> pb.SolveRequest:
+    def _solve_request(self, workload, time_limit_s, explain, backend, base_dir, current_fleet=None) -> pb.SolveRequest:
         if backend not in _BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; use one of auto, scip, highs, cp-sat")
         if time_limit_s is not None and not time_limit_s > 0:
             raise _bad_argument("time_limit_s", f"must be positive, got {time_limit_s}.", "give seconds > 0")
-        return pb.SolveRequest(workload=_workload_message(workload, base_dir), time_limit_s=time_limit_s, explain=explain,
-                               backend=_BACKENDS[backend])
+        request = pb.SolveRequest(workload=_workload_message(workload, base_dir), time_limit_s=time_limit_s,
+                                  explain=explain, backend=_BACKENDS[backend])
+        if current_fleet is not None:
+            try:
+                request.current_fleet.CopyFrom(convert.current_fleet_to_proto(current_fleet))
+            except ValueError as exc:
+                raise _bad_argument("current_fleet", f"{exc}.", "give [{offer_id, instances, spot?, replicas?}]") from None
+        return request
 
     def _solve_timeout(self, time_limit_s: float | None, explain: bool) -> float | None:
         if time_limit_s is None:
@@ -235,6 +251,15 @@ class PlannerClient:
             return False
         time.sleep(wait_s)
         return True
+
+
+def _deadline_with_plan(plan: dict) -> PlannerClientError:
+    """The call's deadline ended the solve before optimality was proven: reported like a
+    deadline (the CLI exits 4), with the best plan found in time."""
+    return PlannerClientError(
+        "DEADLINE_EXCEEDED", f"the call's deadline ended the solve after {plan.get('solve_time_s')} s, before the plan "
+        f"was proven optimal (gap {plan.get('optimality_gap')}); the best plan found is in best_plan. "
+        "To fix: give the call a longer deadline (timeout_s)", best_plan=plan, reason="DEADLINE_BEST_PLAN")
 
 
 def _bad_argument(field: str, message: str, fix: str) -> PlannerClientError:
@@ -279,6 +304,14 @@ def _workload_message(workload: Any, base_dir: str | Path | None = None) -> pb.W
                  "fix": "check the path (a relative path resolves against the workload file's folder, or base_dir)"}],
             ) from None
     return msg
+
+
+def referenced_catalog_file(workload: Any, base_dir: str | Path | None = None) -> Path | None:
+    """The local catalog file a workload (dict, JSON/YAML text or path) names, resolved as
+    solve() resolves it, i.e. the file solve() would send along; None when it names none."""
+    if isinstance(workload, Path):
+        return _catalog_path(_peek(workload.read_text()), workload.parent if base_dir is None else base_dir)
+    return _catalog_path(_peek(workload) if isinstance(workload, str) else workload, base_dir)
 
 
 def _peek(text: str) -> Any:

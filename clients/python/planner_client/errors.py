@@ -27,10 +27,13 @@ class PlannerClientError(Exception):
     reason        the server's ErrorInfo reason, e.g. "QUEUE_FULL" ("" when none)
     request_id    the id under which the server logged the call ("" when unknown)
     retry_after_s for RESOURCE_EXHAUSTED: the server's suggested wait, or None
+    omitted       how many violations or infeasibility reasons the server left out to fit
+                  gRPC's trailer limit (0: the lists are complete; Validate lists every
+                  violation)
     """
 
     def __init__(self, code: str, message: str, *, violations=None, infeasibility=None, best_plan=None,
-                 reason: str = "", request_id: str = "", retry_after_s: float | None = None):
+                 reason: str = "", request_id: str = "", retry_after_s: float | None = None, omitted: int = 0):
         self.code = code
         self.message = message
         self.exit_code = _EXIT_CODES.get(code, EXIT_OTHER)
@@ -40,12 +43,15 @@ class PlannerClientError(Exception):
         self.reason = reason
         self.request_id = request_id
         self.retry_after_s = retry_after_s
+        self.omitted = omitted
         super().__init__(message)
 
     def __str__(self) -> str:
         if self.violations:
             lines = [f"  - {v['field']}: {v['message']}" + (f" To fix: {v['fix']}" if v["fix"] else "")
                      for v in self.violations]
+            if self.omitted:
+                lines.append(f"  ... and {self.omitted} more (Validate lists every one)")
             return "invalid input\n" + "\n".join(lines)
         return f"{self.message} ({self.code})"
 
@@ -76,6 +82,10 @@ def from_rpc_error(exc: grpc.RpcError) -> PlannerClientError:
             msg = error_details_pb2.ErrorInfo()
             detail.Unpack(msg)
             fields["reason"] = msg.reason
+            try:
+                fields["omitted"] = max(int(msg.metadata["items_total"]) - int(msg.metadata["items_sent"]), 0)
+            except (KeyError, ValueError):
+                pass
         elif detail.Is(error_details_pb2.RequestInfo.DESCRIPTOR):
             msg = error_details_pb2.RequestInfo()
             detail.Unpack(msg)
@@ -84,6 +94,10 @@ def from_rpc_error(exc: grpc.RpcError) -> PlannerClientError:
             msg = error_details_pb2.RetryInfo()
             detail.Unpack(msg)
             fields["retry_after_s"] = msg.retry_delay.ToTimedelta().total_seconds()
+    if code == "UNAUTHENTICATED":
+        # The server's words are for any gRPC caller; say it in this client's terms.
+        message = ("the server refused the call: missing or wrong bearer token. "
+                   "To fix: pass the server's token, PlannerClient(target, token=...)")
     return PlannerClientError(code, message, **fields)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from solver.optimize.linear import LinearModel, Progress, SolveOutcome
@@ -27,6 +27,8 @@ class SolveOptions:
     node_limit: int | None = None  # deterministic effort limit (unlike a time limit)
     relax_integrality: bool = False  # solve the LP relaxation (a bound, in milliseconds)
     hint: list[float] | None = None
+    objective_limit: float | None = None  # stop at the first plan at least this cheap
+    extra_hints: list[list[float]] = field(default_factory=list)  # more starting plans, tried after `hint`
     # Called on each improving solution with its progress and the variables' values.
     on_progress: Callable[[Progress, list[float]], None] | None = None
     cancel: threading.Event | None = None  # set() stops the solve; the best plan so far is kept

@@ -96,10 +96,11 @@ class MathOptBackend:
         proto = self._translate(lm, relax)
         solver_type = parameters_pb2.SOLVER_TYPE_GLOP if relax else self._type
         model_params = model_parameters_pb2.ModelSolveParametersProto()
-        if options.hint is not None and not relax:
-            hint = model_params.solution_hints.add()
-            hint.variable_values.ids.extend(range(len(options.hint)))
-            hint.variable_values.values.extend(options.hint)
+        if not relax:
+            for values in ([options.hint] if options.hint is not None else []) + list(options.extra_hints):
+                hint = model_params.solution_hints.add()
+                hint.variable_values.ids.extend(range(len(values)))
+                hint.variable_values.values.extend(values)
         registration = callback_pb2.CallbackRegistrationProto()
         proto_cb = None
         interrupter = None
@@ -108,16 +109,23 @@ class MathOptBackend:
         report = _Reporter(lm, options, start) if options.on_progress is not None and watch_callbacks else None
         cancel = options.cancel
         cancel_by_callback = cancel is not None and not relax and self.name in _NODE_CALLBACKS
-        if watch_callbacks and (report is not None or cancel_by_callback):
+        # gSCIP takes no objective limit: a plan at least that cheap ends the solve from the callback.
+        limit = options.objective_limit if watch_callbacks else None
+        reached = [False]
+        if watch_callbacks and (report is not None or cancel_by_callback or limit is not None):
             events = [callback_pb2.CALLBACK_EVENT_MIP_SOLUTION]
             if cancel_by_callback:
                 events.append(callback_pb2.CALLBACK_EVENT_MIP_NODE)
             registration.request_registration.extend(events)
 
             def proto_cb(data: callback_pb2.CallbackDataProto) -> callback_pb2.CallbackResultProto:
-                if report is not None and data.event == callback_pb2.CALLBACK_EVENT_MIP_SOLUTION:
-                    report(data)
-                return callback_pb2.CallbackResultProto(terminate=cancel is not None and cancel.is_set())
+                if data.event == callback_pb2.CALLBACK_EVENT_MIP_SOLUTION:
+                    if report is not None:
+                        report(data)
+                    if limit is not None and data.HasField("primal_solution_vector"):
+                        values = _dense(data.primal_solution_vector, len(lm.variables))
+                        reached[0] = reached[0] or sum(c * values[i] for i, c in lm.objective.items()) <= limit
+                return callback_pb2.CallbackResultProto(terminate=reached[0] or (cancel is not None and cancel.is_set()))
         if cancel is not None and not cancel_by_callback:
             from ortools.util.python import pybind_solve_interrupter
 
@@ -157,7 +165,12 @@ class MathOptBackend:
             status = "feasible"
         else:
             status = "no_solution"
-        return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail)
+        duals = None
+        if options.relax_integrality and result.solutions and result.solutions[0].HasField("dual_solution"):
+            dual = result.solutions[0].dual_solution
+            if dual.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
+                duals = _dense(dual.dual_values, len(lm.rows))  # row prices of the LP (a lower-bound certificate)
+        return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail, duals)
 
 
 def _dense(vector: sparse_containers_pb2.SparseDoubleVectorProto, size: int) -> list[float]:

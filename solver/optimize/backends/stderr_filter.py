@@ -35,7 +35,7 @@ def install() -> None:
     thread = threading.Thread(target=_forward, args=(read_end, real), daemon=True, name="stderr-filter")
     thread.start()
     _installed.append((real, thread))
-    atexit.register(_restore)
+    atexit.register(restore)
 
 
 def _forward(read_end: int, real: int) -> None:
@@ -62,8 +62,9 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data):]
 
 
-def _restore() -> None:
-    """At exit: put the real stderr back and let the reader drain what is left."""
+def restore() -> None:
+    """Put the real stderr back and let the reader drain what is left (at exit, or before
+    an os._exit, which skips atexit)."""
     if not _installed:
         return
     real, thread = _installed.pop()

@@ -62,30 +62,66 @@ class CatalogDocument(_message.Message):
     def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("workload", "time_limit_s", "explain", "backend")
+    __slots__ = ("workload", "time_limit_s", "explain", "backend", "current_fleet")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
     EXPLAIN_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FLEET_FIELD_NUMBER: _ClassVar[int]
     workload: Workload
     time_limit_s: float
     explain: bool
     backend: Backend
-    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., time_limit_s: _Optional[float] = ..., explain: bool = ..., backend: _Optional[_Union[Backend, str]] = ...) -> None: ...
+    current_fleet: CurrentFleet
+    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., time_limit_s: _Optional[float] = ..., explain: bool = ..., backend: _Optional[_Union[Backend, str]] = ..., current_fleet: _Optional[_Union[CurrentFleet, _Mapping]] = ...) -> None: ...
+
+class CurrentFleet(_message.Message):
+    __slots__ = ("instances",)
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    instances: _containers.RepeatedCompositeFieldContainer[CurrentInstances]
+    def __init__(self, instances: _Optional[_Iterable[_Union[CurrentInstances, _Mapping]]] = ...) -> None: ...
+
+class CurrentInstances(_message.Message):
+    __slots__ = ("offer_id", "instances", "spot", "replicas")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    SPOT_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    instances: int
+    spot: bool
+    replicas: _containers.RepeatedCompositeFieldContainer[RunningReplicas]
+    def __init__(self, offer_id: _Optional[str] = ..., instances: _Optional[int] = ..., spot: bool = ..., replicas: _Optional[_Iterable[_Union[RunningReplicas, _Mapping]]] = ...) -> None: ...
+
+class RunningReplicas(_message.Message):
+    __slots__ = ("service", "count", "gpus_per_replica", "precision")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    count: int
+    gpus_per_replica: int
+    precision: str
+    def __init__(self, service: _Optional[str] = ..., count: _Optional[int] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("plan",)
+    __slots__ = ("plan", "deadline_exceeded")
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_EXCEEDED_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+    deadline_exceeded: bool
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., deadline_exceeded: bool = ...) -> None: ...
 
 class SolveEvent(_message.Message):
-    __slots__ = ("progress", "plan")
+    __slots__ = ("progress", "plan", "deadline_exceeded")
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_EXCEEDED_FIELD_NUMBER: _ClassVar[int]
     progress: Progress
     plan: Plan
-    def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ...) -> None: ...
+    deadline_exceeded: bool
+    def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., plan: _Optional[_Union[Plan, _Mapping]] = ..., deadline_exceeded: bool = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("elapsed_s", "best_usd_per_hour", "bound_usd_per_hour", "solutions_found", "fleet")
@@ -292,7 +328,7 @@ class GpuType(_message.Message):
     def __init__(self, name: _Optional[str] = ..., memory_gib: _Optional[float] = ..., memory_bandwidth_gbs: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tops: _Optional[float] = ..., nvlink_gbs: _Optional[float] = ..., pcie_gen: _Optional[int] = ..., form_factor: _Optional[str] = ..., vendor: _Optional[str] = ..., architecture: _Optional[str] = ..., supports_fp8: bool = ..., consumer: bool = ..., llm_estimates: bool = ..., source: _Optional[str] = ..., derivation: _Optional[str] = ..., as_of: _Optional[str] = ..., fp4_tflops: _Optional[float] = ..., nvlink_domain_gpus: _Optional[int] = ..., supports_int4: bool = ...) -> None: ...
 
 class Offer(_message.Message):
-    __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes", "vcpus", "host_memory_gib")
+    __slots__ = ("id", "provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour", "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances", "source", "as_of", "notes", "vcpus", "host_memory_gib", "spot_interruption_rate_per_hour", "reserved_1y_price_usd_per_hour", "reserved_3y_price_usd_per_hour", "tier_sources")
     ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -311,6 +347,10 @@ class Offer(_message.Message):
     NOTES_FIELD_NUMBER: _ClassVar[int]
     VCPUS_FIELD_NUMBER: _ClassVar[int]
     HOST_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    SPOT_INTERRUPTION_RATE_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_1Y_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_3Y_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    TIER_SOURCES_FIELD_NUMBER: _ClassVar[int]
     id: str
     provider: str
     name: str
@@ -329,7 +369,11 @@ class Offer(_message.Message):
     notes: str
     vcpus: float
     host_memory_gib: float
-    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
+    spot_interruption_rate_per_hour: float
+    reserved_1y_price_usd_per_hour: float
+    reserved_3y_price_usd_per_hour: float
+    tier_sources: str
+    def __init__(self, id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., spot_price_usd_per_hour: _Optional[float] = ..., gpu_memory_gib: _Optional[float] = ..., interconnect: _Optional[str] = ..., inter_node_fabric: _Optional[str] = ..., inter_node_gbs: _Optional[float] = ..., available_instances: _Optional[int] = ..., source: _Optional[str] = ..., as_of: _Optional[str] = ..., notes: _Optional[str] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ..., spot_interruption_rate_per_hour: _Optional[float] = ..., reserved_1y_price_usd_per_hour: _Optional[float] = ..., reserved_3y_price_usd_per_hour: _Optional[float] = ..., tier_sources: _Optional[str] = ...) -> None: ...
 
 class ReviewRequest(_message.Message):
     __slots__ = ("json", "yaml", "time_limit_per_scenario_s")
@@ -394,7 +438,7 @@ class StatusCount(_message.Message):
     def __init__(self, status: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver")
+    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -411,6 +455,16 @@ class Plan(_message.Message):
     INFEASIBILITY_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
+    PERIODS_FIELD_NUMBER: _ClassVar[int]
+    RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_HOURS_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_COST_USD_FIELD_NUMBER: _ClassVar[int]
+    AVERAGE_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    PRICING_TIERS_FIELD_NUMBER: _ClassVar[int]
+    SAVINGS_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_SOLVER_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     workload: str
     total_price_usd_per_hour: float
@@ -427,7 +481,201 @@ class Plan(_message.Message):
     infeasibility: _containers.RepeatedCompositeFieldContainer[InfeasibilityReason]
     evaluation: Evaluation
     solver: SolverInfo
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ...) -> None: ...
+    periods: _containers.RepeatedCompositeFieldContainer[PeriodPlan]
+    reservations: _containers.RepeatedCompositeFieldContainer[Reservation]
+    horizon_hours: float
+    horizon_cost_usd: float
+    average_price_usd_per_hour: float
+    pricing_tiers: _containers.RepeatedScalarFieldContainer[str]
+    savings: Savings
+    changes: _containers.RepeatedCompositeFieldContainer[FleetChange]
+    rollout: Rollout
+    horizon_solver: HorizonSolverInfo
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
+
+class PeriodPlan(_message.Message):
+    __slots__ = ("name", "hours", "fleet", "total_price_usd_per_hour", "gpus", "services", "evaluation", "unused_reservations", "expected_spot_interruptions_per_hour")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOURS_FIELD_NUMBER: _ClassVar[int]
+    FLEET_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    SERVICES_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_FIELD_NUMBER: _ClassVar[int]
+    UNUSED_RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_SPOT_INTERRUPTIONS_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    hours: float
+    fleet: _containers.RepeatedCompositeFieldContainer[TierFleetLine]
+    total_price_usd_per_hour: float
+    gpus: int
+    services: _containers.RepeatedCompositeFieldContainer[PeriodService]
+    evaluation: Evaluation
+    unused_reservations: _containers.RepeatedCompositeFieldContainer[UnusedReservation]
+    expected_spot_interruptions_per_hour: float
+    def __init__(self, name: _Optional[str] = ..., hours: _Optional[float] = ..., fleet: _Optional[_Iterable[_Union[TierFleetLine, _Mapping]]] = ..., total_price_usd_per_hour: _Optional[float] = ..., gpus: _Optional[int] = ..., services: _Optional[_Iterable[_Union[PeriodService, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., unused_reservations: _Optional[_Iterable[_Union[UnusedReservation, _Mapping]]] = ..., expected_spot_interruptions_per_hour: _Optional[float] = ...) -> None: ...
+
+class TierFleetLine(_message.Message):
+    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "tier", "price_usd_per_hour", "subtotal_usd_per_hour")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    SUBTOTAL_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    provider: str
+    name: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    instances: int
+    tier: str
+    price_usd_per_hour: float
+    subtotal_usd_per_hour: float
+    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., tier: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ...) -> None: ...
+
+class PeriodService(_message.Message):
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "firm_capacity", "replicas", "assignments")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    DEMAND_FIELD_NUMBER: _ClassVar[int]
+    DEMAND_WITH_HEADROOM_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    FIRM_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    unit: str
+    demand: float
+    demand_with_headroom: float
+    capacity: _containers.RepeatedScalarFieldContainer[float]
+    firm_capacity: _containers.RepeatedScalarFieldContainer[float]
+    replicas: int
+    assignments: _containers.RepeatedCompositeFieldContainer[PeriodAssignment]
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[_Iterable[float]] = ..., firm_capacity: _Optional[_Iterable[float]] = ..., replicas: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[PeriodAssignment, _Mapping]]] = ...) -> None: ...
+
+class PeriodAssignment(_message.Message):
+    __slots__ = ("config", "offer_id", "spot", "replicas")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    SPOT_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    config: str
+    offer_id: str
+    spot: bool
+    replicas: int
+    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., spot: bool = ..., replicas: _Optional[int] = ...) -> None: ...
+
+class UnusedReservation(_message.Message):
+    __slots__ = ("offer_id", "instances")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    instances: int
+    def __init__(self, offer_id: _Optional[str] = ..., instances: _Optional[int] = ...) -> None: ...
+
+class Reservation(_message.Message):
+    __slots__ = ("offer_id", "instances", "term", "price_usd_per_hour", "gpus")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    instances: int
+    term: str
+    price_usd_per_hour: float
+    gpus: int
+    def __init__(self, offer_id: _Optional[str] = ..., instances: _Optional[int] = ..., term: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., gpus: _Optional[int] = ...) -> None: ...
+
+class Savings(_message.Message):
+    __slots__ = ("baseline", "baseline_usd_per_hour", "baseline_usd", "baseline_status", "savings_usd", "savings_fraction")
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_USD_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SAVINGS_USD_FIELD_NUMBER: _ClassVar[int]
+    SAVINGS_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    baseline: str
+    baseline_usd_per_hour: float
+    baseline_usd: float
+    baseline_status: str
+    savings_usd: float
+    savings_fraction: float
+    def __init__(self, baseline: _Optional[str] = ..., baseline_usd_per_hour: _Optional[float] = ..., baseline_usd: _Optional[float] = ..., baseline_status: _Optional[str] = ..., savings_usd: _Optional[float] = ..., savings_fraction: _Optional[float] = ...) -> None: ...
+
+class FleetChange(_message.Message):
+    __slots__ = ("offer_id", "action", "instances", "spot")
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    SPOT_FIELD_NUMBER: _ClassVar[int]
+    offer_id: str
+    action: str
+    instances: int
+    spot: bool
+    def __init__(self, offer_id: _Optional[str] = ..., action: _Optional[str] = ..., instances: _Optional[int] = ..., spot: bool = ...) -> None: ...
+
+class Rollout(_message.Message):
+    __slots__ = ("steps", "surge_instances", "note")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SURGE_INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    steps: _containers.RepeatedCompositeFieldContainer[RolloutStep]
+    surge_instances: int
+    note: str
+    def __init__(self, steps: _Optional[_Iterable[_Union[RolloutStep, _Mapping]]] = ..., surge_instances: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class RolloutStep(_message.Message):
+    __slots__ = ("step", "action", "offer_id", "spot", "instance", "service", "config", "gpus", "temporary")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    OFFER_ID_FIELD_NUMBER: _ClassVar[int]
+    SPOT_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    TEMPORARY_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    action: str
+    offer_id: str
+    spot: bool
+    instance: str
+    service: str
+    config: str
+    gpus: int
+    temporary: bool
+    def __init__(self, step: _Optional[int] = ..., action: _Optional[str] = ..., offer_id: _Optional[str] = ..., spot: bool = ..., instance: _Optional[str] = ..., service: _Optional[str] = ..., config: _Optional[str] = ..., gpus: _Optional[int] = ..., temporary: bool = ...) -> None: ...
+
+class HorizonSolverInfo(_message.Message):
+    __slots__ = ("status", "horizon_cost_usd", "bound_usd", "gap", "method", "distinct_periods", "nodes", "period_solves", "change_cost_usd", "detail")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_COST_USD_FIELD_NUMBER: _ClassVar[int]
+    BOUND_USD_FIELD_NUMBER: _ClassVar[int]
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_PERIODS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_SOLVES_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_COST_USD_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    horizon_cost_usd: float
+    bound_usd: float
+    gap: float
+    method: str
+    distinct_periods: int
+    nodes: int
+    period_solves: int
+    change_cost_usd: float
+    detail: str
+    def __init__(self, status: _Optional[str] = ..., horizon_cost_usd: _Optional[float] = ..., bound_usd: _Optional[float] = ..., gap: _Optional[float] = ..., method: _Optional[str] = ..., distinct_periods: _Optional[int] = ..., nodes: _Optional[int] = ..., period_solves: _Optional[int] = ..., change_cost_usd: _Optional[float] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class FleetLine(_message.Message):
     __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour", "vcpus", "host_memory_gib")
@@ -456,7 +704,7 @@ class FleetLine(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -468,6 +716,7 @@ class ServiceResult(_message.Message):
     ALTERNATIVES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -479,10 +728,11 @@ class ServiceResult(_message.Message):
     alternatives: _containers.RepeatedCompositeFieldContainer[Alternative]
     model: str
     engine: str
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks")
+    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
@@ -502,6 +752,7 @@ class Assignment(_message.Message):
     BINDING_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
     SLO_CHECKS_FIELD_NUMBER: _ClassVar[int]
+    AT_LOAD_FIELD_NUMBER: _ClassVar[int]
     config: str
     offer_id: str
     gpu: str
@@ -521,7 +772,24 @@ class Assignment(_message.Message):
     binding_limit: str
     error_band: float
     slo_checks: _containers.RepeatedCompositeFieldContainer[SloCheck]
-    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ...) -> None: ...
+    at_load: AtLoad
+    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ...) -> None: ...
+
+class AtLoad(_message.Message):
+    __slots__ = ("percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo")
+    PERCENTILE_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    MEETS_SLO_FIELD_NUMBER: _ClassVar[int]
+    percentile: int
+    utilization: float
+    ttft_ms: float
+    tpot_ms: float
+    latency_ms: float
+    meets_slo: bool
+    def __init__(self, percentile: _Optional[int] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., meets_slo: bool = ...) -> None: ...
 
 class SloCheck(_message.Message):
     __slots__ = ("name", "predicted_ms", "slo_ms")
@@ -560,14 +828,16 @@ class Alternative(_message.Message):
     def __init__(self, config: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., verdict: _Optional[str] = ..., reason: _Optional[str] = ..., delta_usd_per_hour: _Optional[float] = ..., exact: bool = ..., offer_id: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., basis: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
-    __slots__ = ("offer_id", "instance", "replicas")
+    __slots__ = ("offer_id", "instance", "replicas", "spot")
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SPOT_FIELD_NUMBER: _ClassVar[int]
     offer_id: str
     instance: int
     replicas: _containers.RepeatedCompositeFieldContainer[PlacedReplicas]
-    def __init__(self, offer_id: _Optional[str] = ..., instance: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[PlacedReplicas, _Mapping]]] = ...) -> None: ...
+    spot: bool
+    def __init__(self, offer_id: _Optional[str] = ..., instance: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[PlacedReplicas, _Mapping]]] = ..., spot: bool = ...) -> None: ...
 
 class PlacedReplicas(_message.Message):
     __slots__ = ("config", "count")

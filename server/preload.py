@@ -1,0 +1,21 @@
+"""Imported once by the worker pool's forkserver (server/pool.py), before it forks workers.
+
+Everything a solve needs is imported, and the read-only data (catalog, model library,
+calibration) is loaded here, so each forked worker starts warm and shares these pages
+with the forkserver until it writes to them. Nothing here starts a thread or a solver:
+forking a process with threads (a solver's thread pool) could deadlock the child.
+"""
+
+import server.worker  # noqa: F401 - the workers' code and its imports (protobuf, the planner's request reading)
+import solver.optimize.backends.mathopt_backend  # noqa: F401 - OR-Tools: about half a second to import
+import solver.plan  # noqa: F401
+import solver.review  # noqa: F401 - review documents are parsed in workers too
+from solver.catalog import default_catalog
+
+default_catalog()
+
+# What the forkserver holds now is shared by every worker it forks; keep the collector from
+# touching it (and so copying its pages into each worker) in the workers.
+import gc  # noqa: E402
+
+gc.freeze()

@@ -1,0 +1,188 @@
+"""Percentile SLOs under load: each configuration's usable rate per replica, capped.
+
+A service with `slo.percentile` P needs its latency bounds to hold at P over all its
+requests, queueing included. Per configuration the queueing model gives the largest rate
+one replica can take with every bound still met at P (`max_rate_for_slo`, at most 90 % of
+saturation); that rate is the configuration's throughput in the MIP, so the MIP stays
+linear. If every replica meets its bounds at P, the service does: its distribution at a
+bound is the rate-weighted mean of the replicas' (docs/formulation.md, "Latency under load").
+
+* LLM services with several request classes: every replica serves the service's mix (the
+  classes at their shares), and its cap is for that mixture: exact for the traffic it gets.
+  All classes carry the same cap, the total rate of the mix (the MIP routes the mix).
+* Measured profiles: c parallel servers per replica (solver/perf/queueing/servers.py); the
+  bounds leave the measured time plus a wait, capped per class.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+from solver.compile.problem import Config
+from solver.output.result import AtLoad
+from solver.perf.queueing import TrafficClass, max_rate_for_slo, replica_for
+from solver.perf.queueing.servers import measured_max_rate
+
+_LABEL = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
+PER_SECOND = {"requests/s": 1.0, "items/min": 1.0 / 60.0}
+
+
+@functools.lru_cache(maxsize=50_000)
+def _llm_cap(replica, classes: tuple[TrafficClass, ...], percentile: int, bounds: tuple, arrival_cv: float) -> float:
+    return max_rate_for_slo(replica, classes, percentile, arrival_cv=arrival_cv, **dict(bounds))
+
+
+def cap_under_load(oc, configs: list[Config]) -> list[Config]:
+    """`configs` of one service on one offer with their throughput capped for the service's
+    percentile SLO (configurations that cannot meet it at any load become rejections)."""
+    svc = oc.svc
+    if svc.slo.percentile is None or not svc.slo.bounds():
+        return configs
+    out = []
+    for c in configs:
+        capped = _measured(svc, c) if c.source == "measured" else _estimated(oc, svc, c)
+        if capped is None:
+            continue
+        if all(k.throughput <= 0 for k in capped.classes):
+            reason = next((k.reason for k in capped.classes if k.reason), "misses its SLO under any load")
+            oc._reject(c.gpus_per_replica, c.precision, _kind(reason), reason)
+            continue
+        out.append(capped)
+    return out
+
+
+def _estimated(oc, svc, c: Config) -> Config | None:
+    p = svc.slo.percentile
+    classes = [k for k, d in enumerate(svc.class_demand) if d > 0] or [0]
+    if any(c.classes[k].throughput <= 0 for k in classes):
+        # Every replica serves the whole mix: a class it cannot serve rules the configuration out.
+        missing = next(c.classes[k] for k in classes if c.classes[k].throughput <= 0)
+        oc._reject(c.gpus_per_replica, c.precision, _kind(missing.reason) or "latency",
+                   f"{missing.reason or 'cannot serve a request class'} (every replica serves all classes "
+                   "under a percentile SLO)")
+        return None
+    first = svc.class_tokens[0]
+    query = oc._query(svc.model, c.gpus_per_replica, c.instances_per_replica, c.precision, first.prompt_tokens,
+                      first.output_tokens)
+    mix = tuple(TrafficClass(svc.class_shares[k], svc.class_tokens[k].prompt_tokens, svc.class_tokens[k].output_tokens,
+                             svc.class_names[k]) for k in classes)
+    total = sum(m.share for m in mix)
+    mix = tuple(replace(m, share=m.share / total) for m in mix)
+    cap = _llm_cap(replica_for(query), mix, p, svc.slo.bounds(), float(svc.arrival_cv))
+    if svc.size_with_error_band:
+        cap /= 1 + c.error_band
+    reason = "" if cap > 0 else f"misses the p{p} SLO ({_bounds_text(svc)}) under load, even at a trickle of requests"
+    return replace(c, classes=tuple(replace(k, throughput=cap if cap > 0 else 0.0, reason=reason or k.reason,
+                                            binding_limit="slo_under_load" if cap > 0 else k.binding_limit)
+                                    for k in c.classes))
+
+
+def _measured(svc, c: Config) -> Config:
+    p = svc.slo.percentile
+    unit = PER_SECOND[svc.unit]
+    classes = []
+    for k in c.classes:
+        if k.throughput <= 0:
+            classes.append(k)
+            continue
+        budgets = [b - v for b, v in ((svc.slo.latency_ms, k.latency_ms), (svc.slo.ttft_ms, k.ttft_ms))
+                   if b is not None and v is not None]
+        if not budgets:  # only a TPOT bound: a wait does not change the time per token
+            classes.append(k)
+            continue
+        latency_s = (k.latency_ms or k.ttft_ms or 0.0) / 1e3 or None
+        cap = measured_max_rate(k.throughput * unit, latency_s, p, min(budgets) / 1e3, svc.arrival_cv) / unit
+        reason = "" if cap > 0 else f"misses the p{p} SLO ({_bounds_text(svc)}) under load"
+        classes.append(replace(k, throughput=cap, reason=reason or k.reason,
+                               binding_limit="slo_under_load" if cap > 0 else k.binding_limit))
+    return replace(c, classes=tuple(classes))
+
+
+def _bounds_text(svc) -> str:
+    return ", ".join(f"{_LABEL[name]} {value:g} ms" for name, value in svc.slo.bounds())
+
+
+def _kind(reason: str) -> str:
+    for word, kind in (("TTFT", "ttft"), ("TPOT", "tpot"), ("latency", "latency")):
+        if word in reason:
+            return kind
+    return "latency"
+
+
+# ---------------------------------------------------------------- percentiles at the planned load
+def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tuple[float, ...]) -> AtLoad:
+    """What a plan promises for one assignment: at the service's SLO percentile (99 where
+    none is stated), with the rate the plan routes to each replica, the queueing model's
+    TTFT, TPOT and latency, the utilization (rate / the most a replica sustains), and
+    whether every stated bound holds. The JSON names are a contract: `at_load` with
+    percentile, utilization, ttft_ms, tpot_ms, latency_ms, meets_slo."""
+    p = svc.slo.percentile or 99
+    rate_total = sum(routed)
+    per_replica = rate_total / replicas if replicas else 0.0
+    if config.source == "measured":
+        gpu = next(o.gpu for o in catalog.offers if o.id == config.offer_id)
+        values = _measured_at(svc, config, gpu, routed, per_replica, p)
+    else:
+        values = _llm_at(catalog, calibration, svc, config, routed, per_replica, p)
+    # A bound the configuration gives no value for (a measured profile without a TTFT) was
+    # checked when the configuration was built; here only the predicted values count.
+    meets = all(values[name] <= bound * (1 + 1e-9) for name, bound in svc.slo.bounds() if name in values)
+    return AtLoad(p, _r(values["utilization"]) or 0.0, _r(values.get("ttft_ms")), _r(values.get("tpot_ms")),
+                  _r(values.get("latency_ms")), meets)
+
+
+def _r(x):
+    """Rounded; None where the replica cannot keep up (an infinite percentile is not JSON)."""
+    return None if x is None or x == float("inf") else round(x, 4)
+
+
+def _llm_at(catalog, calibration, svc, config: Config, routed, per_replica: float, p: int) -> dict:
+    from solver.compile.candidates import CandidateBuilder, _OfferCandidates
+    from solver.perf.queueing import percentiles_at_rate
+
+    offer = next(o for o in catalog.offers if o.id == config.offer_id)
+    oc = _OfferCandidates(CandidateBuilder(catalog, [offer], calibration), svc, offer, catalog.gpus[offer.gpu])
+    first = svc.class_tokens[0]
+    replica = replica_for(oc._query(svc.model, config.gpus_per_replica, config.instances_per_replica, config.precision,
+                                    first.prompt_tokens, first.output_tokens))
+    total = sum(routed)
+    mix = tuple(TrafficClass(r / total, svc.class_tokens[k].prompt_tokens, svc.class_tokens[k].output_tokens,
+                             svc.class_names[k]) for k, r in enumerate(routed) if r > 0) if total > 0 else \
+        (TrafficClass(1.0, first.prompt_tokens, first.output_tokens, svc.class_names[0]),)
+    at = percentiles_at_rate(replica, mix, max(per_replica, 1e-9), float(svc.arrival_cv))
+    return {"utilization": at.utilization, "ttft_ms": at.ttft_ms[p], "tpot_ms": at.tpot_ms[p],
+            "latency_ms": at.latency_ms[p]}
+
+
+def _measured_at(svc, config: Config, gpu: str, routed, per_replica: float, p: int) -> dict:
+    from solver.perf.queueing.servers import wait_quantile_s
+
+    unit = PER_SECOND[svc.unit]
+    total = sum(routed)
+    worst = {"utilization": 0.0}
+    for k, perf in enumerate(config.classes):  # each class's share of the replica's traffic
+        if perf.throughput <= 0 or (total > 0 and routed[k] <= 0):
+            continue
+        # The profile's own rate (before any cap) sets the servers; the cap only limits the load.
+        measured_rate = _profile_rate(svc, config, gpu, k) or perf.throughput
+        latency_s = (perf.latency_ms or perf.ttft_ms or 0.0) / 1e3 or None
+        load = per_replica * (routed[k] / total if total > 0 else 1.0)
+        wait_ms = wait_quantile_s(measured_rate * unit, latency_s, load * unit, p / 100, svc.arrival_cv) * 1e3
+        worst["utilization"] = max(worst["utilization"], load / measured_rate if measured_rate else 0.0)
+        for name, base in (("latency_ms", perf.latency_ms), ("ttft_ms", perf.ttft_ms)):
+            if base is not None:
+                worst[name] = max(worst.get(name, 0.0), base + wait_ms)
+        if perf.tpot_ms is not None:
+            worst["tpot_ms"] = max(worst.get("tpot_ms", 0.0), perf.tpot_ms)
+    return worst
+
+
+def _profile_rate(svc, config: Config, gpu: str, k: int) -> float | None:
+    """The measured rate of the profile behind class k of a measured configuration."""
+    cname = svc.class_names[k]
+    match = [p for p in svc.profiles if p.gpu == gpu and p.gpus_per_replica == config.gpus_per_replica
+             and p.precision == config.precision and p.request_class in (cname, None)
+             and p.offer in (None, config.offer_id)]
+    match.sort(key=lambda p: p.request_class is None)
+    return match[0].rate if match else None

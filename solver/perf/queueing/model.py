@@ -1,0 +1,586 @@
+"""One replica serving one class mix at one arrival CV, evaluated at any rate."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _size_groups
+from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _LAT_W, _compress_atoms,
+                                           _compress_entries, _compress_nodes, _mixture_quantile, _phi)
+from solver.perf.queueing.physics import Replica, TrafficClass
+
+PERCENTILES = (50, 90, 95, 99)
+METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
+
+
+@dataclass(frozen=True)
+class LoadPercentiles:
+    """Latency percentiles at one rate per replica, in ms; inf where the replica cannot keep up."""
+
+    rate_per_s: float
+    utilization: float  # rate / saturation rate
+    saturation_rate_per_s: float  # the most requests/s one replica sustains with this class mix
+    mean_batch: float  # sequences in the replica, time average
+    slots: int  # N: sequences that fit at once
+    wait_probability: float  # share of requests that wait for a KV slot
+    ttft_ms: Mapping[int, float]
+    tpot_ms: Mapping[int, float]
+    latency_ms: Mapping[int, float]
+
+    def value(self, metric: str, percentile: int) -> float:
+        return getattr(self, metric)[percentile]
+
+
+class ReplicaLoadModel:
+    """One replica serving one class mix with one arrival CV; evaluate at any rate."""
+
+    def __init__(self, replica: Replica, classes: Sequence[TrafficClass], arrival_cv: float = 1.0):
+        _check_classes(classes)
+        if not (arrival_cv >= 0 and math.isfinite(arrival_cv)):
+            raise ValueError(f"arrival_cv must be a non-negative number, got {arrival_cv}")
+        self.replica = replica
+        self.step = replica.step
+        self.cv = float(arrival_cv)
+        share = np.array([c.share for c in classes], dtype=float)
+        keep = share > 0
+        self.classes = tuple(c for c, k in zip(classes, keep) if k)
+        self.share = share[keep] / share[keep].sum()
+        self.prompt = np.array([max(int(c.prompt_tokens), 0) for c in self.classes], dtype=float)
+        self.output = np.array([max(int(c.output_tokens), 1) for c in self.classes], dtype=float)
+        self.budget = float(max(replica.token_budget, 1))
+        # A class holds its slot about O steps: it weighs the batch's composition by share x O.
+        slot_w = self.share * self.output
+        slot_w /= slot_w.sum()
+        reserve = float(np.dot(slot_w, self.prompt + self.output))
+        kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
+        self.slots = int(max(0, min(replica.max_seqs, self.budget, math.floor(kv_slots + 1e-9))))
+        dec_w = self.share * (self.output - 1.0)
+        self.context_per_decode = (float(np.dot(dec_w, self.prompt + self.output / 2) / dec_w.sum())
+                                   if dec_w.sum() > 0 else float(np.dot(self.share, self.prompt)))
+        steps_k = self.output.copy()  # one prefill step (first token) + O - 1 decode steps
+        self.steps_per_request = float(np.dot(self.share, steps_k))
+        self.decode_fraction = float(np.dot(self.share, self.output - 1.0)) / self.steps_per_request
+        self.decode_steps_per_request = float(np.dot(self.share, self.output - 1.0))
+        self.mean_prompt = float(np.dot(self.share, self.prompt))
+        self.mean_pairs = float(np.dot(self.share, self.prompt ** 2 / 2))
+        gs, gt, gp = _size_groups(self.share, self.prompt)
+        self._groups = (tuple(gs.tolist()), tuple(gt.tolist()), tuple(gp.tolist()))
+        self._sat: float | None = None
+        # Kingman's service variability: slot times differ across classes by their O.
+        ms = float(np.dot(self.share, self.output))
+        self.cs2 = float(np.dot(self.share, (self.output - ms) ** 2)) / (ms * ms)
+        self.kingman = max((self.cv ** 2 + self.cs2) / 2.0, 1e-3)
+
+    # -- building blocks
+    def atoms(self, mean_count: float) -> _Atoms:
+        spread = max(self.cv, 1.0)
+        if not math.isfinite(mean_count):
+            mean_count = 1e6
+        j = int(min(48, max(3, math.ceil(mean_count + 5.0 * spread * math.sqrt(mean_count + 0.5) + 2))))
+        return _atoms(*self._groups, j)
+
+    def _weights(self, means, at: _Atoms, palm: bool = False) -> np.ndarray:
+        pmf = _count_pmf(means, self.cv, at.j_max, palm=palm)
+        return pmf[..., at.count.astype(int)] * at.comp
+
+    def _decodes(self, n):
+        return np.asarray(n, dtype=float) * self.decode_fraction
+
+    def _superstep(self, dec, ctx, at: _Atoms):
+        """Seconds and steps to run a step's content; content beyond the token budget spills
+        into further steps (chunked prefill), counted here as one longer 'super-step'."""
+        return self._superstep_tokens(dec, ctx, at.tokens, at.pairs, outer=True)
+
+    def _superstep_tokens(self, dec, ctx, tokens, pairs, outer: bool = False):
+        """As `_superstep` for given tokens; `outer`: batches along a new leading axis."""
+        dec = np.asarray(dec, dtype=float)
+        room = np.maximum(self.budget - dec, 1.0)
+        if outer and np.ndim(dec):
+            dec, ctx, room = dec[..., None], np.asarray(ctx)[..., None], room[..., None]
+        k = np.maximum(np.ceil(tokens / room), 1.0)
+        last = tokens - (k - 1.0) * room
+        per_token_pairs = np.where(tokens > 0, pairs / np.maximum(tokens, 1e-9), 0.0)
+        seconds = ((k - 1.0) * self.step.seconds(dec, ctx, room, per_token_pairs * room)
+                   + self.step.seconds(dec, ctx, last, per_token_pairs * last))
+        return seconds, k
+
+    def _expected_superstep(self, dec, ctx, means):
+        """E[seconds], E[steps] of the content of windows with `means` prompts on average.
+        Counts beyond the enumerated atoms are one atom at their conditional mean, so the
+        means stay right however many prompts a step gathers."""
+        means = np.asarray(means, dtype=float)
+        at = self.atoms(float(means.max()))
+        pmf = _count_pmf(means, self.cv, at.j_max, lump_tail=False)  # [M, J+1]
+        w = pmf[:, at.count.astype(int)] * at.comp
+        d, k = self._superstep(dec, ctx, at)
+        tail = np.maximum(1.0 - pmf.sum(axis=1), 0.0)
+        j_in = pmf @ np.arange(at.j_max + 1, dtype=float)
+        j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), at.j_max + 1.0)
+        dt, kt = self._superstep_tokens(dec, ctx, j_tail * self.mean_prompt, j_tail * self.mean_pairs)
+        return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
+
+    def prefill_limit(self, n: float) -> float:
+        """The rate at which prompts alone would fill every step (prefill load 1) at batch n."""
+        dec = float(self._decodes(n))
+        fixed = float(self.step.seconds(dec, dec * self.context_per_decode, 0.0, 0.0))
+        room = max(self.budget - dec, 1.0)
+        st = self.step
+        per_prompt = ((st.gemm_s_per_token + st.s_per_token + fixed / room) * self.mean_prompt
+                      + st.s_per_pair * self.mean_pairs)
+        return 1.0 / per_prompt if per_prompt > 0 else math.inf
+
+    def mean_step(self, n, rate: float) -> np.ndarray:
+        """Mean step at batches n (sequences in the replica) when `rate` requests/s arrive;
+        inf where prompts arrive faster than the replica can prefill them.
+
+        A fixed point: a step carries the prompts that arrived during the super-step before
+        it, so the mean super-step s solves s = E[content of a window of rate x s prompts];
+        E[...] grows about linearly in s with slope rate / prefill_limit < 1 (Illinois steps
+        in a bracket).
+        """
+        n = np.atleast_1d(np.asarray(n, dtype=float))
+        dec = self._decodes(n)
+        ctx = dec * self.context_per_decode
+        base = self.step.seconds(dec, ctx, 0.0, 0.0)
+        if rate <= 0:
+            return base
+        load = np.array([rate / self.prefill_limit(x) for x in n])
+        out = np.full(len(n), math.inf)
+        ok = load < 1.0 - 1e-9
+        if not ok.any():
+            return out
+        dec, ctx, base = dec[ok], ctx[ok], base[ok]
+
+        def gap(span):
+            e, k = self._expected_superstep(dec, ctx, rate * span)
+            return e - span, e, k
+
+        lo = base.copy()
+        g_lo, _, _ = gap(lo)
+        # Beyond the memory-bound kink the content grows linearly with slope `load`: the
+        # linear root is close; bracket it tightly.
+        lin = np.maximum((g_lo + base - load[ok] * base) / (1.0 - load[ok]), base)
+        hi = lin * 1.02 + 1e-9
+        g_hi, _, _ = gap(hi)
+        for _ in range(40):
+            bad = g_hi >= 0
+            if not bad.any():
+                break
+            hi = np.where(bad, hi * 2.0, hi)
+            g_hi = np.where(bad, gap(hi)[0], g_hi)
+        span = lo
+        for _ in range(40):  # Illinois: regula falsi that halves the value at a stale end
+            denom = np.where(g_hi != g_lo, g_hi - g_lo, -1.0)
+            span = np.clip(hi - g_hi * (hi - lo) / denom, lo, hi)
+            g, _, _ = gap(span)
+            if np.all(np.abs(g) <= 1e-4 * span):
+                break
+            left = g > 0  # the root lies above span
+            lo, hi = np.where(left, span, lo), np.where(left, hi, span)
+            g_lo, g_hi = np.where(left, g, g_lo * 0.5), np.where(left, g_hi * 0.5, g)
+        e, k = self._expected_superstep(dec, ctx, rate * span)
+        out[ok] = e / k
+        return out
+
+    def slot_seconds(self, n: np.ndarray, rate: float, tau: np.ndarray | None = None) -> np.ndarray:
+        """L(n): seconds a request holds its slot at batch n - its prefill step (longer than
+        most: it carries its prompt and those arriving with it) and O - 1 mean steps."""
+        n = np.asarray(n, dtype=float)
+        tau = self.mean_step(n, rate) if tau is None else tau
+        finite = np.isfinite(tau)
+        if not finite.all():
+            out = np.full(len(n), math.inf)
+            if finite.any():
+                out[finite] = self.slot_seconds(n[finite], rate, tau[finite])
+            return out
+        dec = self._decodes(n)
+        ctx = dec * self.context_per_decode
+        with_me = rate * tau * self.mean_prompt  # tokens of the prompts arriving alongside
+        first = np.zeros_like(n)
+        for k in range(len(self.share)):
+            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[k] + with_me,
+                                            self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)
+            first += self.share[k] * sec
+        return self.decode_steps_per_request * tau + first
+
+    # -- capacity
+    def saturation_rate(self) -> float:
+        """Requests/s with all N slots busy all the time: the replica's ceiling for this mix.
+
+        The rate r with r = N / (steps per request x mean step at batch N and rate r) - the
+        prompts arriving at rate r ride along in the steps - below the prefill limit;
+        Illinois steps on r.
+        """
+        if self._sat is None:
+            if self.slots < 1:
+                self._sat = 0.0
+                return 0.0
+            N = float(self.slots)
+
+            def h(rate):
+                return N / float(self.slot_seconds(np.array([N]), rate)[0]) - rate
+
+            lo, hi = 0.0, min(N / float(self.slot_seconds(np.array([N]), 0.0)[0]),
+                              self.prefill_limit(N) * (1.0 - 1e-9))
+            h_lo, h_hi = h(lo), h(hi)
+            if h_hi >= 0:
+                self._sat = hi
+                return hi
+            r = hi
+            for _ in range(60):
+                r = hi - h_hi * (hi - lo) / (h_hi - h_lo)
+                hr = h(r)
+                if abs(hr) <= 1e-6 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
+                    break
+                if hr > 0:
+                    lo, h_lo = r, hr
+                    h_hi *= 0.5
+                else:
+                    hi, h_hi = r, hr
+                    h_lo *= 0.5
+            self._sat = r
+        return self._sat
+
+    def _window_nodes(self, rate: float, rho: float, tau: np.ndarray):
+        """Decode window seconds T at Gauss-Hermite nodes xi of the prompt work arriving in it:
+        T (1 - rho) = D + a xi sqrt(T), D = (O - 1) x tau x (1 - rho), a = ca sqrt(lambda E[w^2]).
+        tau: [..., K] mean steps; returns [Hz, ..., K] window seconds."""
+        steps = np.maximum(self.output - 1.0, 1.0)
+        work = self.prompt * (self.step.gemm_s_per_token + self.step.s_per_token) + self.step.s_per_pair * self.prompt ** 2 / 2
+        a = max(self.cv, 0.05) * math.sqrt(rate * float(np.dot(self.share, work ** 2)))
+        rho = min(rho, 0.95)
+        decode = steps * tau * (1.0 - rho)
+        xi = _GH_NODES.reshape((-1,) + (1,) * np.ndim(decode))
+        root = (a * xi + np.sqrt((a * xi) ** 2 + 4.0 * (1.0 - rho) * decode)) / (2.0 * (1.0 - rho))
+        return root ** 2
+
+    def _stretch(self, rate: float, rho: float, tau: float) -> float:
+        """Mean decode window over its fluid value (>= 1), weighted by the classes' windows."""
+        t = self._window_nodes(rate, rho, np.full(len(self.share), tau))  # [Hz, K]
+        mean_t = _GH_WEIGHTS @ t
+        base = np.maximum(self.output - 1.0, 1.0) * tau
+        w = self.share * np.maximum(self.output - 1.0, 0.0)
+        return float(np.dot(w, mean_t / base) / w.sum()) if w.sum() > 0 else 1.0
+
+    # -- state at a rate
+    def _state(self, rate: float) -> "_State":
+        N = self.slots
+        grid = np.unique(np.round(np.geomspace(1, N, min(N, 8)))) if N > 1 else np.array([1.0])
+        tau_grid = self.mean_step(grid, rate)
+        ns = np.arange(1, N + 1, dtype=float)
+        L = np.interp(ns, grid, self.slot_seconds(grid, rate, tau_grid))  # seconds a request holds its slot
+        fluid = _fluid_batch(rate, ns, L)
+        # Elasticity of the slot time in the batch at the fluid point.
+        lo, hi = max(fluid * 0.9, 1.0), min(max(fluid * 1.1, 1.0 + 1e-9), float(N))
+        eps = 0.0
+        if hi > lo:
+            eps = math.log(np.interp(hi, ns, L) / np.interp(lo, ns, L)) / math.log(hi / lo)
+        eps = min(max(eps, 0.0), 0.95)
+        # Prefill's share of a step at the fluid point: a surge of arrivals also brings a
+        # surge of prompts that slows everyone's decode, widening the batch further.
+        m = max(min(fluid, N), 1.0)
+        dec_m = float(self._decodes(m))
+        tau_m = float(np.interp(m, grid, tau_grid))
+        rho_p = min(max(1.0 - float(self.step.seconds(dec_m, dec_m * self.context_per_decode, 0.0, 0.0)) / tau_m,
+                        0.0), 0.95)
+        # Static gains give variance ca^2 m / ((1 - eps)(1 - rho_p))^2; fluctuations faster
+        # than the feedback loop are amplified less: exponent 1.6, fitted to the simulator on
+        # nine configurations outside the validation grid (docs/queueing.md).
+        temper = (1.0 - eps) ** 0.6 * (1.0 - rho_p) ** 1.6 / max(self.cv ** 2, 0.05)
+        # Requests stay longer on average than at the fluid point: the prompt work arriving
+        # during a stay fluctuates and slows it more when high than it speeds it when low
+        # (the window equation of `_tpot_parts`). Little's law puts the batch's centre at
+        # lambda x mean stay = kappa x fluid.
+        decode_m = float(np.dot(self.share, self.output - 1.0)) * tau_m
+        first_m = float(np.interp(m, ns, L)) - decode_m
+        kappa = (decode_m * self._stretch(rate, rho_p, tau_m) + first_m) / (decode_m + first_m)
+        centre = min(kappa * m, N - 0.5) if m < N else m
+        base_logr = temper * (math.log(rate) + np.log(L) - np.log(ns))
+        # While requests queue, each freed slot admits one at once: the replica runs at its
+        # saturation rate (prompts arrive with the admissions), so the queue drains at
+        # saturation - rate.
+        sat = self.saturation_rate()
+        rho = min(rate / sat, 1.0 - 1e-9)
+        busy = np.arange(N + 1, dtype=float)
+        logr = base_logr - temper * (math.log(rate) + math.log(float(np.interp(centre, ns, L))) - math.log(centre))
+        logp = np.concatenate([[0.0], np.cumsum(logr)])
+        logp -= logp.max()
+        p = np.exp(logp)  # n = 0..N
+        tail = p[-1] * rho / (1.0 - rho)  # the queue beyond N: geometric, as M/M/N
+        total = p.sum() + tail
+        p /= total
+        wait_m = float(p[-1] + tail / total)  # an arrival finds all N slots busy (PASTA)
+        mean_b = float(np.dot(p, busy) + tail / total * N)
+        var_b = float(np.dot(p, (busy - mean_b) ** 2) + tail / total * (N - mean_b) ** 2)
+        # Kingman / Allen-Cunneen scale G/G/N waits by z = (ca^2 + cs^2) / 2. Burstiness is
+        # already in the chain (its spread), and a full replica frees slots at a shared step
+        # clock rather than as N independent deterministic servers: against the simulator the
+        # chance to wait stays M/M's and the wait shrinks only by (1 + z) / 2.
+        wait = min(wait_m, 1.0)
+        theta = (1.0 + self.kingman) / 2.0 / max(sat - rate, 1e-9 * sat)
+        return _State(rate, N, grid, tau_grid, fluid, eps, wait, theta, mean_b, var_b, rho_p)
+
+    # -- distributions
+    def _ttft_parts(self, st: "_State"):
+        """Pieces of every class's TTFT: uniforms (no wait) and shifted exponentials (waited)."""
+        rate = st.rate
+        n0 = max(min(st.fluid, st.slots), 1.0)
+        dec0 = float(self._decodes(n0))
+        ctx0 = dec0 * self.context_per_decode
+        t_bar = float(st.tau(n0))
+        at = self.atoms(rate * t_bar * 8.0)
+        room = max(self.budget - dec0, 1.0)
+        d, k = self._superstep(dec0, ctx0, at)
+        # The step in progress carries the prompts that arrived during the step before it:
+        # two rounds of the step-length chain from its mean.
+        prev = self._weights(np.array([rate * t_bar]), at)[0]
+        trans = self._weights(rate * d, at)  # [from atom, to atom]
+        # Long steps gather more prompts for the next: follow the chain until its memory
+        # (about the prefill share of a step per step) has faded.
+        rho = min(max(1.0 - float(self.step.seconds(dec0, ctx0, 0.0, 0.0)) / t_bar, 0.0), 0.95)
+        cur = prev
+        for _ in range(int(min(max(math.ceil(math.log(0.02) / math.log(max(rho, 1e-3))), 2), 30)) - 1):
+            cur = cur @ trans
+        # Bursty arrivals come in clusters: seen from an arrival, the step before it more
+        # likely gathered some of its cluster (Palm counts; the same as stationary if Poisson).
+        cur = cur @ (self._weights(rate * d, at, palm=True) if abs(self.cv - 1.0) > 1e-6 else trans)
+        # Content beyond the token budget runs in several steps; an arrival lands in one of
+        # them (length-biased) and queues behind what is left of the content after it.
+        per_pair = np.where(at.tokens > 0, at.pairs / np.maximum(at.tokens, 1e-9), 0.0)
+        full = self.step.seconds(dec0, ctx0, room, per_pair * room)
+        last_tokens = at.tokens - (k - 1.0) * room
+        last = self.step.seconds(dec0, ctx0, last_tokens, per_pair * last_tokens)
+        multi = np.nonzero(k > 1)[0]
+        sub_d = [last]  # the last (or only) step of each content: nothing left behind it
+        sub_w = [cur * last]
+        sub_left = [np.zeros_like(last)]
+        sub_src = [np.arange(len(d))]
+        for a in multi:
+            for i in range(1, int(k[a])):
+                sub_d.append(np.array([full[a]]))
+                sub_w.append(np.array([cur[a] * full[a]]))
+                sub_left.append(np.array([at.tokens[a] - i * room]))
+                sub_src.append(np.array([a]))
+        sub_d, sub_w, sub_left = np.concatenate(sub_d), np.concatenate(sub_w), np.concatenate(sub_left)
+        sub_w /= sub_w.sum()
+        same = self._weights(rate * sub_d, at, palm=True)  # others arriving in that step [entries, atoms]
+        cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, 10)
+        co, same = _compress_atoms(at, same, cur_w, 24)
+        own0 = self._own_done(dec0, ctx0, co, cur_left)  # [classes, entries, atoms]
+        # Waited: admitted at a step end with the batch full, prefilled in the next step.
+        decn = float(self._decodes(st.slots))
+        ctxn = decn * self.context_per_decode
+        wn = self._weights(np.array([rate * float(st.tau(st.slots))]), at)
+        con, wn = _compress_atoms(at, wn, np.ones(1), 24)
+        wn = wn[0]
+        ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
+        # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
+        own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
+        return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta)
+
+    def _tpot_parts(self, st: "_State"):
+        """A class's TPOT is the mean step over its O - 1 decode steps. Two things move it:
+        the batch over its stay (slow: normal, capped at N) and the prompt work that arrives
+        during its stay. Over a window of T seconds, decode takes D = (O - 1) x mean step x
+        (1 - rho_p) and prompts arrive with work lambda T x E[w] + xi x ca x sqrt(lambda T
+        E[w^2]) (xi standard normal), so T (1 - rho_p) = D + a xi sqrt(T), a quadratic in
+        sqrt(T). Returns TPOT nodes [H, K], their weights [H] and a small smoothing sd [K]."""
+        life = _life_fraction(self.share, self.output, st.eps)
+        b = np.clip(st.fluid + 1.0 + np.sqrt(st.var_batch * life)[None, :] * _GH_NODES[:, None], 1.0, st.slots)
+        tau_b = st.tau(b)  # [Hb, K]
+        steps = np.maximum(self.output - 1.0, 1.0)
+        nodes = (self._window_nodes(st.rate, st.rho_p, tau_b) / steps).reshape(-1, len(self.share))  # [Hz*Hb, K]
+        weights = (_GH_WEIGHTS[:, None] * _GH_WEIGHTS[None, :]).reshape(-1)
+        t_bar = float(st.tau(max(min(st.fluid, st.slots), 1.0)))
+        smooth = 0.02 * t_bar / np.sqrt(steps)
+        return nodes, weights, smooth
+
+    def _own_done(self, dec: float, ctx: float, at: _Atoms, left: np.ndarray) -> np.ndarray:
+        """[classes, entries, atoms]: seconds from a step start until the own prompt is
+        prefilled, behind `left` tokens of earlier content and alongside the atom's other
+        prompts (FCFS among those: half of them ahead)."""
+        room = max(self.budget - dec, 1.0)
+        p = self.prompt[:, None, None]
+        lft = np.asarray(left, dtype=float)[None, :, None]
+        tokens = at.tokens[None, None, :]
+        total = lft + p + tokens
+        pairs = p * p / 2 + at.pairs[None, None, :] + lft * (p + tokens)  # behind the left-over context
+        one = self.step.seconds(dec, ctx, total, pairs)
+        ahead = lft + p + tokens / 2
+        steps = np.maximum(np.ceil(ahead / room), 1.0)
+        frac = pairs / np.maximum(total, 1e-9)
+        last = np.clip(total - (steps - 1.0) * room, 1.0, room)
+        many = (steps - 1.0) * self.step.seconds(dec, ctx, room, frac * room) + self.step.seconds(dec, ctx, last, frac * last)
+        return np.where(total <= room, one, many)
+
+    def _cdfs(self, st: "_State", need: Sequence[str] = METRICS):
+        """Per-class CDFs (on arrays of seconds) and an upper end of their support, for the
+        metrics in `need` (the parts of the others are not built)."""
+        need_ttft = "ttft_ms" in need or "latency_ms" in need
+        need_tpot = "tpot_ms" in need or "latency_ms" in need
+        tp = self._ttft_parts(st) if need_ttft else None
+        tau_life, life_w, sd_fast = self._tpot_parts(st) if need_tpot else (None, None, None)
+        o1 = np.maximum(self.output - 1.0, 0.0)
+        K = len(self.share)
+
+        def ttft(x):  # x: [X] seconds -> [X, K]
+            x = np.asarray(x, dtype=float)[:, None, None, None]
+            s = tp.own0[None]  # [1,K,C,A]
+            u = np.clip((x - s) / tp.cur_d[None, None, :, None], 0.0, 1.0)
+            nowait = (u * tp.pair_w[None, None]).sum(axis=(2, 3))
+            xe = x[:, :, 0, :]
+            sn = tp.ownn[None]
+            waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
+            return (1.0 - tp.wait) * nowait + tp.wait * waited
+
+        def tpot(x):
+            x = np.asarray(x, dtype=float)[:, None, None]
+            z = (x - tau_life[None, :, :]) / np.maximum(sd_fast[None, None, :], 1e-9)
+            return (_phi(z) * life_w[None, :, None]).sum(axis=1)
+
+        # Latency: the TTFT as quantile atoms (finer in the tail), plus the decode time.
+        cache: dict = {}
+
+        def ttft_atoms():
+            if "tq" not in cache:
+                top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
+                grid = np.unique(np.concatenate([np.linspace(0.0, top, 400),
+                                                 np.geomspace(max(top * 1e-4, 1e-6), top, 100)]))
+                fk = ttft(grid)  # [G, K]
+                cache["tq"] = np.stack([np.interp(_LAT_MIDS, np.maximum.accumulate(fk[:, k]), grid) for k in range(K)])
+            return cache["tq"]  # [K, Q]
+
+        lat_nodes, lat_w = _compress_nodes(tau_life, life_w, 16) if need_tpot else (None, None)
+
+        def latency(x):
+            x = np.asarray(x, dtype=float)[:, None, None, None]  # [X,1,1,1]
+            a = ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :])  # [1,K,Q,H]
+            sd = np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None]
+            f = _phi((x - a) / sd)
+            return (f * _LAT_W[None, None, :, None] * lat_w.T[None, :, None, :]).sum(axis=(2, 3))
+
+        top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0 if need_ttft else 0.0
+        top_tpot = float(tau_life.max() + 8.0 * sd_fast.max()) + 1e-6 if need_tpot else 0.0
+        out = {"ttft_ms": (ttft, top_ttft), "tpot_ms": (tpot, top_tpot),
+               "latency_ms": (latency, top_ttft + float(o1.max()) * top_tpot)}
+        return {m: out[m] for m in need}
+
+    # -- public
+    def at_rate(self, rate_per_s: float) -> LoadPercentiles:
+        rate = _check_rate(rate_per_s)
+        N = self.slots
+        sat = self.saturation_rate()
+        if N < 1 or rate >= sat:
+            inf = {p: math.inf for p in PERCENTILES}
+            return LoadPercentiles(rate, rate / sat if sat > 0 else math.inf, sat, float(N), N, 1.0, inf, inf, inf)
+        st = self._state(max(rate, 1e-9 * sat))
+        cdfs = self._cdfs(st)
+        values = {m: {p: _mixture_quantile(cdfs[m], self.share, p / 100.0) * 1e3 for p in PERCENTILES}
+                  for m in METRICS}
+        return LoadPercentiles(rate, rate / sat, sat, st.mean_batch, N, st.wait, values["ttft_ms"],
+                               values["tpot_ms"], values["latency_ms"])
+
+    def margin(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> float:
+        """min over the bounds of (mixture CDF at the bound - p): >= 0 where every bound holds
+        at the percentile; falls as the rate rises; -1 at or beyond saturation."""
+        sat = self.saturation_rate()
+        if self.slots < 1 or rate >= sat:
+            return -1.0
+        st = self._state(max(rate, 1e-9 * sat))
+        cdfs = self._cdfs(st, tuple(bounds_ms))
+        p = percentile / 100.0
+        return min(float(np.dot(cdfs[m][0](np.array([b / 1e3]))[0], self.share)) - p for m, b in bounds_ms.items())
+
+    def meets(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> bool:
+        """Every bound holds at the percentile: the mixture CDF at each bound reaches it."""
+        return self.margin(rate, percentile, bounds_ms) >= -1e-9
+
+
+@dataclass(frozen=True)
+class _State:
+    rate: float
+    slots: int
+    grid: np.ndarray
+    tau_grid: np.ndarray
+    fluid: float
+    eps: float
+    wait: float
+    theta: float
+    mean_batch: float
+    var_batch: float
+    rho_p: float  # prefill's share of a step at the fluid batch
+
+    def tau(self, n):
+        return np.interp(n, self.grid, self.tau_grid)
+
+
+@dataclass(frozen=True)
+class _TtftParts:
+    cur_d: np.ndarray  # [C] lengths of the step in progress
+    cur_w: np.ndarray  # [C] their length-biased weights
+    same: np.ndarray  # [C, A] co-arrival composition weights given the step in progress
+    own0: np.ndarray  # [K, C, A] time to own first token from the next step's start, no wait
+    wn: np.ndarray  # [A] co-admission weights when the batch is full
+    ownn: np.ndarray  # [K, A] same at batch N
+    wait: float
+    theta: float
+
+    @property
+    def pair_w(self) -> np.ndarray:
+        return self.cur_w[:, None] * self.same
+
+
+def _check_rate(rate_per_s) -> float:
+    try:
+        rate = float(rate_per_s)
+    except (TypeError, ValueError):
+        raise ValueError(f"rate_per_s must be a number, got {rate_per_s!r}") from None
+    if not (rate >= 0 and math.isfinite(rate)):
+        raise ValueError(f"rate_per_s must be a non-negative finite number, got {rate_per_s}")
+    return rate
+
+
+def _check_classes(classes: Sequence[TrafficClass]) -> None:
+    if not classes:
+        raise ValueError("give at least one request class")
+    for c in classes:
+        if not (c.share >= 0 and math.isfinite(c.share)):
+            raise ValueError(f"class share must be a non-negative number, got {c.share}")
+        if c.prompt_tokens < 0 or c.output_tokens < 1:
+            raise ValueError(f"class tokens out of range: prompt {c.prompt_tokens}, output {c.output_tokens}")
+    if sum(c.share for c in classes) <= 0:
+        raise ValueError("class shares are all zero")
+
+
+def _life_fraction(share: np.ndarray, output: np.ndarray, eps: float = 0.0) -> np.ndarray:
+    """Per class k: Var(batch averaged over k's decode) / Var(batch).
+
+    The batch counts requests of every class j, each staying O_j steps; its autocovariance
+    at lag s is sum_j lambda_j (O_j - s)^+ (M/G/infinity), so averaging over a window of
+    W = O_k - 1 steps keeps sum_j lambda_j h(O_j, W) / sum_j lambda_j O_j of the variance,
+    h(L, W) = L - W/3 if L >= W else L^2/W - L^3/(3 W^2). One class: 2/3. The feedback of
+    the batch on the step time (elasticity eps) makes a deviation last 1 / (1 - eps) longer.
+    """
+    out = np.empty(len(output))
+    output = output / (1.0 - eps)
+    for k, o in enumerate(output * (1.0 - eps)):
+        win = max(o - 1.0, 1.0)
+        h = np.where(output >= win, output - win / 3.0, output ** 2 / win - output ** 3 / (3.0 * win * win))
+        out[k] = float(np.dot(share, h) / np.dot(share, output))
+    return out
+
+
+def _fluid_batch(rate: float, ns: np.ndarray, L: np.ndarray) -> float:
+    """The batch m with m = rate x L(m) (Little's law at the mean step), capped at N."""
+    gap = rate * L - ns
+    if gap[-1] >= 0:
+        return float(ns[-1])
+    i = int(np.argmax(gap < 0))
+    if i == 0:
+        return float(max(rate * L[0], 0.0))
+    a, b = gap[i - 1], gap[i]
+    return float(ns[i - 1] + a / (a - b))

@@ -1,0 +1,118 @@
+"""Distributions, their merging and mixture quantiles (numpy; no scipy)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from solver.perf.queueing.contents import _Atoms
+
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(8)
+_GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
+_SQRT2 = math.sqrt(2.0)
+# Quantile levels standing in for a class's TTFT inside its latency (finer in the tail).
+_LAT_LEVELS = np.array([0.0, .05, .1, .15, .2, .25, .3, .35, .4, .45, .5, .55, .6, .65, .7, .75, .8, .85, .9,
+                        .93, .95, .97, .98, .99, .995, .998, .999, 1.0])
+_LAT_MIDS, _LAT_W = 0.5 * (_LAT_LEVELS[1:] + _LAT_LEVELS[:-1]), np.diff(_LAT_LEVELS)
+
+
+def _compress_nodes(nodes: np.ndarray, weights: np.ndarray, bins: int):
+    """[H, K] weighted nodes -> [bins, K] nodes and [bins, K] weights: per class, weighted
+    means over weight quantiles."""
+    order = np.argsort(nodes, axis=0, kind="stable")
+    w = weights[order]  # [H, K]
+    cum = np.cumsum(w, axis=0)
+    label = np.minimum((cum - 0.5 * w) / cum[-1] * bins, bins - 1).astype(int)
+    out = np.zeros((bins, nodes.shape[1]))
+    out_w = np.zeros((bins, nodes.shape[1]))
+    for k in range(nodes.shape[1]):
+        num = np.bincount(label[:, k], weights=w[:, k] * nodes[order[:, k], k], minlength=bins)
+        den = np.bincount(label[:, k], weights=w[:, k], minlength=bins)
+        out[:, k] = num / np.maximum(den, 1e-300)
+        out_w[:, k] = den / den.sum()
+    return out, out_w
+
+
+def _compress_atoms(at: _Atoms, rows: np.ndarray, row_w: np.ndarray, bins: int):
+    """Merge step-content atoms by prompt tokens into at most `bins` (weighted means),
+    summing each row's weights per merged atom."""
+    if len(at.tokens) <= bins:
+        return at, rows
+    marginal = row_w @ rows
+    order = np.argsort(at.tokens, kind="stable")
+    cum = np.cumsum(marginal[order])
+    label = np.empty(len(order), dtype=int)
+    label[order] = np.minimum((cum - 0.5 * marginal[order]) / max(cum[-1], 1e-300) * bins, bins - 1).astype(int)
+    mw = np.bincount(label, weights=marginal, minlength=bins)
+    keep = mw > 0
+    tokens = np.bincount(label, weights=marginal * at.tokens, minlength=bins)[keep] / mw[keep]
+    pairs = np.bincount(label, weights=marginal * at.pairs, minlength=bins)[keep] / mw[keep]
+    merged = np.zeros((rows.shape[0], bins))
+    for b in range(bins):
+        if keep[b]:
+            merged[:, b] = rows[:, label == b].sum(axis=1)
+    merged = merged[:, keep]
+    return _Atoms(np.zeros(len(tokens)), tokens, pairs, np.ones(len(tokens)), at.j_max), merged
+
+
+def _compress_entries(dur, weight, left, rows, bins: int):
+    """Merge the steps an arrival can land in: those with nothing left behind them by
+    length, those with content left over by that amount."""
+    none = left <= 0
+    parts = []
+    for mask, key, nb in ((none, dur, bins), (~none, left, max(bins // 2, 1))):
+        if mask.any() and weight[mask].sum() > 0:
+            idx = np.nonzero(mask)[0]
+            _, w, r = _compress_rows(key[idx], weight[idx], np.column_stack([dur[idx], left[idx], rows[idx]]), nb)
+            parts.append((w, r))
+    w = np.concatenate([p[0] for p in parts])
+    r = np.concatenate([p[1] for p in parts])
+    return r[:, 0], w, r[:, 1], r[:, 2:]
+
+
+def _compress_rows(values: np.ndarray, weights: np.ndarray, rows: np.ndarray, bins: int):
+    """Merge atoms (and their rows) into at most `bins` by weight quantiles of `values`."""
+    if len(values) <= bins:
+        return values, weights, rows
+    order = np.argsort(values, kind="stable")
+    v, w, r = values[order], weights[order], rows[order]
+    cum = np.cumsum(w)
+    label = np.minimum((cum - 0.5 * w) / cum[-1] * bins, bins - 1).astype(int)
+    out_w = np.bincount(label, weights=w, minlength=bins)
+    keep = out_w > 0
+    out_v = np.bincount(label, weights=w * v, minlength=bins)[keep] / out_w[keep]
+    out_r = np.zeros((bins, r.shape[1]))
+    np.add.at(out_r, label, r * w[:, None])
+    out_r = out_r[keep] / out_w[keep, None]
+    return out_v, out_w[keep], out_r
+
+
+def _phi(z):
+    """Standard normal CDF (Abramowitz-Stegun 7.1.26 erf, |error| < 1.5e-7)."""
+    z = np.asarray(z, dtype=float)
+    x = np.abs(z) / _SQRT2
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(z) * y)
+
+
+def _mixture_quantile(dist, share: np.ndarray, p: float) -> float:
+    """The x with sum_k share_k F_k(x) = p: a coarse grid, then two finer ones."""
+    cdf, top = dist
+    hi = max(top, 1e-6)
+    for _ in range(60):
+        if float(np.dot(cdf(np.array([hi]))[0], share)) >= p:
+            break
+        hi *= 2.0
+    lo = 0.0
+    for _ in range(3):
+        xs = np.linspace(lo, hi, 33)
+        f = cdf(xs) @ share
+        i = int(np.searchsorted(f, p - 1e-12))
+        i = min(max(i, 1), len(xs) - 1)
+        lo, hi = xs[i - 1], xs[i]
+    f_lo, f_hi = (cdf(np.array([lo, hi])) @ share).tolist()
+    if f_hi > f_lo:
+        return float(lo + (hi - lo) * min(max((p - f_lo) / (f_hi - f_lo), 0.0), 1.0))
+    return float(hi)

@@ -1,0 +1,129 @@
+"""The replica's physics as queueing needs it: the engine step as linear pieces, the limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+# ---------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class TrafficClass:
+    """One request class routed to the replica: its share of the replica's requests."""
+
+    share: float
+    prompt_tokens: int
+    output_tokens: int
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """The engine step as linear pieces (the roofline of `solver.perf.llm._pass`):
+
+    seconds = max(weights_s + expert_weights_s x touched(t),
+                  gemm_s_per_token x t + lm_head_s_per_decode x decodes)
+              + s_per_token x t + s_per_context_token x context + s_per_pair x pairs
+              + s_per_sampled x (decodes + prompts finishing) + (fixed_s if prefill tokens > 0 else decode_fixed_s)
+    t = decodes + prefill tokens; touched(t) = 1 - (1 - expert_fraction)^t (MoE experts read).
+    Steps that prefill run eagerly (no CUDA graph): their fixed time differs. s_per_sampled
+    is a host-scheduled engine's time per sequence sampled in a step; the prompts a step
+    finishes are counted as prefill^2 / (2 pairs) (one per whole prompt).
+    """
+
+    weights_s: float
+    expert_weights_s: float
+    expert_fraction: float
+    gemm_s_per_token: float
+    lm_head_s_per_decode: float
+    s_per_token: float
+    s_per_context_token: float
+    s_per_pair: float
+    fixed_s: float  # steps that prefill
+    decode_fixed_s: float  # decode-only steps
+    s_per_sampled: float = 0.0
+
+    def seconds(self, decodes, context, prefill, pairs):
+        """Floats or numpy arrays (broadcast)."""
+        t = decodes + prefill
+        w = self.weights_s
+        if self.expert_fraction > 0:
+            w = w + self.expert_weights_s * (1.0 - (1.0 - self.expert_fraction) ** t)
+        prefill_a = np.asarray(prefill, dtype=float)
+        fixed = np.where(prefill_a > 0, self.fixed_s, self.decode_fixed_s)
+        out = (np.maximum(w, self.gemm_s_per_token * t + self.lm_head_s_per_decode * decodes)
+               + self.s_per_token * t + self.s_per_context_token * context + self.s_per_pair * pairs + fixed)
+        if self.s_per_sampled:
+            pairs_a = np.asarray(pairs, dtype=float)
+            prompts = np.where(pairs_a > 0, prefill_a ** 2 / (2.0 * np.maximum(pairs_a, 1e-300)), 0.0)
+            out = out + self.s_per_sampled * (decodes + prompts)
+        return out
+
+
+def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], expert_fraction: float = 0.0) -> StepCost:
+    """Read the linear pieces off the physics with twelve probes.
+
+    Large prompt-only steps are compute-bound (slope, intercept); 1-3 token steps are
+    memory-bound (weight reads; for MoE the experts touched); two large decode-only steps
+    give the output head's cost per sampled token and the decode steps' fixed time;
+    context and pair slopes come from differences. Exact for single-stage replicas of
+    full-attention models (tests check it); pipeline stages and sliding windows are
+    approximated by the same form.
+    """
+    xa, xb = 8192.0, 16384.0
+    qa, qb = step_seconds(0, 0, xa, 0), step_seconds(0, 0, xb, 0)
+    slope = (qb - qa) / (xb - xa)
+    fixed = qa - slope * xa
+    ys = [step_seconds(0, 0, t, 0) - fixed for t in (1.0, 2.0, 3.0)]
+    if expert_fraction > 0:
+        a = expert_fraction
+        rows = [[1.0, 1.0 - (1.0 - a) ** t, t] for t in (1.0, 2.0, 3.0)]
+        weights, experts, per_token = (float(v) for v in np.linalg.solve(np.array(rows), np.array(ys)))
+    else:
+        per_token = ys[1] - ys[0]
+        weights, experts = ys[0] - per_token, 0.0
+    gemm = slope - per_token
+    per_context = (step_seconds(1, 1e5, 0, 0) - step_seconds(1, 0, 0, 0)) / 1e5
+    per_pair = (step_seconds(0, 0, xa, xa * xa / 2) - qa) / (xa * xa / 2)
+    da, db = step_seconds(xa, 0, 0, 0), step_seconds(xb, 0, 0, 0)
+    decode_slope = (db - da) / (xb - xa)  # gemm + lm head + per token + host per sequence
+    # One and two decodes are memory-bound: what they add beyond the per-token time is host
+    # time per sequence (outside the roofline's max, unlike the output head's FLOPs).
+    touched = (1.0 - (1.0 - expert_fraction) ** 2) - expert_fraction if expert_fraction > 0 else 0.0
+    sampled = max(step_seconds(2, 0, 0, 0) - step_seconds(1, 0, 0, 0) - per_token - experts * touched, 0.0)
+    lm_head = max(decode_slope - slope - sampled, 0.0)
+    decode_fixed = da - decode_slope * xa
+    return StepCost(weights, experts, expert_fraction, gemm, lm_head, per_token, max(per_context, 0.0),
+                    max(per_pair, 0.0), fixed, decode_fixed, sampled)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """What queueing needs of one configuration's physics (hashable: models are cached by it)."""
+
+    step: StepCost
+    max_seqs: int  # the engine's cap on running sequences (vLLM max_num_seqs)
+    kv_cache_tokens: float  # KV-cache room of the replica, in tokens of context
+    token_budget: int  # tokens per step, decodes + prompt chunks (vLLM max_num_batched_tokens)
+    request_overhead_s: float = 0.0  # added to every request's first token, outside the GPU's steps
+    step_seconds: Callable[[float, float, float, float], float] | None = field(default=None, compare=False, hash=False)
+
+
+def replica_for(q) -> Replica:
+    """The queueing view of a `PerfQuery` (its prompt/output lengths and SLOs are not used):
+    the engine's batch cap and token budget (its policy, `engine_options` included), the
+    KV room at that cap, and the step physics."""
+    from solver.perf.llm import engine_policy, kv_gib_per_sequence, memory_budget, request_overhead_s, step_time_fn
+
+    step_seconds = step_time_fn(q)
+    policy = engine_policy(q)
+    mem = memory_budget(q)
+    cap = policy.max_batch if q.batch is None else min(policy.max_batch, q.batch)
+    per_token_gib = kv_gib_per_sequence(q, 1000.0) / 1000.0
+    kv_tokens = mem.kv_capacity_gib(cap) / per_token_gib if per_token_gib > 0 else 1e12
+    m = q.model
+    fraction = m.active_experts / m.experts if m.is_moe else 0.0
+    return Replica(fit_step_cost(step_seconds, fraction), int(cap), max(kv_tokens, 0.0), int(policy.token_budget),
+                   request_overhead_s(q), step_seconds)

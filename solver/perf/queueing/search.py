@@ -1,0 +1,119 @@
+"""The public functions: percentiles at a rate, saturation, the largest rate for an SLO."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Sequence
+
+from solver.perf.queueing.model import PERCENTILES, LoadPercentiles, ReplicaLoadModel
+from solver.perf.queueing.physics import Replica, TrafficClass
+
+DEFAULT_MAX_UTILIZATION = 0.9  # the planner never fills a replica beyond this share of its saturation rate
+
+
+@lru_cache(maxsize=4096)
+def load_model(replica: Replica, classes: tuple[TrafficClass, ...], arrival_cv: float = 1.0) -> ReplicaLoadModel:
+    """A cached model: the planner asks the same configuration and mix many times."""
+    return ReplicaLoadModel(replica, classes, arrival_cv)
+
+
+def percentiles_at_rate(replica: Replica, classes: Sequence[TrafficClass], rate_per_s: float,
+                        arrival_cv: float = 1.0) -> LoadPercentiles:
+    """TTFT/TPOT/latency percentiles (ms) with `rate_per_s` requests/s routed to one replica."""
+    return load_model(replica, tuple(classes), float(arrival_cv)).at_rate(rate_per_s)
+
+
+def saturation_rate(replica: Replica, classes: Sequence[TrafficClass]) -> float:
+    """Requests/s one replica sustains with every KV slot busy (utilization 1)."""
+    return load_model(replica, tuple(classes), 1.0).saturation_rate()
+
+
+def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percentile: int, *,
+                     ttft_ms: float | None = None, tpot_ms: float | None = None, latency_ms: float | None = None,
+                     arrival_cv: float = 1.0, max_utilization: float = DEFAULT_MAX_UTILIZATION,
+                     rel_tol: float = 0.005) -> float:
+    """The largest rate per replica (requests/s) at which every stated bound holds at `percentile`.
+
+    Monotone search: the percentiles rise with the rate, so bisection on the rate finds the
+    edge; the answer is the largest rate found to pass (within `rel_tol` of the saturation
+    rate below the edge), never above `max_utilization` x saturation. 0.0 when even a
+    trickle misses a bound. With several classes the percentile is over the mixture at
+    their shares - exact for that mix (see docs/formulation.md for mixes that vary).
+    """
+    if percentile not in PERCENTILES:
+        raise ValueError(f"percentile must be one of {', '.join(map(str, PERCENTILES))}, got {percentile}")
+    bounds = {m: float(v) for m, v in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms), ("latency_ms", latency_ms))
+              if v is not None}
+    for m, v in bounds.items():
+        if not (v > 0 and math.isfinite(v)):
+            raise ValueError(f"{m} must be a positive number, got {v}")
+    if not (0 < max_utilization <= 1):
+        raise ValueError(f"max_utilization must be in (0, 1], got {max_utilization}")
+    model = load_model(replica, tuple(classes), float(arrival_cv))
+    sat = model.saturation_rate()
+    if sat <= 0:
+        return 0.0
+    top = max_utilization * sat
+    if not bounds:
+        return top
+    h_hi = model.margin(top, percentile, bounds)
+    if h_hi >= -1e-9:
+        return top
+    lo = 1e-6 * sat
+    h_lo = model.margin(lo, percentile, bounds)
+    if h_lo < -1e-9:
+        return 0.0
+    hi = top
+    # Illinois (regula falsi halving a stale end) on the margin, which falls with the rate;
+    # a bisection step whenever the bracket shrinks too little.
+    width = hi - lo
+    while hi - lo > rel_tol * sat:
+        guess = hi - h_hi * (hi - lo) / (h_hi - h_lo) if h_lo != h_hi else 0.5 * (lo + hi)
+        mid = guess if hi - lo < 0.5 * width and lo < guess < hi else 0.5 * (lo + hi)
+        mid = min(max(mid, lo + 0.25 * rel_tol * sat), hi - 0.25 * rel_tol * sat)
+        width = hi - lo
+        h = model.margin(mid, percentile, bounds)
+        if h >= -1e-9:
+            lo, h_lo = mid, h
+            h_hi *= 0.5
+        else:
+            hi, h_hi = mid, h
+            h_lo *= 0.5
+    return lo
+
+
+def class_rate_caps(replica: Replica, classes: Sequence[TrafficClass], percentile: int, *,
+                    ttft_ms: float | None = None, tpot_ms: float | None = None, latency_ms: float | None = None,
+                    arrival_cv: float = 1.0, max_utilization: float = DEFAULT_MAX_UTILIZATION) -> tuple[float, ...]:
+    """Per-class caps c_k for a linear capacity row sum_k x_k / c_k <= replicas, when the
+    planner routes a replica any mix of the classes.
+
+    c_k starts as class k's own `max_rate_for_slo`; the row then allows, for a mix w, a
+    total rate 1 / sum_k (w_k / c_k). Every cap is scaled by the smallest ratio of the
+    model's true cap to that allowance over the checked mixes (each class alone, every pair
+    at 1/4, 1/2, 3/4, all classes at their shares), so the row never allows more than the
+    model does at those mixes (docs/formulation.md, "Several classes on one replica").
+    """
+    bounds = dict(ttft_ms=ttft_ms, tpot_ms=tpot_ms, latency_ms=latency_ms, arrival_cv=arrival_cv,
+                  max_utilization=max_utilization)
+    alone = [max_rate_for_slo(replica, (TrafficClass(1.0, c.prompt_tokens, c.output_tokens, c.name),), percentile,
+                              **bounds) for c in classes]
+    if len(classes) == 1:
+        return tuple(alone)
+    mixes = [tuple(c.share for c in classes)]
+    for i in range(len(classes)):
+        for j in range(i + 1, len(classes)):
+            for a in (0.25, 0.5, 0.75):
+                w = [0.0] * len(classes)
+                w[i], w[j] = a, 1.0 - a
+                mixes.append(tuple(w))
+    scale = 1.0
+    for w in mixes:
+        if any(wk > 0 and ck <= 0 for wk, ck in zip(w, alone)):
+            continue  # the row already forbids this mix
+        allowed = 1.0 / sum(wk / ck for wk, ck in zip(w, alone) if wk > 0)
+        mix = tuple(TrafficClass(wk, c.prompt_tokens, c.output_tokens, c.name) for wk, c in zip(w, classes) if wk > 0)
+        true = max_rate_for_slo(replica, mix, percentile, **bounds)
+        scale = min(scale, true / allowed)
+    return tuple(scale * c for c in alone)

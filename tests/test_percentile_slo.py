@@ -1,0 +1,120 @@
+"""Percentile SLOs under load (issue 8): capped rates, at_load in every plan, warnings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from solver.plan import PlanOptions, plan
+from solver.workload.documents import parse_workload
+
+# One GPU type at one provider keeps the queueing work of these tests small.
+CONSTRAINTS = {"providers": ["lambda"], "gpu_types": ["H100-SXM", "A100-80GB"]}
+
+
+def _chat(percentile=None, rate=12.0, classes=None, cv=None, tpot=40.0, ttft=800.0):
+    slo = {"ttft_ms": ttft, "tpot_ms": tpot}
+    if percentile is not None:
+        slo["percentile"] = percentile
+    demand = {"requests_per_s": rate}
+    if classes:
+        demand["classes"] = classes
+    else:
+        demand.update(prompt_tokens=1024, output_tokens=256)
+    if cv is not None:
+        demand["arrival_cv"] = cv
+    return {"name": "p", "services": [{"name": "chat", "model": "llama-3.1-8b", "precisions": ["fp8"],
+                                       "demand": demand, "slo": slo}], "constraints": CONSTRAINTS}
+
+
+def _plan(doc):
+    return plan(parse_workload(doc), PlanOptions())
+
+
+def test_with_p99_every_assignment_meets_its_bounds_at_the_planned_load():
+    r = _plan(_chat(99, rate=40))
+    assert r.status == "optimal" and r.evaluation["ok"]
+    for s in r.services:
+        assert not s.warnings
+        for a in s.assignments:
+            assert a.at_load.percentile == 99 and a.at_load.meets_slo
+            assert a.at_load.ttft_ms <= 800 and a.at_load.tpot_ms <= 40
+            assert 0 < a.at_load.utilization <= 0.9 + 1e-6  # never planned past 90 % of saturation
+
+
+def test_a_higher_percentile_never_costs_less():
+    costs = [_plan(_chat(p, rate=40)).total_price_usd_per_hour for p in (50, 90, 99)]
+    assert costs == sorted(costs)
+
+
+def test_burstier_traffic_never_costs_less():
+    calm = _plan(_chat(99, rate=40, cv=1.0)).total_price_usd_per_hour
+    bursty = _plan(_chat(99, rate=40, cv=3.0)).total_price_usd_per_hour
+    assert bursty >= calm
+
+
+def test_without_a_percentile_the_plan_is_todays_but_reports_and_warns():
+    r = _plan(_chat(None, rate=40, tpot=25))
+    (s,) = r.services
+    for a in s.assignments:
+        assert a.at_load is not None and a.at_load.percentile == 99
+    missing = [a for a in s.assignments if not a.at_load.meets_slo]
+    assert len(s.warnings) == len(missing)
+    if missing:
+        assert "state slo.percentile" in s.warnings[0]
+
+
+def test_several_classes_share_replicas_at_the_service_mix():
+    classes = [{"name": "short", "share": 0.75, "prompt_tokens": 256, "output_tokens": 128},
+               {"name": "long", "share": 0.25, "prompt_tokens": 4096, "output_tokens": 512}]
+    r = _plan(_chat(95, rate=30, classes=classes, tpot=60, ttft=2000))
+    assert r.status == "optimal" and r.evaluation["ok"]
+    (s,) = r.services
+    for a in s.assignments:
+        total = sum(a.routed)
+        assert a.routed[0] == pytest.approx(0.75 * total) and a.routed[1] == pytest.approx(0.25 * total)
+        assert a.at_load.meets_slo
+
+
+def test_measured_profiles_are_capped_for_their_wait():
+    doc = {"name": "m", "services": [{"name": "img", "demand": {"items_per_min": 600},
+                                      "slo": {"latency_ms": 600, "percentile": 99},
+                                      "profiles": [{"gpu": "L4", "items_per_min": 120, "latency_ms": 500}]}],
+           "catalog": {"offers": [{"provider": "p", "name": "l4", "gpu": "L4", "gpus_per_instance": 1,
+                                   "price_usd_per_hour": 1.0}]}}
+    r = _plan(doc)
+    (a,) = r.services[0].assignments
+    assert a.throughput_per_replica[0] < 120  # a replica at its measured rate would queue without bound
+    assert a.at_load.meets_slo and a.at_load.latency_ms <= 600
+    unqueued = dict(doc)
+    unqueued["services"] = [dict(doc["services"][0], slo={"latency_ms": 600})]
+    assert _plan(unqueued).total_price_usd_per_hour < r.total_price_usd_per_hour
+
+
+@pytest.mark.parametrize("slo,demand_extra,field", [
+    ({"ttft_ms": 500, "percentile": 75}, {}, "services[0].slo.percentile"),
+    ({"ttft_ms": 500, "percentile": 99}, {"arrival_cv": -1}, "services[0].demand.arrival_cv"),
+    ({"ttft_ms": 500, "percentile": "p99"}, {}, "services[0].slo.percentile"),
+])
+def test_bad_percentile_input_names_the_field(solver_cli, tmp_path, slo, demand_extra, field):
+    doc = _chat(None)
+    doc["services"][0]["slo"] = slo
+    doc["services"][0]["demand"].update(demand_extra)
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    proc = subprocess.run([solver_cli, "solve", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert field in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_table_and_json_show_at_load(solver_cli, tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(_chat(99, rate=20)))
+    table = subprocess.run([solver_cli, "solve", str(path)], capture_output=True, text=True, timeout=300)
+    assert table.returncode == 0 and "under load ms" in table.stdout and "p99 TTFT" in table.stdout
+    out = subprocess.run([solver_cli, "solve", str(path), "--format", "json"], capture_output=True, text=True,
+                         timeout=300)
+    at = json.loads(out.stdout)["services"][0]["assignments"][0]["at_load"]
+    assert set(at) == {"percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo"}

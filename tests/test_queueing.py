@@ -1,0 +1,239 @@
+"""The queueing model of a continuous-batching replica, checked against the simulator,
+its own monotonicity and the mixture definition of a percentile; `estimate --rate`."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from solver.catalog import default_catalog
+from solver.models import get_model
+from solver.perf import PerfQuery
+from solver.perf import queueing as Q
+from solver.perf.llm import step_time_fn
+from solver.sim.replica import simulate_replica
+
+CLI = Path(sys.executable).with_name("solver-cli")
+if not CLI.exists():
+    CLI = Path(shutil.which("solver-cli") or CLI)
+
+
+def _query(model: str, gpu: str, gpus: int = 1, precision: str = "fp16", memory: float | None = None) -> PerfQuery:
+    g = default_catalog().gpus[gpu]
+    return PerfQuery(model=get_model(model), gpu=g, gpus_per_replica=gpus,
+                     interconnect="nvlink" if gpus > 1 else "none",
+                     usable_memory_gib=memory or g.memory_gib, precision=precision)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return Q.replica_for(_query("llama-3.1-8b", "H100-SXM"))
+
+
+@pytest.fixture(scope="module")
+def l4():
+    return Q.replica_for(_query("llama-3.1-8b", "L4"))
+
+
+ONE = (Q.TrafficClass(1.0, 512, 256),)
+TWO = (Q.TrafficClass(0.8, 256, 128), Q.TrafficClass(0.2, 4096, 512))
+
+
+# ---------------------------------------------------------------- physics reduction
+@pytest.mark.parametrize("model,gpu,gpus", [("llama-3.1-8b", "H100-SXM", 1), ("llama-3.2-1b", "A10G", 1),
+                                            ("mixtral-8x7b", "H100-SXM", 2), ("llama-3.1-70b", "A100-80GB", 4)])
+def test_step_cost_reproduces_the_performance_model_step(model, gpu, gpus):
+    q = _query(model, gpu, gpus)
+    exact = step_time_fn(q)
+    fitted = Q.replica_for(q).step
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = float(rng.choice([0, 1, 7, 64, 256]))
+        prompt = float(rng.choice([128, 1000, 4096]))
+        ctx = n * (prompt + float(rng.integers(0, 512)))
+        x = float(rng.choice([0, prompt, 3 * prompt, 8000]))
+        if n == 0 and x == 0:
+            continue
+        pairs = x * prompt / 2
+        assert fitted.seconds(n, ctx, x, pairs) == pytest.approx(exact(n, ctx, x, pairs), rel=0.01)
+
+
+# ---------------------------------------------------------------- against the simulator
+def _simulated(rep, classes, rate, requests=4000, seed=7):
+    duration = max(200.0, requests / rate)
+    sim = simulate_replica(rep.step_seconds, classes, rate, max_seqs=rep.max_seqs,
+                           kv_cache_tokens=rep.kv_cache_tokens, token_budget=rep.token_budget,
+                           request_overhead_s=rep.request_overhead_s, duration_s=duration, seed=seed)
+    return sim
+
+
+@pytest.mark.parametrize("which,classes,load", [("h100", ONE, 0.5), ("h100", ONE, 0.8), ("h100", TWO, 0.6),
+                                                ("l4", ONE, 0.6)])
+def test_analytic_percentiles_track_the_simulator(which, classes, load, request):
+    rep = request.getfixturevalue(which)
+    model = Q.ReplicaLoadModel(rep, classes)
+    rate = load * model.saturation_rate()
+    an = model.at_rate(rate)
+    sim = _simulated(rep, classes, rate)
+    for p, tol in ((50, 0.12), (90, 0.15), (99, 0.3)):
+        assert an.ttft_ms[p] == pytest.approx(np.percentile(sim.ttft_s, p) * 1e3, rel=tol), f"TTFT p{p}"
+    for p, tol in ((50, 0.08), (99, 0.2)):
+        assert an.tpot_ms[p] == pytest.approx(np.nanpercentile(sim.tpot_s, p) * 1e3, rel=tol), f"TPOT p{p}"
+    assert an.mean_batch == pytest.approx(sim.mean_batch, rel=0.15)
+
+
+def test_saturation_rate_is_the_simulated_throughput_under_overload(h100):
+    model = Q.ReplicaLoadModel(h100, ONE)
+    sat = model.saturation_rate()
+    sim = simulate_replica(h100.step_seconds, ONE, 1.3 * sat, max_seqs=h100.max_seqs,
+                           kv_cache_tokens=h100.kv_cache_tokens, token_budget=h100.token_budget,
+                           request_overhead_s=h100.request_overhead_s, duration_s=120,
+                           warmup_s=40, seed=1, drain_limit_s=120)
+    assert sim.completed_per_s == pytest.approx(sat, rel=0.03)
+    assert Q.percentiles_at_rate(h100, ONE, 1.01 * sat).ttft_ms[99] == math.inf
+
+
+def test_simulator_is_deterministic_for_a_seed(l4):
+    a = _simulated(l4, TWO, 1.0, requests=800, seed=3)
+    b = _simulated(l4, TWO, 1.0, requests=800, seed=3)
+    c = _simulated(l4, TWO, 1.0, requests=800, seed=4)
+    assert np.array_equal(a.ttft_s, b.ttft_s) and np.array_equal(a.latency_s, b.latency_s)
+    assert not np.array_equal(a.ttft_s, c.ttft_s)
+
+
+# ---------------------------------------------------------------- monotonicity
+@pytest.mark.parametrize("classes", [ONE, TWO])
+def test_higher_percentiles_never_give_lower_values(h100, classes):
+    model = Q.ReplicaLoadModel(h100, classes)
+    for load in (0.1, 0.5, 0.85, 0.95):
+        r = model.at_rate(load * model.saturation_rate())
+        for metric in Q.METRICS:
+            values = [r.value(metric, p) for p in Q.PERCENTILES]
+            assert values == sorted(values), (metric, load, values)
+
+
+@pytest.mark.parametrize("which,classes", [("h100", ONE), ("h100", TWO), ("l4", ONE)])
+def test_more_load_never_lowers_ttft(which, classes, request):
+    model = Q.ReplicaLoadModel(request.getfixturevalue(which), classes)
+    sat = model.saturation_rate()
+    rows = [model.at_rate(u * sat) for u in (0.05, 0.2, 0.4, 0.6, 0.75, 0.85, 0.9, 0.95, 0.99)]
+    for p in Q.PERCENTILES:
+        series = [r.ttft_ms[p] for r in rows]
+        assert all(b >= a * (1 - 1e-6) for a, b in zip(series, series[1:])), (p, series)
+    assert [r.utilization for r in rows] == sorted(r.utilization for r in rows)
+
+
+def test_max_rate_rises_with_looser_slos_and_is_met_there(h100):
+    caps = [Q.max_rate_for_slo(h100, ONE, 99, ttft_ms=t, tpot_ms=30) for t in (40, 60, 100, 400)]
+    assert caps == sorted(caps) and caps[0] < caps[-1]
+    looser_tpot = [Q.max_rate_for_slo(h100, ONE, 99, tpot_ms=t) for t in (12, 16, 20, 200)]
+    assert looser_tpot == sorted(looser_tpot)
+    model = Q.ReplicaLoadModel(h100, ONE)
+    cap = Q.max_rate_for_slo(h100, ONE, 99, ttft_ms=60)
+    assert Q.percentiles_at_rate(h100, ONE, cap).ttft_ms[99] <= 60
+    assert Q.percentiles_at_rate(h100, ONE, cap + 0.02 * model.saturation_rate()).ttft_ms[99] > 60
+    # A lower percentile is easier to meet; no bound: the planner's utilization ceiling.
+    assert Q.max_rate_for_slo(h100, ONE, 50, ttft_ms=60) >= cap
+    assert Q.max_rate_for_slo(h100, ONE, 99) == pytest.approx(Q.DEFAULT_MAX_UTILIZATION * model.saturation_rate())
+    assert Q.max_rate_for_slo(h100, ONE, 99, ttft_ms=1) == 0.0  # not even a trickle meets 1 ms
+
+
+def test_bursty_arrivals_cost_more(h100):
+    calm = Q.percentiles_at_rate(h100, ONE, 30, arrival_cv=1.0)
+    bursty = Q.percentiles_at_rate(h100, ONE, 30, arrival_cv=2.0)
+    assert bursty.ttft_ms[99] > calm.ttft_ms[99]
+    assert Q.max_rate_for_slo(h100, ONE, 99, ttft_ms=100, arrival_cv=2.0) < Q.max_rate_for_slo(h100, ONE, 99, ttft_ms=100)
+
+
+# ---------------------------------------------------------------- mixture percentiles
+def test_two_class_percentile_is_the_quantile_of_the_mixture(h100):
+    model = Q.ReplicaLoadModel(h100, TWO)
+    rate = 0.7 * model.saturation_rate()
+    result = model.at_rate(rate)
+    cdfs = model._cdfs(model._state(rate))
+    for metric in Q.METRICS:
+        cdf, top = cdfs[metric]
+        grid = np.linspace(0.0, top * 2, 200_001)
+        per_class = cdf(grid)  # [X, K]
+        mixture = per_class @ model.share
+        for p in Q.PERCENTILES:
+            brute = grid[int(np.searchsorted(mixture, p / 100.0))] * 1e3
+            assert result.value(metric, p) == pytest.approx(brute, rel=0.01, abs=0.05), (metric, p)
+        # ... and not the share-weighted mean of the classes' own percentiles.
+        own = [grid[int(np.searchsorted(per_class[:, k], 0.99))] * 1e3 for k in range(2)]
+        assert result.value(metric, 99) != pytest.approx(float(np.dot(model.share, own)), rel=0.02)
+
+
+def test_mixture_percentile_weighs_the_tail_by_share(h100):
+    """At p99 the long class (20 % of requests) sets the TTFT: above the short class's own p99."""
+    short_only = Q.percentiles_at_rate(h100, (TWO[0],), 8.0)
+    mixed = Q.percentiles_at_rate(h100, TWO, 8.0)
+    assert mixed.ttft_ms[99] > short_only.ttft_ms[99]
+    assert mixed.ttft_ms[50] < mixed.ttft_ms[99]
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kwargs,needle", [({"percentile": 97, "ttft_ms": 100}, "percentile"),
+                                           ({"percentile": 99, "ttft_ms": -5}, "ttft_ms"),
+                                           ({"percentile": 99, "arrival_cv": -1, "ttft_ms": 100}, "arrival_cv")])
+def test_bad_arguments_raise_naming_them(h100, kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        Q.max_rate_for_slo(h100, ONE, **kwargs)
+
+
+@pytest.mark.parametrize("rate", [-1.0, float("nan"), float("inf")])
+def test_bad_rates_raise(h100, rate):
+    with pytest.raises(ValueError, match="rate_per_s"):
+        Q.percentiles_at_rate(h100, ONE, rate)
+
+
+# ---------------------------------------------------------------- estimate --rate through the installed CLI
+AT_RATE = {"rate_per_s", "utilization", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
+           "latency_ms_p99"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), "estimate", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_estimate_at_rate_and_max_rate_for_slo():
+    out = cli("llama-3.1-8b", "--gpu", "H100-SXM", "--gpus-per-replica", "1", "--precision", "fp16", "--rate", "20",
+              "--percentile", "99", "--ttft-ms", "80", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(out.stdout)
+    assert set(row["at_rate"]) == AT_RATE
+    a = row["at_rate"]
+    assert a["rate_per_s"] == 20 and 0 < a["utilization"] < 1
+    assert a["ttft_ms_p50"] <= a["ttft_ms_p90"] <= a["ttft_ms_p99"] and a["tpot_ms_p50"] <= a["tpot_ms_p99"]
+    assert 0 < row["max_rate_for_slo"] <= 0.9 * row["requests_per_s"] * 1.05
+    table = cli("llama-3.1-8b", "--gpu", "H100-SXM", "--gpus-per-replica", "1", "--precision", "fp16", "--rate", "20",
+                "--percentile", "99", "--ttft-ms", "80")
+    assert table.returncode == 0 and "TTFT p50/p90/p99 ms" in table.stdout and "max req/s @p99" in table.stdout
+
+
+@pytest.mark.parametrize("args,flag", [(["--rate", "-3"], "--rate"), (["--rate", "nan"], "--rate"),
+                                       (["--percentile", "97", "--ttft-ms", "100"], "--percentile"),
+                                       (["--percentile", "99"], "--percentile"),
+                                       (["--arrival-cv", "-1", "--rate", "1"], "--arrival-cv"),
+                                       (["--ttft-ms", "-1", "--percentile", "99"], "--ttft-ms")])
+def test_estimate_bad_load_options_exit_2_naming_the_flag(args, flag):
+    out = cli("llama-3.1-8b", "--gpu", "H100-SXM", *args)
+    assert out.returncode == 2, out.stdout
+    assert flag in out.stderr and "Traceback" not in out.stderr
+
+
+def test_class_caps_never_allow_more_than_the_model_at_a_mix(h100):
+    caps = Q.class_rate_caps(h100, TWO, 99, ttft_ms=250, tpot_ms=40)
+    assert len(caps) == 2 and all(c > 0 for c in caps)
+    for w in (0.1, 0.5, 0.8, 0.95):
+        mix = (Q.TrafficClass(w, 256, 128), Q.TrafficClass(1 - w, 4096, 512))
+        allowed = 1.0 / (w / caps[0] + (1 - w) / caps[1])
+        true = Q.max_rate_for_slo(h100, mix, 99, ttft_ms=250, tpot_ms=40)
+        assert allowed <= true * 1.03, (w, allowed, true)  # within the search tolerance
