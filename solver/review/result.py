@@ -86,5 +86,6 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "service": _OPTIONAL_TEXT, "changes": (list,), "description": (str,), "usd_per_hour": _OPTIONAL_NUMBER,
     "gpus": (int, type(None)), "gpus_by_type": (dict,), "optimality_gap": _OPTIONAL_NUMBER,
     "solve_time_s": _OPTIONAL_NUMBER, "wall_s": _NUMBER, "fleet": (list,), "latency_ms": (dict,), "slo_ms": (dict,),
-    "reasons": (list,), "error": (str,), "plan": (dict, type(None)), "resumed": (bool,),
+    "reasons": (list,), "error": (str,), "plan": (dict, type(None)), "horizon_cost_usd": _OPTIONAL_NUMBER,
+    "reserved_gpus": (int, type(None)), "resumed": (bool,),
 }
