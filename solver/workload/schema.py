@@ -128,18 +128,32 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
 class InlineModel(_Strict):
     """A decoder-only transformer described by its config."""
 
-    name: str = Field(min_length=1, max_length=100)
-    params_b: float = Field(gt=0, le=10_000, description="total parameters, billions (all experts)")
-    layers: int = Field(gt=0, le=1000)
-    hidden_size: int = Field(gt=0, le=1_000_000)
-    attention_heads: int = Field(gt=0, le=10_000)
-    kv_heads: int = Field(gt=0, le=10_000)
-    head_dim: int = Field(gt=0, le=10_000)
-    vocab_size: int = Field(default=32000, gt=0, le=10_000_000)
-    intermediate_size: int = Field(default=0, ge=0)
-    experts: int = Field(default=1, ge=1, le=4096)
-    active_experts: int = Field(default=1, ge=1, le=4096)
-    active_params_b: float | None = Field(default=None, gt=0, le=10_000)
+    name: str = Field(min_length=1, max_length=100, description="the model's name, as the plan shows it (any "
+                      "text; it need not be a library model)")
+    params_b: float = Field(gt=0, le=10_000, description="total parameters, in billions (all experts of a "
+                            "mixture of experts): the weights every replica holds in GPU memory")
+    layers: int = Field(gt=0, le=1000, description="transformer layers (the config's num_hidden_layers)")
+    hidden_size: int = Field(gt=0, le=1_000_000, description="model (embedding) width (the config's hidden_size)")
+    attention_heads: int = Field(gt=0, le=10_000, description="query heads per layer (num_attention_heads); "
+                                 "t-way tensor parallelism needs it divisible by t")
+    kv_heads: int = Field(gt=0, le=10_000, description="key/value heads per layer (num_key_value_heads; fewer than "
+                          "attention_heads for grouped-query attention); at most attention_heads. Sets the KV-cache "
+                          "size per token")
+    head_dim: int = Field(gt=0, le=10_000, description="width of one attention head (the config's head_dim, "
+                          "usually hidden_size / attention_heads)")
+    vocab_size: int = Field(default=32000, gt=0, le=10_000_000, description="vocabulary size: the embedding and "
+                            "output-head matrices (vocab_size x hidden_size each)")
+    intermediate_size: int = Field(default=0, ge=0, description="MLP (feed-forward) width per layer; for a mixture "
+                                   "of experts, the width of one routed expert. 0: not stated (give it for a "
+                                   "mixture of experts unless active_params_b is given)")
+    experts: int = Field(default=1, ge=1, le=4096, description="routed experts per layer; 1: a dense model, more: "
+                         "a mixture of experts")
+    active_experts: int = Field(default=1, ge=1, le=4096, description="routed experts each token goes to "
+                                "(num_experts_per_tok); at most experts")
+    active_params_b: float | None = Field(default=None, gt=0, le=10_000, description="parameters each token "
+                                          "multiplies through, in billions (mixture of experts); at most params_b. "
+                                          "Unset: params_b for a dense model, derived from the shapes for a "
+                                          "mixture of experts")
     max_context_tokens: int | None = Field(
         default=None, gt=0, le=100_000_000, description="the longest request (prompt + output tokens) the model "
         "serves: the config's max_position_embeddings, or the model card's context length where RoPE scaling "
@@ -159,18 +173,38 @@ class InlineModel(_Strict):
 class RequestClass(_Strict):
     """One request-size class of an LLM service's traffic."""
 
-    name: str = Field(min_length=1, max_length=64)
-    share: float = Field(gt=0, le=1, description="fraction of the service's requests")
-    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="required for LLM services")
-    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="required for LLM services")
+    name: str = Field(min_length=1, max_length=64, description="the class's name, unique within the service; "
+                      "measured profiles name it in request_class")
+    share: float = Field(gt=0, le=1, description="fraction of the service's requests in this class; the shares of "
+                         "all classes must add up to 1")
+    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="input tokens per request "
+                                      "of this class; required for LLM services (those with a model), ignored by "
+                                      "measured profiles")
+    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="generated tokens per "
+                                      "request of this class; required for LLM services (those with a model), "
+                                      "ignored by measured profiles")
 
 
 class Demand(_Strict):
-    requests_per_s: float | None = Field(default=None, ge=0, le=MAX_RATE)
-    items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE)
-    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
+    requests_per_s: float | None = Field(default=None, ge=0, le=MAX_RATE, description="requests per second the "
+                                         "service must serve (before constraints.headroom); services with a model "
+                                         "(LLMs) must use this unit. Give exactly one of requests_per_s or "
+                                         "items_per_min")
+    items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE, description="items (images, embeddings, "
+                                        "...) per minute the service must serve (before constraints.headroom); only "
+                                        "for services without a model, whose measured profiles then use the same "
+                                        "unit. Give exactly one of requests_per_s or items_per_min")
+    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="input tokens per request, "
+                                      "when all requests are alike; an LLM service needs it (and output_tokens) "
+                                      "unless it gives classes; not together with classes")
+    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="generated tokens per "
+                                      "request, when all requests are alike; an LLM service needs it (and "
+                                      "prompt_tokens) unless it gives classes; not together with classes")
+    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256, description="request "
+                                               "sizes with their shares of the demand (shares add up to 1, names "
+                                               "unique), instead of prompt_tokens/output_tokens; the plan routes "
+                                               "each class's traffic to replicas. Unset: one class of the given "
+                                               "token counts")
     arrival_cv: float = Field(default=1.0, ge=0, le=20, description=(
         "coefficient of variation of the times between arrivals: 1 for Poisson (independent) arrivals, "
         "more for bursty traffic, less for paced traffic; the queueing model uses it"))
@@ -218,16 +252,32 @@ class MeasuredProfile(_Strict):
     """A measured throughput/latency of one service on one GPU configuration; used as given."""
 
     gpu: str = Field(min_length=1, description="GPU type name from the catalog")
-    gpus_per_replica: int = Field(default=1, ge=1, le=64)
-    precision: Precision | None = None
+    gpus_per_replica: int = Field(default=1, ge=1, le=64, description="GPUs one replica used in the "
+                                  "measurement; planned only on offers whose instances it packs exactly (a power "
+                                  "of two that divides the instance's GPUs, or all of them)")
+    precision: Precision | None = Field(default=None, description="weight precision the measurement ran at (fp16, "
+                                        "bf16, fp8, int8, fp4, int4); the GPU must support it. Not limited by "
+                                        "the service's precisions; unset: not stated")
     offer: str | None = Field(default=None, description="restrict to one offer id (provider/name)")
     request_class: str | None = Field(default=None, description="the demand class this measurement is for")
-    requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
-    items_per_min: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
-    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    memory_gib_per_gpu: float | None = Field(default=None, gt=0, le=4096)
+    requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE, description="throughput "
+                                         "of one replica, requests per second; give exactly one of requests_per_s "
+                                         "or items_per_min, in the same unit as the service's demand")
+    items_per_min: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE, description="throughput "
+                                        "of one replica, items per minute; give exactly one of requests_per_s or "
+                                        "items_per_min, in the same unit as the service's demand")
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="measured end-to-end time per "
+                                     "request or item, milliseconds; checked against slo.latency_ms (a latency "
+                                     "SLO cannot use a profile without it)")
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="measured time to first token, "
+                                  "milliseconds; checked against slo.ttft_ms (a TTFT SLO cannot use a profile "
+                                  "without it)")
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="measured time per output token, "
+                                  "milliseconds; checked against slo.tpot_ms (a TPOT SLO cannot use a profile "
+                                  "without it)")
+    memory_gib_per_gpu: float | None = Field(default=None, gt=0, le=4096, description="measured GPU memory per "
+                                             "GPU, GiB; offers whose usable memory per GPU is smaller are "
+                                             "rejected. Unset: no memory check")
 
     @model_validator(mode="after")
     def _one_rate(self):
@@ -270,17 +320,34 @@ class EngineOptions(_Strict):
 
 
 class Service(_Strict):
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$", description="the "
+                      "service's name, unique in the workload: letters, digits and . _ : / - (starting with a letter "
+                      "or digit); the plan and current_fleet replicas refer to it")
     model: str | InlineModel | None = Field(default=None, description="a library model name, or an inline description; "
                                             "omit for non-LLM services described by measured profiles")
-    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], min_length=1)
-    engine: Engine = "vllm"
-    engine_options: EngineOptions = Field(default_factory=EngineOptions)
-    demand: Demand
-    slo: SLO = Field(default_factory=SLO)
-    min_replicas: int = Field(default=0, ge=0, le=100_000)
-    max_replicas: int | None = Field(default=None, ge=1, le=100_000)
-    profiles: list[MeasuredProfile] = Field(default_factory=list)
+    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], min_length=1, description="weight "
+                                        "precisions the plan may choose among for the model's estimated "
+                                        "configurations, each listed once: fp16, bf16, fp8 (FP8 tensor cores: Ada, "
+                                        "Hopper, Blackwell, MI300), int8, fp4 (Blackwell only), int4 (weight-only "
+                                        "AWQ/GPTQ, NVIDIA Volta or newer); each is used only on GPUs that support "
+                                        "it. Measured profiles carry their own precision")
+    engine: Engine = Field(default="vllm", description="serving engine the performance model estimates for: vllm, "
+                           "tensorrt-llm, sglang, or the older vllm-0.5 / tensorrt-llm-0.9 (whose measured speed "
+                           "differs); measured profiles are used as given whatever the engine")
+    engine_options: EngineOptions = Field(default_factory=EngineOptions, description="the engine's own settings "
+                                          "where they differ from its defaults (KV-cache type, batch cap, memory "
+                                          "fraction); default: the engine's defaults")
+    demand: Demand = Field(description="the traffic to serve: a rate, request sizes and their variability")
+    slo: SLO = Field(default_factory=SLO, description="latency bounds every planned replica must meet; default: "
+                     "none")
+    min_replicas: int = Field(default=0, ge=0, le=100_000, description="plan at least this many replicas of the "
+                              "service, whatever the demand; 0: only as many as the demand needs")
+    max_replicas: int | None = Field(default=None, ge=1, le=100_000, description="plan at most this many replicas "
+                                     "of the service (at least min_replicas); unset: no limit")
+    profiles: list[MeasuredProfile] = Field(default_factory=list, description="measured throughput and latency "
+                                            "per GPU type and replica size, used as given: where one covers a GPU "
+                                            "and replica size, the performance model is not used for it. A service "
+                                            "without a model needs them")
     size_with_error_band: bool = Field(default=False, description="size with the estimate's error margin: "
                                        "derate predicted throughput and inflate latency by the error band")
 
