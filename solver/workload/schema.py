@@ -331,9 +331,9 @@ class Service(_Strict):
                                         "Hopper, Blackwell, MI300), int8, fp4 (Blackwell only), int4 (weight-only "
                                         "AWQ/GPTQ, NVIDIA Volta or newer); each is used only on GPUs that support "
                                         "it. Measured profiles carry their own precision")
-    engine: Engine = Field(default="vllm", description="serving engine the performance model estimates for: vllm, "
-                           "tensorrt-llm, sglang, or the older vllm-0.5 / tensorrt-llm-0.9 (whose measured speed "
-                           "differs); measured profiles are used as given whatever the engine")
+    engine: Engine = Field(default="vllm", description="serving engine: vllm, tensorrt-llm, sglang, or the older "
+                           "vllm-0.5 / tensorrt-llm-0.9 (whose measured speed differs). The performance model "
+                           "estimates its speed (measured profiles are used as given) and deployment export runs it")
     engine_options: EngineOptions = Field(default_factory=EngineOptions, description="the engine's own settings "
                                           "where they differ from its defaults (KV-cache type, batch cap, memory "
                                           "fraction); default: the engine's defaults")
@@ -384,16 +384,36 @@ class Service(_Strict):
 
 # ---------------------------------------------------------------- constraints and catalog
 class Constraints(_Strict):
-    budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e7)
-    headroom: float = Field(default=0.0, ge=0, le=10, description="serve demand x (1 + headroom)")
-    gpu_quotas: dict[str, int] = Field(default_factory=dict, description="GPU type -> max GPUs")
-    offer_quotas: dict[str, int] = Field(default_factory=dict, description="offer id (provider/name) -> max instances")
-    providers: list[str] | None = Field(default=None, min_length=1)
-    regions: list[str] | None = Field(default=None, min_length=1)
-    gpu_types: list[str] | None = Field(default=None, min_length=1, description="allow only these GPU types")
-    exclude_gpu_types: list[str] = Field(default_factory=list)
-    allow_consumer_gpus: bool = False
-    pricing: Literal["on_demand", "spot"] = "on_demand"
+    budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e7, description="the fleet may cost at most "
+                                              "this many US dollars per hour (all instances at the prices they are "
+                                              "bought at); with periods, in every period, reservations included. "
+                                              "Unset: no budget")
+    headroom: float = Field(default=0.0, ge=0, le=10, description="spare capacity as a fraction of demand: every "
+                            "service is sized to serve demand x (1 + headroom), e.g. 0.2 for 20 % more; 0: exactly "
+                            "the demand")
+    gpu_quotas: dict[str, int] = Field(default_factory=dict, description="GPU type -> the most GPUs of that type "
+                                       "the fleet may hold (instances x GPUs per instance), 0 or more; a type not "
+                                       "named here: no limit. Names must be catalog GPU types")
+    offer_quotas: dict[str, int] = Field(default_factory=dict, description="offer id (provider/name) -> the most "
+                                         "instances of that offer, 0 or more (0 removes the offer); the tighter of "
+                                         "this and the catalog's available_instances holds. An offer not named here: "
+                                         "no limit beyond the catalog's")
+    providers: list[str] | None = Field(default=None, min_length=1, description="use only offers from these "
+                                        "providers (matched case-insensitively; each must have offers in the "
+                                        "catalog); unset: all providers")
+    regions: list[str] | None = Field(default=None, min_length=1, description="use only offers in these regions "
+                                      "(matched case-insensitively; each must have offers in the catalog); unset: "
+                                      "all regions")
+    gpu_types: list[str] | None = Field(default=None, min_length=1, description="use only offers of these GPU "
+                                        "types (catalog GPU names, `solver-cli catalog --gpus`); unset: all types")
+    exclude_gpu_types: list[str] = Field(default_factory=list, description="never use offers of these GPU types "
+                                         "(catalog GPU names); applies after gpu_types")
+    allow_consumer_gpus: bool = Field(default=False, description="false: offers of GPUs the catalog marks as "
+                                      "consumer cards (GeForce and the like) are left out; true: they may be used")
+    pricing: Literal["on_demand", "spot"] = Field(default="on_demand", description="the price every offer is "
+                                                  "bought at: on_demand, or spot (offers without a spot price are "
+                                                  "left out). With pricing_tiers set, leave it on_demand, or spot "
+                                                  "only when pricing_tiers is [spot]")
     same_region: Literal["service", "fleet"] | None = Field(
         default=None, description="keep each service's replicas in one region (`service`), or the whole fleet "
         "(`fleet`); a region is a provider's region. Unset: replicas may go anywhere the filters allow")
