@@ -484,27 +484,49 @@ class Constraints(_Strict):
 
 
 class GpuSpec(_Strict):
-    name: str = Field(min_length=1)
-    memory_gib: float = Field(gt=0, le=4096)
-    memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=1e6)
-    fp16_tflops: float | None = Field(default=None, gt=0, le=1e6)
-    bf16_tflops: float | None = Field(default=None, gt=0, le=1e6)
-    fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    name: str = Field(min_length=1, description="GPU type name that offers' `gpu` refers to; a name of the "
+                      "default catalog's GPU types replaces that type")
+    memory_gib: float = Field(gt=0, le=4096, description="memory per GPU, GiB (an offer's gpu_memory_gib, where "
+                              "given, overrides it as the usable memory)")
+    memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=1e6, description="memory bandwidth per GPU, "
+                                               "gigabytes per second; the performance model needs it (and an "
+                                               "FP16 or BF16 rate) to estimate LLMs here, else only measured "
+                                               "profiles can use this GPU")
+    fp16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP16 tensor "
+                                      "TFLOPS; unset: bf16_tflops stands in for it")
+    bf16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) BF16 tensor "
+                                      "TFLOPS; unset: fp16_tflops stands in for it, and bf16 runs only on Ampere "
+                                      "or newer architectures")
+    fp8_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP8 tensor "
+                                     "TFLOPS; omit for GPUs without FP8 tensor cores (see supports_fp8)")
     fp4_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense FP4 tensor TFLOPS; "
                                      "omit for GPUs without FP4 tensor cores (only Blackwell has them)")
-    int8_tops: float | None = Field(default=None, gt=0, le=1e6)
-    nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6)
+    int8_tops: float | None = Field(default=None, gt=0, le=1e6, description="dense INT8 tensor TOPS (tera "
+                                    "operations per second), the rate int8 weights run at; unset: the FP16 rate")
+    nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6, description="NVLink (or AMD xGMI) bandwidth per "
+                                     "GPU, gigabytes per second, both directions over all links together; unset: "
+                                     "no NVLink, GPUs talk over PCIe. With form_factor SXM, multi-GPU offers "
+                                     "default to NVLink between their GPUs")
     nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=1024, description="GPUs one NVLink/xGMI fabric "
                                            "joins: 8 for HGX boards, 72 for GB200 NVL72, 2 for bridged PCIe cards")
-    pcie_gen: int | None = Field(default=None, ge=1, le=8)
-    form_factor: Literal["SXM", "PCIe"] = "PCIe"
-    vendor: Literal["NVIDIA", "AMD"] = "NVIDIA"
-    architecture: str = ""
-    supports_fp8: bool | None = None
+    pcie_gen: int | None = Field(default=None, ge=1, le=8, description="PCIe generation (e.g. 4, 5): the link "
+                                 "speed between GPUs without NVLink and between pipeline stages; unset: 4")
+    form_factor: Literal["SXM", "PCIe"] = Field(default="PCIe", description="SXM (board-mounted, NVLink between "
+                                                "the GPUs when nvlink_gbs is given) or PCIe (cards; NVLink only "
+                                                "through bridges)")
+    vendor: Literal["NVIDIA", "AMD"] = Field(default="NVIDIA", description="NVIDIA or AMD; AMD GPUs get the ROCm "
+                                             "efficiencies of the performance model and no int4 kernels")
+    architecture: str = Field(default="", description="architecture, e.g. \"Hopper (GH100)\"; matched by its "
+                              "first word (Volta, Turing, Ampere, Ada, Hopper, Blackwell) for the performance "
+                              "model's calibration and for bf16/int4 support; empty or other: a generic GPU")
+    supports_fp8: bool | None = Field(default=None, description="FP8 weights and FP8 KV cache run here; unset: "
+                                      "true exactly when fp8_tflops is given")
     supports_int4: bool | None = Field(default=None, description="4-bit weight-only (AWQ/GPTQ) kernels run here; "
                                        "default: NVIDIA Volta or newer")
-    consumer: bool = False
-    source: str = ""
+    consumer: bool = Field(default=False, description="a consumer card (GeForce and the like): its offers are "
+                           "used only with constraints.allow_consumer_gpus")
+    source: str = Field(default="", description="where the figures come from (free text, shown with the GPU); "
+                        "empty: \"user\"")
 
 
 class OfferSpec(_Strict):
