@@ -495,14 +495,14 @@ class GpuSpec(_Strict):
     fp16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP16 tensor "
                                       "TFLOPS; unset: bf16_tflops stands in for it")
     bf16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) BF16 tensor "
-                                      "TFLOPS; unset: fp16_tflops stands in for it, and bf16 runs only on Ampere "
-                                      "or newer architectures")
+                                      "TFLOPS; unset: fp16_tflops stands in for it, and bf16 is allowed only on "
+                                      "Ampere, Ada, Hopper and Blackwell architectures")
     fp8_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP8 tensor "
                                      "TFLOPS; omit for GPUs without FP8 tensor cores (see supports_fp8)")
     fp4_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense FP4 tensor TFLOPS; "
                                      "omit for GPUs without FP4 tensor cores (only Blackwell has them)")
     int8_tops: float | None = Field(default=None, gt=0, le=1e6, description="dense INT8 tensor TOPS (tera "
-                                    "operations per second), the rate int8 weights run at; unset: the FP16 rate")
+                                    "operations per second), the rate int8 GEMMs run at; unset: the FP16 rate")
     nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6, description="NVLink (or AMD xGMI) bandwidth per "
                                      "GPU, gigabytes per second, both directions over all links together; unset: "
                                      "no NVLink, GPUs talk over PCIe. With form_factor SXM, multi-GPU offers "
@@ -514,10 +514,11 @@ class GpuSpec(_Strict):
     form_factor: Literal["SXM", "PCIe"] = Field(default="PCIe", description="SXM (board-mounted, NVLink between "
                                                 "the GPUs when nvlink_gbs is given) or PCIe (cards; NVLink only "
                                                 "through bridges)")
-    vendor: Literal["NVIDIA", "AMD"] = Field(default="NVIDIA", description="NVIDIA or AMD; AMD GPUs get the ROCm "
-                                             "efficiencies of the performance model and no int4 kernels")
-    architecture: str = Field(default="", description="architecture, e.g. \"Hopper (GH100)\"; matched by its "
-                              "first word (Volta, Turing, Ampere, Ada, Hopper, Blackwell) for the performance "
+    vendor: Literal["NVIDIA", "AMD"] = Field(default="NVIDIA", description="NVIDIA or AMD; AMD GPUs get the performance "
+                                             "model's ROCm efficiencies and, unless supports_int4 says so, no int4 "
+                                             "kernels")
+    architecture: str = Field(default="", description="architecture, e.g. \"Hopper (GH100)\"; matched by how it "
+                              "begins (Volta, Turing, Ampere, Ada, Hopper, Blackwell) for the performance "
                               "model's calibration and for bf16/int4 support; empty or other: a generic GPU")
     supports_fp8: bool | None = Field(default=None, description="FP8 weights and FP8 KV cache run here; unset: "
                                       "true exactly when fp8_tflops is given")
@@ -525,8 +526,8 @@ class GpuSpec(_Strict):
                                        "default: NVIDIA Volta or newer")
     consumer: bool = Field(default=False, description="a consumer card (GeForce and the like): its offers are "
                            "used only with constraints.allow_consumer_gpus")
-    source: str = Field(default="", description="where the figures come from (free text, shown with the GPU); "
-                        "empty: \"user\"")
+    source: str = Field(default="", description="where the figures come from (free text, kept as the GPU "
+                        "type's provenance); empty: \"user\"")
 
 
 class OfferSpec(_Strict):
