@@ -531,27 +531,52 @@ class GpuSpec(_Strict):
 
 
 class OfferSpec(_Strict):
-    provider: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    region: str = "any"
-    gpu: str = Field(min_length=1)
-    gpus_per_instance: int = Field(ge=1, le=64)
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
-    price_usd_per_minute: float | None = Field(default=None, gt=0, le=1e4)
-    spot_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
+    provider: str = Field(min_length=1, description="cloud or provider name (e.g. aws); the offer's id is "
+                          "provider/name, unique in the catalog; constraints.providers filters by it")
+    name: str = Field(min_length=1, description="instance type name (e.g. p5.48xlarge); the offer's id is "
+                      "provider/name, unique in the catalog")
+    region: str = Field(default="any", description="the region the instance runs in; constraints.regions and "
+                        "same_region go by it (with the provider). Default \"any\" is a name like any other (a "
+                        "constraints.regions list keeps the offer only if it names \"any\")")
+    gpu: str = Field(min_length=1, description="GPU type name: one of this catalog's gpus or (unless "
+                     "include_default_gpus is false) the default catalog's (`solver-cli catalog --gpus`)")
+    gpus_per_instance: int = Field(ge=1, le=64, description="GPUs in one instance; replicas take a power of two "
+                                   "that divides it, or all of it")
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="on-demand price of one "
+                                             "instance, US dollars per hour; give exactly one of "
+                                             "price_usd_per_hour or price_usd_per_minute")
+    price_usd_per_minute: float | None = Field(default=None, gt=0, le=1e4, description="on-demand price of one "
+                                               "instance, US dollars per minute (x 60 per hour); give exactly one "
+                                               "of price_usd_per_hour or price_usd_per_minute")
+    spot_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="spot price of one "
+                                                  "instance, US dollars per hour; unset: no spot offer (spot "
+                                                  "pricing leaves the offer out)")
     spot_interruption_rate_per_hour: float | None = Field(default=None, ge=0, le=1, description="chance per "
                                                           "hour that a spot instance is reclaimed, where known")
     reserved_1y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
                                                          "hourly price of a 1-year reservation / commitment")
     reserved_3y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
                                                          "hourly price of a 3-year reservation / commitment")
-    gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
-    interconnect: Literal["none", "pcie", "nvlink"] | None = None
-    inter_node_fabric: Literal["", "infiniband"] = ""
-    inter_node_gbs: float | None = Field(default=None, gt=0, le=1e5)
-    available_instances: int | None = Field(default=None, ge=0)
-    source: str = "user"
-    as_of: str = ""
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096, description="usable memory per GPU, GiB, "
+                                         "where the provider states it; unset: the GPU type's memory_gib")
+    interconnect: Literal["none", "pcie", "nvlink"] | None = Field(default=None, description="link between the "
+                                                                   "instance's GPUs: none, pcie or nvlink. Unset: "
+                                                                   "none for one GPU, nvlink for SXM GPUs with "
+                                                                   "nvlink_gbs, else pcie")
+    inter_node_fabric: Literal["", "infiniband"] = Field(default="", description="\"infiniband\": a replica may "
+                                                         "span 2 or 4 whole instances (pipeline stages joined by "
+                                                         "the fabric), for models one instance cannot hold; \"\" "
+                                                         "(default): replicas stay within one instance")
+    inter_node_gbs: float | None = Field(default=None, gt=0, le=1e5, description="bandwidth per instance over "
+                                         "the inter-node fabric, gigabytes per second; unset: 25 (one 200 Gb/s "
+                                         "port)")
+    available_instances: int | None = Field(default=None, ge=0, description="the most instances that can be "
+                                            "bought (0 leaves the offer out); unset: unlimited. "
+                                            "constraints.offer_quotas can only lower it")
+    source: str = Field(default="user", description="where the prices come from (free text, shown with the "
+                        "offer)")
+    as_of: str = Field(default="", description="when the prices were taken (free text, e.g. 2025-06); empty: not "
+                       "stated")
 
     @model_validator(mode="after")
     def _one_price(self):
@@ -562,16 +587,27 @@ class OfferSpec(_Strict):
 
 
 class CatalogFile(_Strict):
-    gpus: list[GpuSpec] = Field(default_factory=list)
-    offers: list[OfferSpec] = Field(min_length=1)
-    include_default_gpus: bool = True
+    gpus: list[GpuSpec] = Field(default_factory=list, description="GPU types the offers may name besides the "
+                                "default catalog's; one with a default type's name replaces it")
+    offers: list[OfferSpec] = Field(min_length=1, description="the catalog's offers (instance types with prices), "
+                                    "at least one; the default catalog's offers are not included")
+    include_default_gpus: bool = Field(default=True, description="true: the default catalog's GPU types are "
+                                       "known too, so offers may name them; false: only the GPU types in gpus")
 
 
 class CatalogRef(_Strict):
-    source: Literal["default", "file", "inline"] = "default"
-    file: str | None = None
-    gpus: list[GpuSpec] = Field(default_factory=list)
-    offers: list[OfferSpec] = Field(default_factory=list)
+    source: Literal["default", "file", "inline"] = Field(default="default", description="where the catalog "
+                                                         "comes from: default (the shipped catalog), file (a catalog "
+                                                         "file, `file`) or inline (`offers` and `gpus` here). "
+                                                         "Omitted: file when `file` is given, inline when `offers` "
+                                                         "is, else default")
+    file: str | None = Field(default=None, description="path of a catalog file, JSON or YAML (schema: "
+                             "`solver-cli schema --catalog`); a relative path is taken from the workload file's "
+                             "folder. Needed with source file")
+    gpus: list[GpuSpec] = Field(default_factory=list, description="inline GPU types, with source inline: added to "
+                                "the default catalog's (one with a default type's name replaces it)")
+    offers: list[OfferSpec] = Field(default_factory=list, description="inline offers, with source inline (at "
+                                    "least one): the catalog's offers, alone unless include_default_offers")
     include_default_offers: bool = Field(default=False, description="with inline offers: add the default catalog's")
 
     @model_validator(mode="before")
