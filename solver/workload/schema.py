@@ -630,16 +630,19 @@ class CatalogRef(_Strict):
 class Period(_Strict):
     """One stretch of the planning horizon with its own demand (e.g. "peak", 8 hours)."""
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", description="the "
+                      "period's name, unique among the periods: letters, digits and . _ : - (starting with a letter "
+                      "or digit); services' demand.profile names it")
     hours: float = Field(gt=0, le=MAX_HOURS, description="length of the period; the horizon is their sum")
 
 
 class RunningReplicas(_Strict):
     """Replicas of one service that a running instance type hosts today."""
 
-    service: str = Field(min_length=1)
-    count: int = Field(ge=1, le=1_000_000)
-    gpus_per_replica: int = Field(default=1, ge=1, le=64)
+    service: str = Field(min_length=1, description="name of one of the workload's services")
+    count: int = Field(ge=1, le=1_000_000, description="replicas of it on this entry's instances, all together; "
+                       "their GPUs (count x gpus_per_replica, over all replicas listed) must fit the instances")
+    gpus_per_replica: int = Field(default=1, ge=1, le=64, description="GPUs each of these replicas uses")
     precision: Precision | None = Field(default=None, description="omit for measured-profile services")
 
 
@@ -647,7 +650,9 @@ class CurrentInstances(_Strict):
     """Instances of one offer that run today (the fleet a re-plan starts from)."""
 
     offer_id: str = Field(min_length=1, description="offer id (provider/name)")
-    instances: int = Field(ge=0, le=1_000_000)
+    instances: int = Field(ge=0, le=1_000_000, description="instances of the offer running today (at most one "
+                           "entry per offer and spot flag); the re-plan keeps, adds or removes from these, "
+                           "weighing change_costs")
     spot: bool = Field(default=False, description="these instances are spot instances")
     replicas: list[RunningReplicas] = Field(default_factory=list, description="optional: what they run today")
 
@@ -662,8 +667,13 @@ class ChangeCosts(_Strict):
 
 
 class SolverOptions(_Strict):
-    time_limit_s: float = Field(default=60.0, gt=0, le=86_400)
-    backend: Literal["auto", "scip", "highs", "cp-sat"] = "auto"
+    time_limit_s: float = Field(default=60.0, gt=0, le=86_400, description="wall-clock limit of the whole "
+                                "plan, seconds (candidates, solve, tie-break): the best plan found by then is "
+                                "returned with its gap, or an error when none was found. The CLI's --time-limit "
+                                "and a gRPC deadline override it")
+    backend: Literal["auto", "scip", "highs", "cp-sat"] = Field(default="auto", description="MIP solver: auto "
+                                                                "(SCIP, or HiGHS for routing-heavy models), scip, "
+                                                                "highs or cp-sat; the CLI's --backend overrides it")
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
     relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
@@ -684,17 +694,24 @@ class SolverOptions(_Strict):
 
 
 class Workload(_Strict):
-    name: str = "workload"
-    services: list[Service] = Field(min_length=1, max_length=5000)
-    constraints: Constraints = Field(default_factory=Constraints)
-    catalog: CatalogRef = Field(default_factory=CatalogRef)
-    solver: SolverOptions = Field(default_factory=SolverOptions)
+    name: str = Field(default="workload", description="the workload's name, shown in the plan")
+    services: list[Service] = Field(min_length=1, max_length=5000, description="the services to serve, 1 to "
+                                    "5000, with unique names")
+    constraints: Constraints = Field(default_factory=Constraints, description="budgets, headroom, quotas, offer "
+                                     "filters and pricing; default: none beyond on-demand prices")
+    catalog: CatalogRef = Field(default_factory=CatalogRef, description="where offers and GPU types come from; "
+                                "default: the shipped catalog (`solver-cli catalog`)")
+    solver: SolverOptions = Field(default_factory=SolverOptions, description="time limit, MIP backend, "
+                                  "tie-break, optimality gap and performance-model overrides")
     periods: list[Period] | None = Field(default=None, min_length=1, max_length=MAX_PERIODS,
                                          description="the horizon's periods; services scale demand per period "
                                          "with demand.profile")
     current_fleet: list[CurrentInstances] | None = Field(default=None, description="the fleet running today: "
                                                          "re-plan from it")
-    change_costs: ChangeCosts | None = None
+    change_costs: ChangeCosts | None = Field(default=None, description="one-off costs of starting and stopping "
+                                             "instances against current_fleet, and a cap on how many change; "
+                                             "without current_fleet there is nothing to change. Unset: changes "
+                                             "are free and unlimited")
 
     @field_validator("periods")
     @classmethod
