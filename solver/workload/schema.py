@@ -243,15 +243,19 @@ class SLO(_Strict):
         "every bound below must hold at this percentile of all the service's requests, queueing at the planned "
         "load included; unset: the bounds are checked against service times without queueing (and the plan warns "
         "where p99 under load would miss them)"))
-    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="per request or item, end to end")
-    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time to first token")
-    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token")
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="end-to-end time per request or item, "
+                                     "milliseconds; unset: no bound")
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time to first token, milliseconds; "
+                                  "unset: no bound")
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token, "
+                                  "milliseconds; unset: no bound")
 
 
 class MeasuredProfile(_Strict):
     """A measured throughput/latency of one service on one GPU configuration; used as given."""
 
-    gpu: str = Field(min_length=1, description="GPU type name from the catalog")
+    gpu: str = Field(min_length=1, description="GPU type the measurement ran on (a "
+                      "catalog GPU name, `solver-cli catalog --gpus`); it applies to every offer of that GPU")
     gpus_per_replica: int = Field(default=1, ge=1, le=64, description="GPUs one replica used in the "
                                   "measurement; planned only on offers whose instances it packs exactly (a power "
                                   "of two that divides the instance's GPUs, or all of them)")
@@ -259,7 +263,9 @@ class MeasuredProfile(_Strict):
                                         "bf16, fp8, int8, fp4, int4); the GPU must support it. Not limited by "
                                         "the service's precisions; unset: not stated")
     offer: str | None = Field(default=None, description="restrict to one offer id (provider/name)")
-    request_class: str | None = Field(default=None, description="the demand class this measurement is for")
+    request_class: str | None = Field(default=None, description="the demand class this "
+                                       "measurement is for (a name in demand.classes); unset: every class, where "
+                                       "no profile names the class itself")
     requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE, description="throughput "
                                          "of one replica, requests per second; give exactly one of requests_per_s "
                                          "or items_per_min, in the same unit as the service's demand")
@@ -426,14 +432,18 @@ class Constraints(_Strict):
     spot_min_regions: int | None = Field(
         default=None, ge=1, le=100, description="spread each service's spot capacity over at least this many "
         "regions (provider/region): no region holds more than 1/k of it")
-    budget_usd_per_day: float | None = Field(default=None, gt=0, le=1e9, description="average cost per day "
-                                             "over the periods (their hours repeat)")
-    budget_usd_per_month: float | None = Field(default=None, gt=0, le=1e10, description="average cost per "
-                                               "month (730 hours) over the periods")
-    reserved_gpus_min: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve at least "
-                                          "this many GPUs (all reserved offers together)")
+    budget_usd_per_day: float | None = Field(default=None, gt=0, le=1e9, description="average cost "
+                                             "per day, US dollars: the horizon's cost (the periods' hours repeat) "
+                                             "scaled to 24 hours; unset: no daily budget")
+    budget_usd_per_month: float | None = Field(default=None, gt=0, le=1e10, description="average "
+                                               "cost per month, US dollars: the horizon's cost scaled to 730 hours; "
+                                               "unset: no monthly budget")
+    reserved_gpus_min: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve "
+                                          "at least this many GPUs (all reserved offers together); needs a reserved "
+                                          "tier in pricing_tiers")
     reserved_gpus_max: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve at most "
-                                          "this many GPUs")
+                                          "this many GPUs (all reserved offers together; at least "
+                                          "reserved_gpus_min); needs a reserved tier in pricing_tiers")
 
     @model_validator(mode="after")
     def _tiers(self):
@@ -508,7 +518,8 @@ class GpuSpec(_Strict):
                                      "no NVLink, GPUs talk over PCIe. With form_factor SXM, multi-GPU offers "
                                      "default to NVLink between their GPUs")
     nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=1024, description="GPUs one NVLink/xGMI fabric "
-                                           "joins: 8 for HGX boards, 72 for GB200 NVL72, 2 for bridged PCIe cards")
+                                           "joins: 8 for HGX boards, 72 for GB200 NVL72, 2 for bridged PCIe cards; "
+                                           "unset with nvlink_gbs given: 8 for SXM, 2 for PCIe")
     pcie_gen: int | None = Field(default=None, ge=1, le=8, description="PCIe generation (e.g. 4, 5): the link "
                                  "speed between GPUs without NVLink and between pipeline stages; unset: 4")
     form_factor: Literal["SXM", "PCIe"] = Field(default="PCIe", description="SXM (board-mounted, NVLink between "
@@ -552,11 +563,18 @@ class OfferSpec(_Strict):
                                                   "instance, US dollars per hour; unset: no spot offer (spot "
                                                   "pricing leaves the offer out)")
     spot_interruption_rate_per_hour: float | None = Field(default=None, ge=0, le=1, description="chance per "
-                                                          "hour that a spot instance is reclaimed, where known")
+                                                          "hour that a spot instance is reclaimed, where known "
+                                                          "(0 to 1); informational: the plan reports its spot "
+                                                          "fleet's expected interruptions per hour, the fleet "
+                                                          "chosen does not depend on it")
     reserved_1y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
-                                                         "hourly price of a 1-year reservation / commitment")
+                                                         "hourly price of a 1-year reservation / commitment, US "
+                                                         "dollars, paid every hour of the horizon; unset: not "
+                                                         "offered")
     reserved_3y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
-                                                         "hourly price of a 3-year reservation / commitment")
+                                                         "hourly price of a 3-year reservation / commitment, US "
+                                                         "dollars, paid every hour of the horizon; unset: not "
+                                                         "offered")
     gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096, description="usable memory per GPU, GiB, "
                                          "where the provider states it; unset: the GPU type's memory_gib")
     interconnect: Literal["none", "pcie", "nvlink"] | None = Field(default=None, description="link between the "
@@ -633,7 +651,8 @@ class Period(_Strict):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", description="the "
                       "period's name, unique among the periods: letters, digits and . _ : - (starting with a letter "
                       "or digit); services' demand.profile names it")
-    hours: float = Field(gt=0, le=MAX_HOURS, description="length of the period; the horizon is their sum")
+    hours: float = Field(gt=0, le=MAX_HOURS, description="length of the period, "
+                       "hours; the horizon is the sum over the periods, and repeats")
 
 
 class RunningReplicas(_Strict):
@@ -654,16 +673,22 @@ class CurrentInstances(_Strict):
                            "entry per offer and spot flag); the re-plan keeps, adds or removes from these, "
                            "weighing change_costs")
     spot: bool = Field(default=False, description="these instances are spot instances")
-    replicas: list[RunningReplicas] = Field(default_factory=list, description="optional: what they run today")
+    replicas: list[RunningReplicas] = Field(default_factory=list, description="optional: what they run "
+                                              "today, so that the rollout leaves replicas in place where the plan "
+                                              "keeps them; empty: the kept instances are taken to run what the plan "
+                                              "puts on them")
 
 
 class ChangeCosts(_Strict):
     """The cost of changing the running fleet (cold starts, model loads, drained requests)."""
 
-    add_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="per instance started")
-    remove_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="per instance stopped")
+    add_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="one-off cost, US dollars, "
+                                    "per instance started against current_fleet (cold start, model load); 0: free")
+    remove_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="one-off cost, US dollars, "
+                                       "per instance of current_fleet stopped (drained requests); 0: free")
     max_changed_instances: int | None = Field(default=None, ge=0, le=10_000_000,
-                                              description="at most this many instances started plus stopped")
+                                              description="at most this many instances started plus "
+                                              "stopped against current_fleet; unset: no limit")
 
 
 class SolverOptions(_Strict):
@@ -678,7 +703,9 @@ class SolverOptions(_Strict):
     relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
         "0 proves the optimum itself, to within $0.000001/hour"))
-    calibration: dict[str, float] = Field(default_factory=dict, description="override performance-model constants")
+    calibration: dict[str, float] = Field(default_factory=dict, description="constant name -> value, "
+                                             "overriding the performance model's constants (docs/performance-model.md); "
+                                             "unknown names or bad values are rejected. Empty: the fitted defaults")
 
     @field_validator("calibration")
     @classmethod
