@@ -525,9 +525,9 @@ class GpuSpec(_Strict):
     form_factor: Literal["SXM", "PCIe"] = Field(default="PCIe", description="SXM (board-mounted, NVLink between "
                                                 "the GPUs when nvlink_gbs is given) or PCIe (cards; NVLink only "
                                                 "through bridges)")
-    vendor: Literal["NVIDIA", "AMD"] = Field(default="NVIDIA", description="NVIDIA or AMD; AMD GPUs get the performance "
-                                             "model's ROCm efficiencies and, unless supports_int4 says so, no int4 "
-                                             "kernels")
+    vendor: Literal["NVIDIA", "AMD"] = Field(default="NVIDIA", description="NVIDIA or AMD; AMD GPUs get the "
+                                             "performance model's ROCm efficiencies and, unless supports_int4 says "
+                                             "so, no int4 kernels")
     architecture: str = Field(default="", description="architecture, e.g. \"Hopper (GH100)\"; matched by how it "
                               "begins (Volta, Turing, Ampere, Ada, Hopper, Blackwell) for the performance "
                               "model's calibration and for bf16/int4 support; empty or other: a generic GPU")
@@ -704,8 +704,9 @@ class SolverOptions(_Strict):
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
         "0 proves the optimum itself, to within $0.000001/hour"))
     calibration: dict[str, float] = Field(default_factory=dict, description="constant name -> value, "
-                                             "overriding the performance model's constants (docs/performance-model.md); "
-                                             "unknown names or bad values are rejected. Empty: the fitted defaults")
+                                             "overriding the performance model's constants "
+                                             "(docs/performance-model.md); unknown names or bad values are rejected. "
+                                             "Empty: the fitted defaults")
 
     @field_validator("calibration")
     @classmethod
