@@ -6,6 +6,7 @@ validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
 
 from __future__ import annotations
 
+import copy
 import typing
 from typing import Annotated, Any, Literal
 
@@ -34,6 +35,14 @@ MAX_MS = 3.6e6
 # A measured replica slower than this is a unit slip; it also keeps the replicas a demand
 # could need (MAX_RATE x headroom / rate) far inside the MIP solvers' finite range (1e20).
 MIN_REPLICA_RATE = 1e-6
+
+
+def _show_default(value: Any):
+    """json_schema_extra for a default_factory field: pydantic leaves such defaults out of the
+    JSON Schema, this writes them in (a nested object's default is {}: all its own defaults)."""
+    def extra(schema: dict) -> None:
+        schema["default"] = copy.deepcopy(value)
+    return extra
 
 
 class _Strict(BaseModel):
@@ -209,7 +218,8 @@ class Demand(_Strict):
         "coefficient of variation of the times between arrivals: 1 for Poisson (independent) arrivals, "
         "more for bursty traffic, less for paced traffic; the queueing model uses it"))
     profile: dict[str, Annotated[float, Field(ge=0, le=1e6)]] = Field(
-        default_factory=dict, description="period name -> multiplier of this demand in that period "
+        default_factory=dict, json_schema_extra=_show_default({}),
+        description="period name -> multiplier of this demand in that period "
         "(a period not named here: 1.0); needs the workload's `periods`")
 
     @model_validator(mode="after")
@@ -331,7 +341,8 @@ class Service(_Strict):
                       "or digit); the plan and current_fleet replicas refer to it")
     model: str | InlineModel | None = Field(default=None, description="a library model name, or an inline description; "
                                             "omit for non-LLM services described by measured profiles")
-    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], min_length=1, description="weight "
+    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], json_schema_extra=_show_default(["fp16"]),
+                                        min_length=1, description="weight "
                                         "precisions the plan may choose among for the model's estimated "
                                         "configurations, each listed once: fp16, bf16, fp8 (FP8 tensor cores: Ada, "
                                         "Hopper, Blackwell, MI300), int8, fp4 (Blackwell only), int4 (weight-only "
@@ -340,17 +351,20 @@ class Service(_Strict):
     engine: Engine = Field(default="vllm", description="serving engine: vllm, tensorrt-llm, sglang, or the older "
                            "vllm-0.5 / tensorrt-llm-0.9 (whose measured speed differs). The performance model "
                            "estimates its speed (measured profiles are used as given) and deployment export runs it")
-    engine_options: EngineOptions = Field(default_factory=EngineOptions, description="the engine's own settings "
+    engine_options: EngineOptions = Field(default_factory=EngineOptions, json_schema_extra=_show_default({}),
+                                          description="the engine's own settings "
                                           "where they differ from its defaults (KV-cache type, batch cap, memory "
                                           "fraction); default: the engine's defaults")
     demand: Demand = Field(description="the traffic to serve: a rate, request sizes and their variability")
-    slo: SLO = Field(default_factory=SLO, description="latency bounds every planned replica must meet; default: "
+    slo: SLO = Field(default_factory=SLO, json_schema_extra=_show_default({}),
+                     description="latency bounds every planned replica must meet; default: "
                      "none")
     min_replicas: int = Field(default=0, ge=0, le=100_000, description="plan at least this many replicas of the "
                               "service, whatever the demand; 0: only as many as the demand needs")
     max_replicas: int | None = Field(default=None, ge=1, le=100_000, description="plan at most this many replicas "
                                      "of the service (at least min_replicas); unset: no limit")
-    profiles: list[MeasuredProfile] = Field(default_factory=list, description="measured throughput and latency "
+    profiles: list[MeasuredProfile] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                            description="measured throughput and latency "
                                             "per GPU type and replica size, used as given: where one covers a GPU "
                                             "and replica size, the performance model is not used for it. A service "
                                             "without a model needs them")
@@ -397,10 +411,12 @@ class Constraints(_Strict):
     headroom: float = Field(default=0.0, ge=0, le=10, description="spare capacity as a fraction of demand: every "
                             "service is sized to serve demand x (1 + headroom), e.g. 0.2 for 20 % more; 0: exactly "
                             "the demand")
-    gpu_quotas: dict[str, int] = Field(default_factory=dict, description="GPU type -> the most GPUs of that type "
+    gpu_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+                                       description="GPU type -> the most GPUs of that type "
                                        "the fleet may hold (instances x GPUs per instance), 0 or more; a type not "
                                        "named here: no limit. Names must be catalog GPU types")
-    offer_quotas: dict[str, int] = Field(default_factory=dict, description="offer id (provider/name) -> the most "
+    offer_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+                                         description="offer id (provider/name) -> the most "
                                          "instances of that offer, 0 or more (0 removes the offer); the tighter of "
                                          "this and the catalog's available_instances holds. An offer not named here: "
                                          "no limit beyond the catalog's")
@@ -412,7 +428,8 @@ class Constraints(_Strict):
                                       "all regions")
     gpu_types: list[str] | None = Field(default=None, min_length=1, description="use only offers of these GPU "
                                         "types (catalog GPU names, `solver-cli catalog --gpus`); unset: all types")
-    exclude_gpu_types: list[str] = Field(default_factory=list, description="never use offers of these GPU types "
+    exclude_gpu_types: list[str] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                         description="never use offers of these GPU types "
                                          "(catalog GPU names); applies after gpu_types")
     allow_consumer_gpus: bool = Field(default=False, description="false: offers of GPUs the catalog marks as "
                                       "consumer cards (GeForce and the like) are left out; true: they may be used")
@@ -605,7 +622,8 @@ class OfferSpec(_Strict):
 
 
 class CatalogFile(_Strict):
-    gpus: list[GpuSpec] = Field(default_factory=list, description="GPU types the offers may name besides the "
+    gpus: list[GpuSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                description="GPU types the offers may name besides the "
                                 "default catalog's; one with a default type's name replaces it")
     offers: list[OfferSpec] = Field(min_length=1, description="the catalog's offers (instance types with prices), "
                                     "at least one; the default catalog's offers are not included")
@@ -622,9 +640,11 @@ class CatalogRef(_Strict):
     file: str | None = Field(default=None, description="path of a catalog file, JSON or YAML (schema: "
                              "`solver-cli schema --catalog`); a relative path is taken from the workload file's "
                              "folder. Needed with source file")
-    gpus: list[GpuSpec] = Field(default_factory=list, description="inline GPU types, with source inline: added to "
+    gpus: list[GpuSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                description="inline GPU types, with source inline: added to "
                                 "the default catalog's (one with a default type's name replaces it)")
-    offers: list[OfferSpec] = Field(default_factory=list, description="inline offers, with source inline (at "
+    offers: list[OfferSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                    description="inline offers, with source inline (at "
                                     "least one): the catalog's offers, alone unless include_default_offers")
     include_default_offers: bool = Field(default=False, description="with inline offers: add the default catalog's")
 
@@ -673,7 +693,8 @@ class CurrentInstances(_Strict):
                            "entry per offer and spot flag); the re-plan keeps, adds or removes from these, "
                            "weighing change_costs")
     spot: bool = Field(default=False, description="these instances are spot instances")
-    replicas: list[RunningReplicas] = Field(default_factory=list, description="optional: what they run "
+    replicas: list[RunningReplicas] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                            description="optional: what they run "
                                               "today, so that the rollout leaves replicas in place where the plan "
                                               "keeps them; empty: the kept instances are taken to run what the plan "
                                               "puts on them")
@@ -703,7 +724,8 @@ class SolverOptions(_Strict):
     relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
         "0 proves the optimum itself, to within $0.000001/hour"))
-    calibration: dict[str, float] = Field(default_factory=dict, description="constant name -> value, "
+    calibration: dict[str, float] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+                                          description="constant name -> value, "
                                              "overriding the performance model's constants "
                                              "(docs/performance-model.md); unknown names or bad values are rejected. "
                                              "Empty: the fitted defaults")
@@ -725,11 +747,14 @@ class Workload(_Strict):
     name: str = Field(default="workload", description="the workload's name, shown in the plan")
     services: list[Service] = Field(min_length=1, max_length=5000, description="the services to serve, 1 to "
                                     "5000, with unique names")
-    constraints: Constraints = Field(default_factory=Constraints, description="budgets, headroom, quotas, offer "
+    constraints: Constraints = Field(default_factory=Constraints, json_schema_extra=_show_default({}),
+                                     description="budgets, headroom, quotas, offer "
                                      "filters and pricing; default: none beyond on-demand prices")
-    catalog: CatalogRef = Field(default_factory=CatalogRef, description="where offers and GPU types come from; "
+    catalog: CatalogRef = Field(default_factory=CatalogRef, json_schema_extra=_show_default({}),
+                                description="where offers and GPU types come from; "
                                 "default: the shipped catalog (`solver-cli catalog`)")
-    solver: SolverOptions = Field(default_factory=SolverOptions, description="time limit, MIP backend, "
+    solver: SolverOptions = Field(default_factory=SolverOptions, json_schema_extra=_show_default({}),
+                                  description="time limit, MIP backend, "
                                   "tie-break, optimality gap and performance-model overrides")
     periods: list[Period] | None = Field(default=None, min_length=1, max_length=MAX_PERIODS,
                                          description="the horizon's periods; services scale demand per period "
