@@ -6,6 +6,7 @@ validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
 
 from __future__ import annotations
 
+import copy
 import typing
 from typing import Annotated, Any, Literal
 
@@ -34,6 +35,14 @@ MAX_MS = 3.6e6
 # A measured replica slower than this is a unit slip; it also keeps the replicas a demand
 # could need (MAX_RATE x headroom / rate) far inside the MIP solvers' finite range (1e20).
 MIN_REPLICA_RATE = 1e-6
+
+
+def _show_default(value: Any):
+    """json_schema_extra for a default_factory field: pydantic leaves such defaults out of the
+    JSON Schema, this writes them in (a nested object's default is {}: all its own defaults)."""
+    def extra(schema: dict) -> None:
+        schema["default"] = copy.deepcopy(value)
+    return extra
 
 
 class _Strict(BaseModel):
@@ -128,18 +137,32 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
 class InlineModel(_Strict):
     """A decoder-only transformer described by its config."""
 
-    name: str = Field(min_length=1, max_length=100)
-    params_b: float = Field(gt=0, le=10_000, description="total parameters, billions (all experts)")
-    layers: int = Field(gt=0, le=1000)
-    hidden_size: int = Field(gt=0, le=1_000_000)
-    attention_heads: int = Field(gt=0, le=10_000)
-    kv_heads: int = Field(gt=0, le=10_000)
-    head_dim: int = Field(gt=0, le=10_000)
-    vocab_size: int = Field(default=32000, gt=0, le=10_000_000)
-    intermediate_size: int = Field(default=0, ge=0)
-    experts: int = Field(default=1, ge=1, le=4096)
-    active_experts: int = Field(default=1, ge=1, le=4096)
-    active_params_b: float | None = Field(default=None, gt=0, le=10_000)
+    name: str = Field(min_length=1, max_length=100, description="the model's name, as the plan shows it (any "
+                      "text; it need not be a library model)")
+    params_b: float = Field(gt=0, le=10_000, description="total parameters, in billions (all experts of a "
+                            "mixture of experts): the weights every replica holds in GPU memory")
+    layers: int = Field(gt=0, le=1000, description="transformer layers (the config's num_hidden_layers)")
+    hidden_size: int = Field(gt=0, le=1_000_000, description="model (embedding) width (the config's hidden_size)")
+    attention_heads: int = Field(gt=0, le=10_000, description="query heads per layer (num_attention_heads); "
+                                 "t-way tensor parallelism needs it divisible by t")
+    kv_heads: int = Field(gt=0, le=10_000, description="key/value heads per layer (num_key_value_heads; fewer than "
+                          "attention_heads for grouped-query attention); at most attention_heads. Sets the KV-cache "
+                          "size per token")
+    head_dim: int = Field(gt=0, le=10_000, description="width of one attention head (the config's head_dim, "
+                          "usually hidden_size / attention_heads)")
+    vocab_size: int = Field(default=32000, gt=0, le=10_000_000, description="vocabulary size: the embedding and "
+                            "output-head matrices (vocab_size x hidden_size each)")
+    intermediate_size: int = Field(default=0, ge=0, description="MLP (feed-forward) width per layer; for a mixture "
+                                   "of experts, the width of one routed expert. 0: not stated (give it for a "
+                                   "mixture of experts unless active_params_b is given)")
+    experts: int = Field(default=1, ge=1, le=4096, description="routed experts per layer; 1: a dense model, more: "
+                         "a mixture of experts")
+    active_experts: int = Field(default=1, ge=1, le=4096, description="routed experts each token goes to "
+                                "(num_experts_per_tok); at most experts")
+    active_params_b: float | None = Field(default=None, gt=0, le=10_000, description="parameters each token "
+                                          "multiplies through, in billions (mixture of experts); at most params_b. "
+                                          "Unset: params_b for a dense model, derived from the shapes for a "
+                                          "mixture of experts")
     max_context_tokens: int | None = Field(
         default=None, gt=0, le=100_000_000, description="the longest request (prompt + output tokens) the model "
         "serves: the config's max_position_embeddings, or the model card's context length where RoPE scaling "
@@ -159,23 +182,44 @@ class InlineModel(_Strict):
 class RequestClass(_Strict):
     """One request-size class of an LLM service's traffic."""
 
-    name: str = Field(min_length=1, max_length=64)
-    share: float = Field(gt=0, le=1, description="fraction of the service's requests")
-    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="required for LLM services")
-    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="required for LLM services")
+    name: str = Field(min_length=1, max_length=64, description="the class's name, unique within the service; "
+                      "measured profiles name it in request_class")
+    share: float = Field(gt=0, le=1, description="fraction of the service's requests in this class; the shares of "
+                         "all classes must add up to 1")
+    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="input tokens per request "
+                                      "of this class; required for LLM services (those with a model), ignored by "
+                                      "measured profiles")
+    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="generated tokens per "
+                                      "request of this class; required for LLM services (those with a model), "
+                                      "ignored by measured profiles")
 
 
 class Demand(_Strict):
-    requests_per_s: float | None = Field(default=None, ge=0, le=MAX_RATE)
-    items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE)
-    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
+    requests_per_s: float | None = Field(default=None, ge=0, le=MAX_RATE, description="requests per second the "
+                                         "service must serve (before constraints.headroom); services with a model "
+                                         "(LLMs) must use this unit. Give exactly one of requests_per_s or "
+                                         "items_per_min")
+    items_per_min: float | None = Field(default=None, ge=0, le=MAX_RATE, description="items (images, embeddings, "
+                                        "...) per minute the service must serve (before constraints.headroom); only "
+                                        "for services without a model, whose measured profiles then use the same "
+                                        "unit. Give exactly one of requests_per_s or items_per_min")
+    prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="input tokens per request, "
+                                      "when all requests are alike; an LLM service needs it (and output_tokens) "
+                                      "unless it gives classes; not together with classes")
+    output_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="generated tokens per "
+                                      "request, when all requests are alike; an LLM service needs it (and "
+                                      "prompt_tokens) unless it gives classes; not together with classes")
+    classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256, description="request "
+                                               "sizes with their shares of the demand (shares add up to 1, names "
+                                               "unique), instead of prompt_tokens/output_tokens; the plan routes "
+                                               "each class's traffic to replicas. Unset: one class of the given "
+                                               "token counts")
     arrival_cv: float = Field(default=1.0, ge=0, le=20, description=(
         "coefficient of variation of the times between arrivals: 1 for Poisson (independent) arrivals, "
         "more for bursty traffic, less for paced traffic; the queueing model uses it"))
     profile: dict[str, Annotated[float, Field(ge=0, le=1e6)]] = Field(
-        default_factory=dict, description="period name -> multiplier of this demand in that period "
+        default_factory=dict, json_schema_extra=_show_default({}),
+        description="period name -> multiplier of this demand in that period "
         "(a period not named here: 1.0); needs the workload's `periods`")
 
     @model_validator(mode="after")
@@ -209,25 +253,47 @@ class SLO(_Strict):
         "every bound below must hold at this percentile of all the service's requests, queueing at the planned "
         "load included; unset: the bounds are checked against service times without queueing (and the plan warns "
         "where p99 under load would miss them)"))
-    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="per request or item, end to end")
-    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time to first token")
-    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token")
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="end-to-end time per request or item, "
+                                     "milliseconds; unset: no bound")
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time to first token, milliseconds; "
+                                  "unset: no bound")
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token, "
+                                  "milliseconds; unset: no bound")
 
 
 class MeasuredProfile(_Strict):
     """A measured throughput/latency of one service on one GPU configuration; used as given."""
 
-    gpu: str = Field(min_length=1, description="GPU type name from the catalog")
-    gpus_per_replica: int = Field(default=1, ge=1, le=64)
-    precision: Precision | None = None
+    gpu: str = Field(min_length=1, description="GPU type the measurement ran on (a "
+                      "catalog GPU name, `solver-cli catalog --gpus`); it applies to every offer of that GPU")
+    gpus_per_replica: int = Field(default=1, ge=1, le=64, description="GPUs one replica used in the "
+                                  "measurement; planned only on offers whose instances it packs exactly (a power "
+                                  "of two that divides the instance's GPUs, or all of them)")
+    precision: Precision | None = Field(default=None, description="weight precision the measurement ran at (fp16, "
+                                        "bf16, fp8, int8, fp4, int4); the GPU must support it. Not limited by "
+                                        "the service's precisions; unset: not stated")
     offer: str | None = Field(default=None, description="restrict to one offer id (provider/name)")
-    request_class: str | None = Field(default=None, description="the demand class this measurement is for")
-    requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
-    items_per_min: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE)
-    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    memory_gib_per_gpu: float | None = Field(default=None, gt=0, le=4096)
+    request_class: str | None = Field(default=None, description="the demand class this "
+                                       "measurement is for (a name in demand.classes); unset: every class, where "
+                                       "no profile names the class itself")
+    requests_per_s: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE, description="throughput "
+                                         "of one replica, requests per second; give exactly one of requests_per_s "
+                                         "or items_per_min, in the same unit as the service's demand")
+    items_per_min: float | None = Field(default=None, ge=MIN_REPLICA_RATE, le=MAX_RATE, description="throughput "
+                                        "of one replica, items per minute; give exactly one of requests_per_s or "
+                                        "items_per_min, in the same unit as the service's demand")
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="measured end-to-end time per "
+                                     "request or item, milliseconds; checked against slo.latency_ms (a latency "
+                                     "SLO cannot use a profile without it)")
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="measured time to first token, "
+                                  "milliseconds; checked against slo.ttft_ms (a TTFT SLO cannot use a profile "
+                                  "without it)")
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="measured time per output token, "
+                                  "milliseconds; checked against slo.tpot_ms (a TPOT SLO cannot use a profile "
+                                  "without it)")
+    memory_gib_per_gpu: float | None = Field(default=None, gt=0, le=4096, description="measured GPU memory per "
+                                             "GPU, GiB; offers whose usable memory per GPU is smaller are "
+                                             "rejected. Unset: no memory check")
 
     @model_validator(mode="after")
     def _one_rate(self):
@@ -270,17 +336,38 @@ class EngineOptions(_Strict):
 
 
 class Service(_Strict):
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$", description="the "
+                      "service's name, unique in the workload: letters, digits and . _ : / - (starting with a letter "
+                      "or digit); the plan and current_fleet replicas refer to it")
     model: str | InlineModel | None = Field(default=None, description="a library model name, or an inline description; "
                                             "omit for non-LLM services described by measured profiles")
-    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], min_length=1)
-    engine: Engine = "vllm"
-    engine_options: EngineOptions = Field(default_factory=EngineOptions)
-    demand: Demand
-    slo: SLO = Field(default_factory=SLO)
-    min_replicas: int = Field(default=0, ge=0, le=100_000)
-    max_replicas: int | None = Field(default=None, ge=1, le=100_000)
-    profiles: list[MeasuredProfile] = Field(default_factory=list)
+    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], json_schema_extra=_show_default(["fp16"]),
+                                        min_length=1, description="weight "
+                                        "precisions the plan may choose among for the model's estimated "
+                                        "configurations, each listed once: fp16, bf16, fp8 (FP8 tensor cores: Ada, "
+                                        "Hopper, Blackwell, MI300), int8, fp4 (Blackwell only), int4 (weight-only "
+                                        "AWQ/GPTQ, NVIDIA Volta or newer); each is used only on GPUs that support "
+                                        "it. Measured profiles carry their own precision")
+    engine: Engine = Field(default="vllm", description="serving engine: vllm, tensorrt-llm, sglang, or the older "
+                           "vllm-0.5 / tensorrt-llm-0.9 (whose measured speed differs). The performance model "
+                           "estimates its speed (measured profiles are used as given) and deployment export runs it")
+    engine_options: EngineOptions = Field(default_factory=EngineOptions, json_schema_extra=_show_default({}),
+                                          description="the engine's own settings "
+                                          "where they differ from its defaults (KV-cache type, batch cap, memory "
+                                          "fraction); default: the engine's defaults")
+    demand: Demand = Field(description="the traffic to serve: a rate, request sizes and their variability")
+    slo: SLO = Field(default_factory=SLO, json_schema_extra=_show_default({}),
+                     description="latency bounds every planned replica must meet; default: "
+                     "none")
+    min_replicas: int = Field(default=0, ge=0, le=100_000, description="plan at least this many replicas of the "
+                              "service, whatever the demand; 0: only as many as the demand needs")
+    max_replicas: int | None = Field(default=None, ge=1, le=100_000, description="plan at most this many replicas "
+                                     "of the service (at least min_replicas); unset: no limit")
+    profiles: list[MeasuredProfile] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                            description="measured throughput and latency "
+                                            "per GPU type and replica size, used as given: where one covers a GPU "
+                                            "and replica size, the performance model is not used for it. A service "
+                                            "without a model needs them")
     size_with_error_band: bool = Field(default=False, description="size with the estimate's error margin: "
                                        "derate predicted throughput and inflate latency by the error band")
 
@@ -317,16 +404,39 @@ class Service(_Strict):
 
 # ---------------------------------------------------------------- constraints and catalog
 class Constraints(_Strict):
-    budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e7)
-    headroom: float = Field(default=0.0, ge=0, le=10, description="serve demand x (1 + headroom)")
-    gpu_quotas: dict[str, int] = Field(default_factory=dict, description="GPU type -> max GPUs")
-    offer_quotas: dict[str, int] = Field(default_factory=dict, description="offer id (provider/name) -> max instances")
-    providers: list[str] | None = Field(default=None, min_length=1)
-    regions: list[str] | None = Field(default=None, min_length=1)
-    gpu_types: list[str] | None = Field(default=None, min_length=1, description="allow only these GPU types")
-    exclude_gpu_types: list[str] = Field(default_factory=list)
-    allow_consumer_gpus: bool = False
-    pricing: Literal["on_demand", "spot"] = "on_demand"
+    budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e7, description="the fleet may cost at most "
+                                              "this many US dollars per hour (all instances at the prices they are "
+                                              "bought at); with periods, in every period, reservations included. "
+                                              "Unset: no budget")
+    headroom: float = Field(default=0.0, ge=0, le=10, description="spare capacity as a fraction of demand: every "
+                            "service is sized to serve demand x (1 + headroom), e.g. 0.2 for 20 % more; 0: exactly "
+                            "the demand")
+    gpu_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+                                       description="GPU type -> the most GPUs of that type "
+                                       "the fleet may hold (instances x GPUs per instance), 0 or more; a type not "
+                                       "named here: no limit. Names must be catalog GPU types")
+    offer_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+                                         description="offer id (provider/name) -> the most "
+                                         "instances of that offer, 0 or more (0 removes the offer); the tighter of "
+                                         "this and the catalog's available_instances holds. An offer not named here: "
+                                         "no limit beyond the catalog's")
+    providers: list[str] | None = Field(default=None, min_length=1, description="use only offers from these "
+                                        "providers (matched case-insensitively; each must have offers in the "
+                                        "catalog); unset: all providers")
+    regions: list[str] | None = Field(default=None, min_length=1, description="use only offers in these regions "
+                                      "(matched case-insensitively; each must have offers in the catalog); unset: "
+                                      "all regions")
+    gpu_types: list[str] | None = Field(default=None, min_length=1, description="use only offers of these GPU "
+                                        "types (catalog GPU names, `solver-cli catalog --gpus`); unset: all types")
+    exclude_gpu_types: list[str] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                         description="never use offers of these GPU types "
+                                         "(catalog GPU names); applies after gpu_types")
+    allow_consumer_gpus: bool = Field(default=False, description="false: offers of GPUs the catalog marks as "
+                                      "consumer cards (GeForce and the like) are left out; true: they may be used")
+    pricing: Literal["on_demand", "spot"] = Field(default="on_demand", description="the price every offer is "
+                                                  "bought at: on_demand, or spot (offers without a spot price are "
+                                                  "left out). With pricing_tiers set, leave it on_demand, or spot "
+                                                  "only when pricing_tiers is [spot]")
     same_region: Literal["service", "fleet"] | None = Field(
         default=None, description="keep each service's replicas in one region (`service`), or the whole fleet "
         "(`fleet`); a region is a provider's region. Unset: replicas may go anywhere the filters allow")
@@ -339,14 +449,18 @@ class Constraints(_Strict):
     spot_min_regions: int | None = Field(
         default=None, ge=1, le=100, description="spread each service's spot capacity over at least this many "
         "regions (provider/region): no region holds more than 1/k of it")
-    budget_usd_per_day: float | None = Field(default=None, gt=0, le=1e9, description="average cost per day "
-                                             "over the periods (their hours repeat)")
-    budget_usd_per_month: float | None = Field(default=None, gt=0, le=1e10, description="average cost per "
-                                               "month (730 hours) over the periods")
-    reserved_gpus_min: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve at least "
-                                          "this many GPUs (all reserved offers together)")
+    budget_usd_per_day: float | None = Field(default=None, gt=0, le=1e9, description="average cost "
+                                             "per day, US dollars: the horizon's cost (the periods' hours repeat) "
+                                             "scaled to 24 hours; unset: no daily budget")
+    budget_usd_per_month: float | None = Field(default=None, gt=0, le=1e10, description="average "
+                                               "cost per month, US dollars: the horizon's cost scaled to 730 hours; "
+                                               "unset: no monthly budget")
+    reserved_gpus_min: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve "
+                                          "at least this many GPUs (all reserved offers together); needs a reserved "
+                                          "tier in pricing_tiers")
     reserved_gpus_max: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve at most "
-                                          "this many GPUs")
+                                          "this many GPUs (all reserved offers together; at least "
+                                          "reserved_gpus_min); needs a reserved tier in pricing_tiers")
 
     @model_validator(mode="after")
     def _tiers(self):
@@ -397,51 +511,107 @@ class Constraints(_Strict):
 
 
 class GpuSpec(_Strict):
-    name: str = Field(min_length=1)
-    memory_gib: float = Field(gt=0, le=4096)
-    memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=1e6)
-    fp16_tflops: float | None = Field(default=None, gt=0, le=1e6)
-    bf16_tflops: float | None = Field(default=None, gt=0, le=1e6)
-    fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    name: str = Field(min_length=1, description="GPU type name that offers' `gpu` refers to; a name of the "
+                      "default catalog's GPU types replaces that type")
+    memory_gib: float = Field(gt=0, le=4096, description="memory per GPU, GiB (an offer's gpu_memory_gib, where "
+                              "given, overrides it as the usable memory)")
+    memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=1e6, description="memory bandwidth per GPU, "
+                                               "gigabytes per second; the performance model needs it (and an "
+                                               "FP16 or BF16 rate) to estimate LLMs here, else only measured "
+                                               "profiles can use this GPU")
+    fp16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP16 tensor "
+                                      "TFLOPS; unset: bf16_tflops stands in for it")
+    bf16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) BF16 tensor "
+                                      "TFLOPS; unset: fp16_tflops stands in for it, and bf16 is allowed only on "
+                                      "Ampere, Ada, Hopper and Blackwell architectures")
+    fp8_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP8 tensor "
+                                     "TFLOPS; omit for GPUs without FP8 tensor cores (see supports_fp8)")
     fp4_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense FP4 tensor TFLOPS; "
                                      "omit for GPUs without FP4 tensor cores (only Blackwell has them)")
-    int8_tops: float | None = Field(default=None, gt=0, le=1e6)
-    nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6)
+    int8_tops: float | None = Field(default=None, gt=0, le=1e6, description="dense INT8 tensor TOPS (tera "
+                                    "operations per second), the rate int8 GEMMs run at; unset: the FP16 rate")
+    nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6, description="NVLink (or AMD xGMI) bandwidth per "
+                                     "GPU, gigabytes per second, both directions over all links together; unset: "
+                                     "no NVLink, GPUs talk over PCIe. With form_factor SXM, multi-GPU offers "
+                                     "default to NVLink between their GPUs")
     nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=1024, description="GPUs one NVLink/xGMI fabric "
-                                           "joins: 8 for HGX boards, 72 for GB200 NVL72, 2 for bridged PCIe cards")
-    pcie_gen: int | None = Field(default=None, ge=1, le=8)
-    form_factor: Literal["SXM", "PCIe"] = "PCIe"
-    vendor: Literal["NVIDIA", "AMD"] = "NVIDIA"
-    architecture: str = ""
-    supports_fp8: bool | None = None
+                                           "joins: 8 for HGX boards, 72 for GB200 NVL72, 2 for bridged PCIe cards; "
+                                           "unset with nvlink_gbs given: 8 for SXM, 2 for PCIe")
+    pcie_gen: int | None = Field(default=None, ge=1, le=8, description="PCIe generation (e.g. 4, 5): the link "
+                                 "speed between GPUs without NVLink and between pipeline stages; unset: 4")
+    form_factor: Literal["SXM", "PCIe"] = Field(default="PCIe", description="SXM (board-mounted, NVLink between "
+                                                "the GPUs when nvlink_gbs is given) or PCIe (cards; NVLink only "
+                                                "through bridges)")
+    vendor: Literal["NVIDIA", "AMD"] = Field(default="NVIDIA", description="NVIDIA or AMD; AMD GPUs get the "
+                                             "performance model's ROCm efficiencies and, unless supports_int4 says "
+                                             "so, no int4 kernels")
+    architecture: str = Field(default="", description="architecture, e.g. \"Hopper (GH100)\"; matched by how it "
+                              "begins (Volta, Turing, Ampere, Ada, Hopper, Blackwell) for the performance "
+                              "model's calibration and for bf16/int4 support; empty or other: a generic GPU")
+    supports_fp8: bool | None = Field(default=None, description="FP8 weights and FP8 KV cache run here; unset: "
+                                      "true exactly when fp8_tflops is given")
     supports_int4: bool | None = Field(default=None, description="4-bit weight-only (AWQ/GPTQ) kernels run here; "
                                        "default: NVIDIA Volta or newer")
-    consumer: bool = False
-    source: str = ""
+    consumer: bool = Field(default=False, description="a consumer card (GeForce and the like): its offers are "
+                           "used only with constraints.allow_consumer_gpus")
+    source: str = Field(default="", description="where the figures come from (free text, kept as the GPU "
+                        "type's provenance); empty: \"user\"")
 
 
 class OfferSpec(_Strict):
-    provider: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    region: str = "any"
-    gpu: str = Field(min_length=1)
-    gpus_per_instance: int = Field(ge=1, le=64)
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
-    price_usd_per_minute: float | None = Field(default=None, gt=0, le=1e4)
-    spot_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5)
+    provider: str = Field(min_length=1, description="cloud or provider name (e.g. aws); the offer's id is "
+                          "provider/name, unique in the catalog; constraints.providers filters by it")
+    name: str = Field(min_length=1, description="instance type name (e.g. p5.48xlarge); the offer's id is "
+                      "provider/name, unique in the catalog")
+    region: str = Field(default="any", description="the region the instance runs in; constraints.regions and "
+                        "same_region go by it (with the provider). Default \"any\" is a name like any other (a "
+                        "constraints.regions list keeps the offer only if it names \"any\")")
+    gpu: str = Field(min_length=1, description="GPU type name: one of this catalog's gpus or (unless "
+                     "include_default_gpus is false) the default catalog's (`solver-cli catalog --gpus`)")
+    gpus_per_instance: int = Field(ge=1, le=64, description="GPUs in one instance; replicas take a power of two "
+                                   "that divides it, or all of it")
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="on-demand price of one "
+                                             "instance, US dollars per hour; give exactly one of "
+                                             "price_usd_per_hour or price_usd_per_minute")
+    price_usd_per_minute: float | None = Field(default=None, gt=0, le=1e4, description="on-demand price of one "
+                                               "instance, US dollars per minute (x 60 per hour); give exactly one "
+                                               "of price_usd_per_hour or price_usd_per_minute")
+    spot_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="spot price of one "
+                                                  "instance, US dollars per hour; unset: no spot offer (spot "
+                                                  "pricing leaves the offer out)")
     spot_interruption_rate_per_hour: float | None = Field(default=None, ge=0, le=1, description="chance per "
-                                                          "hour that a spot instance is reclaimed, where known")
+                                                          "hour that a spot instance is reclaimed, where known "
+                                                          "(0 to 1); informational: the plan reports its spot "
+                                                          "fleet's expected interruptions per hour, the fleet "
+                                                          "chosen does not depend on it")
     reserved_1y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
-                                                         "hourly price of a 1-year reservation / commitment")
+                                                         "hourly price of a 1-year reservation / commitment, US "
+                                                         "dollars, paid every hour of the horizon; unset: not "
+                                                         "offered")
     reserved_3y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
-                                                         "hourly price of a 3-year reservation / commitment")
-    gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096)
-    interconnect: Literal["none", "pcie", "nvlink"] | None = None
-    inter_node_fabric: Literal["", "infiniband"] = ""
-    inter_node_gbs: float | None = Field(default=None, gt=0, le=1e5)
-    available_instances: int | None = Field(default=None, ge=0)
-    source: str = "user"
-    as_of: str = ""
+                                                         "hourly price of a 3-year reservation / commitment, US "
+                                                         "dollars, paid every hour of the horizon; unset: not "
+                                                         "offered")
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096, description="usable memory per GPU, GiB, "
+                                         "where the provider states it; unset: the GPU type's memory_gib")
+    interconnect: Literal["none", "pcie", "nvlink"] | None = Field(default=None, description="link between the "
+                                                                   "instance's GPUs: none, pcie or nvlink. Unset: "
+                                                                   "none for one GPU, nvlink for SXM GPUs with "
+                                                                   "nvlink_gbs, else pcie")
+    inter_node_fabric: Literal["", "infiniband"] = Field(default="", description="\"infiniband\": a replica may "
+                                                         "span 2 or 4 whole instances (pipeline stages joined by "
+                                                         "the fabric), for models one instance cannot hold; \"\" "
+                                                         "(default): replicas stay within one instance")
+    inter_node_gbs: float | None = Field(default=None, gt=0, le=1e5, description="bandwidth per instance over "
+                                         "the inter-node fabric, gigabytes per second; unset: 25 (one 200 Gb/s "
+                                         "port)")
+    available_instances: int | None = Field(default=None, ge=0, description="the most instances that can be "
+                                            "bought (0 leaves the offer out); unset: unlimited. "
+                                            "constraints.offer_quotas can only lower it")
+    source: str = Field(default="user", description="where the prices come from (free text, shown with the "
+                        "offer)")
+    as_of: str = Field(default="", description="when the prices were taken (free text, e.g. 2025-06); empty: not "
+                       "stated")
 
     @model_validator(mode="after")
     def _one_price(self):
@@ -452,16 +622,30 @@ class OfferSpec(_Strict):
 
 
 class CatalogFile(_Strict):
-    gpus: list[GpuSpec] = Field(default_factory=list)
-    offers: list[OfferSpec] = Field(min_length=1)
-    include_default_gpus: bool = True
+    gpus: list[GpuSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                description="GPU types the offers may name besides the "
+                                "default catalog's; one with a default type's name replaces it")
+    offers: list[OfferSpec] = Field(min_length=1, description="the catalog's offers (instance types with prices), "
+                                    "at least one; the default catalog's offers are not included")
+    include_default_gpus: bool = Field(default=True, description="true: the default catalog's GPU types are "
+                                       "known too, so offers may name them; false: only the GPU types in gpus")
 
 
 class CatalogRef(_Strict):
-    source: Literal["default", "file", "inline"] = "default"
-    file: str | None = None
-    gpus: list[GpuSpec] = Field(default_factory=list)
-    offers: list[OfferSpec] = Field(default_factory=list)
+    source: Literal["default", "file", "inline"] = Field(default="default", description="where the catalog "
+                                                         "comes from: default (the shipped catalog), file (a catalog "
+                                                         "file, `file`) or inline (`offers` and `gpus` here). "
+                                                         "Omitted: file when `file` is given, inline when `offers` "
+                                                         "is, else default")
+    file: str | None = Field(default=None, description="path of a catalog file, JSON or YAML (schema: "
+                             "`solver-cli schema --catalog`); a relative path is taken from the workload file's "
+                             "folder. Needed with source file")
+    gpus: list[GpuSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                description="inline GPU types, with source inline: added to "
+                                "the default catalog's (one with a default type's name replaces it)")
+    offers: list[OfferSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                    description="inline offers, with source inline (at "
+                                    "least one): the catalog's offers, alone unless include_default_offers")
     include_default_offers: bool = Field(default=False, description="with inline offers: add the default catalog's")
 
     @model_validator(mode="before")
@@ -484,16 +668,20 @@ class CatalogRef(_Strict):
 class Period(_Strict):
     """One stretch of the planning horizon with its own demand (e.g. "peak", 8 hours)."""
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
-    hours: float = Field(gt=0, le=MAX_HOURS, description="length of the period; the horizon is their sum")
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", description="the "
+                      "period's name, unique among the periods: letters, digits and . _ : - (starting with a letter "
+                      "or digit); services' demand.profile names it")
+    hours: float = Field(gt=0, le=MAX_HOURS, description="length of the period, "
+                       "hours; the horizon is the sum over the periods, and repeats")
 
 
 class RunningReplicas(_Strict):
     """Replicas of one service that a running instance type hosts today."""
 
-    service: str = Field(min_length=1)
-    count: int = Field(ge=1, le=1_000_000)
-    gpus_per_replica: int = Field(default=1, ge=1, le=64)
+    service: str = Field(min_length=1, description="name of one of the workload's services")
+    count: int = Field(ge=1, le=1_000_000, description="replicas of it on this entry's instances, all together; "
+                       "their GPUs (count x gpus_per_replica, over all replicas listed) must fit the instances")
+    gpus_per_replica: int = Field(default=1, ge=1, le=64, description="GPUs each of these replicas uses")
     precision: Precision | None = Field(default=None, description="omit for measured-profile services")
 
 
@@ -501,28 +689,46 @@ class CurrentInstances(_Strict):
     """Instances of one offer that run today (the fleet a re-plan starts from)."""
 
     offer_id: str = Field(min_length=1, description="offer id (provider/name)")
-    instances: int = Field(ge=0, le=1_000_000)
+    instances: int = Field(ge=0, le=1_000_000, description="instances of the offer running today (at most one "
+                           "entry per offer and spot flag); the re-plan keeps, adds or removes from these, "
+                           "weighing change_costs")
     spot: bool = Field(default=False, description="these instances are spot instances")
-    replicas: list[RunningReplicas] = Field(default_factory=list, description="optional: what they run today")
+    replicas: list[RunningReplicas] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                            description="optional: what they run "
+                                              "today, so that the rollout leaves replicas in place where the plan "
+                                              "keeps them; empty: the kept instances are taken to run what the plan "
+                                              "puts on them")
 
 
 class ChangeCosts(_Strict):
     """The cost of changing the running fleet (cold starts, model loads, drained requests)."""
 
-    add_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="per instance started")
-    remove_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="per instance stopped")
+    add_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="one-off cost, US dollars, "
+                                    "per instance started against current_fleet (cold start, model load); 0: free")
+    remove_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="one-off cost, US dollars, "
+                                       "per instance of current_fleet stopped (drained requests); 0: free")
     max_changed_instances: int | None = Field(default=None, ge=0, le=10_000_000,
-                                              description="at most this many instances started plus stopped")
+                                              description="at most this many instances started plus "
+                                              "stopped against current_fleet; unset: no limit")
 
 
 class SolverOptions(_Strict):
-    time_limit_s: float = Field(default=60.0, gt=0, le=86_400)
-    backend: Literal["auto", "scip", "highs", "cp-sat"] = "auto"
+    time_limit_s: float = Field(default=60.0, gt=0, le=86_400, description="wall-clock limit of the whole "
+                                "plan, seconds (candidates, solve, tie-break): the best plan found by then is "
+                                "returned with its gap, or an error when none was found. The CLI's --time-limit "
+                                "and a gRPC deadline override it")
+    backend: Literal["auto", "scip", "highs", "cp-sat"] = Field(default="auto", description="MIP solver: auto "
+                                                                "(SCIP, or HiGHS for routing-heavy models), scip, "
+                                                                "highs or cp-sat; the CLI's --backend overrides it")
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
     relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
         "0 proves the optimum itself, to within $0.000001/hour"))
-    calibration: dict[str, float] = Field(default_factory=dict, description="override performance-model constants")
+    calibration: dict[str, float] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+                                          description="constant name -> value, "
+                                             "overriding the performance model's constants "
+                                             "(docs/performance-model.md); unknown names or bad values are rejected. "
+                                             "Empty: the fitted defaults")
 
     @field_validator("calibration")
     @classmethod
@@ -538,17 +744,27 @@ class SolverOptions(_Strict):
 
 
 class Workload(_Strict):
-    name: str = "workload"
-    services: list[Service] = Field(min_length=1, max_length=5000)
-    constraints: Constraints = Field(default_factory=Constraints)
-    catalog: CatalogRef = Field(default_factory=CatalogRef)
-    solver: SolverOptions = Field(default_factory=SolverOptions)
+    name: str = Field(default="workload", description="the workload's name, shown in the plan")
+    services: list[Service] = Field(min_length=1, max_length=5000, description="the services to serve, 1 to "
+                                    "5000, with unique names")
+    constraints: Constraints = Field(default_factory=Constraints, json_schema_extra=_show_default({}),
+                                     description="budgets, headroom, quotas, offer "
+                                     "filters and pricing; default: none beyond on-demand prices")
+    catalog: CatalogRef = Field(default_factory=CatalogRef, json_schema_extra=_show_default({}),
+                                description="where offers and GPU types come from; "
+                                "default: the shipped catalog (`solver-cli catalog`)")
+    solver: SolverOptions = Field(default_factory=SolverOptions, json_schema_extra=_show_default({}),
+                                  description="time limit, MIP backend, "
+                                  "tie-break, optimality gap and performance-model overrides")
     periods: list[Period] | None = Field(default=None, min_length=1, max_length=MAX_PERIODS,
                                          description="the horizon's periods; services scale demand per period "
                                          "with demand.profile")
     current_fleet: list[CurrentInstances] | None = Field(default=None, description="the fleet running today: "
                                                          "re-plan from it")
-    change_costs: ChangeCosts | None = None
+    change_costs: ChangeCosts | None = Field(default=None, description="one-off costs of starting and stopping "
+                                             "instances against current_fleet, and a cap on how many change; "
+                                             "without current_fleet there is nothing to change. Unset: changes "
+                                             "are free and unlimited")
 
     @field_validator("periods")
     @classmethod
