@@ -207,7 +207,9 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
                limit_from="deadline" if by_deadline else "request", explain=request.explain)
     result = plan(workload, PlanOptions(time_limit_s=limit_s, backend=backend, explain=request.explain,
                                         on_progress=on_progress, cancel=job.cancel, catalog=catalog,
-                                        on_stage=job.stage))
+                                        on_stage=job.stage,
+                                        # leave time to convert and send the answer
+                                        answer_by=None if deadline is None else deadline - 0.1))
     job.stage("answer")
     d = result.to_dict()
     late = by_deadline and d["status"] != "optimal"

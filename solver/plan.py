@@ -54,6 +54,10 @@ class PlanOptions:
     # Called with each stage's name as it starts: "candidates", "model", "solve",
     # "tie_break", "evaluate", "explain" (logs, progress, tests).
     on_stage: Callable[[str], None] | None = None
+    # time.monotonic() by which the answer must be ready (a gRPC call's deadline): after it,
+    # the informational p99-under-load values of services without a percentile SLO are
+    # left out (with a warning) rather than making the caller miss the plan.
+    answer_by: float | None = None
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
@@ -204,12 +208,16 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
     return not region_violations(problem, sol)
 
 
-def service_results(problem: Problem, solution: Solution, catalog: Catalog) -> list[ServiceResult]:
-    """Per service: its demand, the capacity the plan gives it, and each configuration used."""
+def service_results(problem: Problem, solution: Solution, catalog: Catalog,
+                    answer_by: float | None = None) -> list[ServiceResult]:
+    """Per service: its demand, the capacity the plan gives it, and each configuration used.
+    Past `answer_by`, services without a percentile SLO get no at_load values (each costs
+    a queueing-model run); a service with one always gets them (its plan was sized by them)."""
     by_key = {c.key: c for c in problem.configs}
     services = []
     for s in problem.services:
         views = []
+        skipped = False
         capacity = [0.0] * len(s.class_demand)
         for a in solution.assignments:
             if a.service != s.name:
@@ -227,7 +235,10 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog) -> l
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
-            view.at_load = at_load(catalog, problem.calibration, s, c, a.replicas, a.routed)
+            if s.slo.percentile is None and answer_by is not None and time.monotonic() > answer_by:
+                skipped = True
+            else:
+                view.at_load = at_load(catalog, problem.calibration, s, c, a.replicas, a.routed)
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -239,6 +250,9 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog) -> l
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         llm = s.model is not None
         warnings = load_warnings(s, views)
+        if skipped:
+            warnings.append("values under load (at_load) not computed for every configuration: the call's deadline "
+                            "came first. To fix: give the call a longer deadline")
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
                                       round(utilization, 4), list(s.class_names), views, warnings=warnings,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None))
@@ -256,7 +270,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
                                o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
-    services = service_results(problem, solution, catalog)
+    services = service_results(problem, solution, catalog, options.answer_by)
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:

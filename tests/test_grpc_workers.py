@@ -60,7 +60,11 @@ def _cpu_s(pid: int) -> float | None:
 # Workloads whose stage lasts long enough to be cancelled in (seconds here; 60 services
 # take ~10 s to solve on the development machine, with every stage above 0.5 s).
 STAGES = [
-    ("read", {"yaml": yaml_alias_bomb()}, False),  # parsing a hostile document
+    # Reading the largest document the limits allow (alias bombs are now refused at once):
+    # ~990,000 values to parse and check, then refused for its unknown field.
+    ("read", {"json": json.dumps({"name": "big", "services": [
+        {"name": "chat", "model": "llama-3.1-8b", "demand": {"requests_per_s": 1, "prompt_tokens": 8, "output_tokens": 8}}],
+        "padding": [[1.5] * 1000 for _ in range(990)]})}, False),
     ("candidates", generated_workload(60), False),
     ("model", generated_workload(60), False),
     ("solve", slow_workload(time_limit_s=120), False),
@@ -75,7 +79,7 @@ def test_a_cancel_in_each_stage_frees_the_slot_and_the_cpu_and_the_pool_stays_us
     planner, target = server
     before = sum(n for (s, _how), n in planner.pool.stops.items() if s == stage)
     stub = pb_grpc.PlannerServiceStub(grpc.insecure_channel(target))
-    request = (pb.SolveRequest(workload=pb.Workload(yaml=workload["yaml"])) if "yaml" in workload
+    request = (pb.SolveRequest(workload=pb.Workload(json=workload["json"])) if "json" in workload
                else _request(workload, explain))
     call = stub.Solve.future(request, timeout=600)
     _wait_for(lambda: stage in planner.pool.busy_stages() or call.done(), 300, f"the solve reaching its {stage} stage")
