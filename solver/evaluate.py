@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from solver.compile.candidates import CandidateBuilder
 from solver.compile.compiled import calibration_of, compile_service
-from solver.compile.load_caps import at_load
+from solver.compile.load_caps import at_load, exact_cap
 from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits
 from solver.workload.schema import Workload
@@ -100,6 +100,8 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
             rep.violations.append(f"{a.config_key}: {why}")
             continue
         config = recomputed[0]
+        if config.pending_cap is not None:  # the planner may carry a bound; the check needs the cap
+            config = exact_cap(config, config.pending_cap, config.pending_cap[6])
         replicas_per_service[a.service] += a.replicas
         used_time = 0.0
         for k, (routed, perf) in enumerate(zip(a.routed, config.classes)):
@@ -248,7 +250,8 @@ def _spot_policy(workload: Workload, demands: dict, sol: Solution, offers: dict,
             continue
         builder.offers = [offers[a.offer_id]]
         builder.rejections = []
-        found = [x for x in builder.for_service(demands[a.service]) if x.gpus_per_replica == a.gpus_per_replica
+        found = [x if x.pending_cap is None else exact_cap(x, x.pending_cap, x.pending_cap[6])
+                 for x in builder.for_service(demands[a.service]) if x.gpus_per_replica == a.gpus_per_replica
                  and x.precision == a.precision and x.instances_per_replica == a.instances_per_replica]
         if not found:
             continue  # reported above

@@ -29,6 +29,7 @@ from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
+from solver.compile.lazy_caps import has_pending, pending_keys, resolve_caps
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
@@ -72,6 +73,10 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
     timings: dict[str, float] = {}
     stage("candidates")
     problem = build_problem(workload, catalog, options.cache, stop)
+    if has_pending(problem) and (options.explain or workload.horizon_mode):
+        # Explanations quote any configuration, and the multi-period search prices every
+        # period with them: every percentile cap exact first.
+        problem = resolve_caps(problem)
     timings["candidates_s"] = time.monotonic() - t0
     unservable = diagnose_unservable(problem, catalog)
     if unservable:
@@ -82,9 +87,64 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
         # everything below is today's single static hour, unchanged).
         from solver.plan_horizon import plan_horizon
         return plan_horizon(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings)
-    form, outcome, solution, ties = solve_single(problem, backend_name, deadline, stop, options,
-                                                 workload.solver.tie_break, timings, t0)
+    problem, form, outcome, solution, ties = _solve_with_exact_caps(problem, catalog, backend_name, deadline, stop,
+                                                                    options, workload.solver.tie_break, timings, t0)
     return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
+
+
+def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str, deadline: float, stop: Stop,
+                           options: PlanOptions, ties_wanted: bool, timings: dict[str, float], t0: float):
+    """`solve_single`, again after computing the exact percentile caps of the pending
+    configurations each plan uses, until a plan uses none (solver/compile/lazy_caps.py:
+    the optimum of the problem with upper bounds is then the true optimum)."""
+    rounds = 0
+    caps_s = 0.0
+    while True:
+        try:
+            form, outcome, solution, ties = solve_single(problem, backend_name, deadline, stop, options,
+                                                         ties_wanted, timings, t0)
+        except InfeasibleError:
+            if not has_pending(problem):
+                raise
+            # Infeasible with upper bounds is infeasible; say why with the exact caps.
+            problem = resolve_caps(problem)
+            unservable = diagnose_unservable(problem, catalog)
+            if unservable:
+                raise InfeasibleError(unservable) from None
+            continue
+        used = pending_keys(problem, {a.config_key for a in solution.assignments})
+        if not used:
+            break
+        rounds += 1
+        t1 = time.monotonic()
+        problem = resolve_caps(problem, used)
+        caps_s += time.monotonic() - t1
+        unservable = diagnose_unservable(problem, catalog)
+        if unservable:
+            raise InfeasibleError(unservable)
+        if outcome.status != "optimal" or deadline - time.monotonic() < 0.05:
+            # No time to solve again: the plan stands only if it serves its routed traffic
+            # at the exact caps (the evaluator checks it again).
+            if not _serves_at_caps(problem, solution):
+                raise SolverTimeout(f"no plan that meets the percentile SLOs under load was found within "
+                                    f"{stop.time_limit_s:g} s. To fix: raise the time limit")
+            break
+    timings["percentile_cap_rounds"] = float(rounds)
+    timings["percentile_caps_s"] = caps_s
+    return problem, form, outcome, solution, ties
+
+
+def _serves_at_caps(problem: Problem, solution: Solution) -> bool:
+    by_key = {c.key: c for c in problem.configs}
+    for a in solution.assignments:
+        c = by_key.get(a.config_key)
+        if c is None:
+            return False
+        need = sum(r / k.throughput if k.throughput > 0 else (float("inf") if r > 1e-9 else 0.0)
+                   for r, k in zip(a.routed, c.classes))
+        if need > a.replicas * (1 + 1e-6) + 1e-9:
+            return False
+    return True
 
 
 def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,

@@ -17,11 +17,15 @@ bound is the rate-weighted mean of the replicas' (docs/formulation.md, "Latency 
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import replace
+
+import numpy as np
 
 from solver.compile.problem import Config
 from solver.output.result import AtLoad
 from solver.perf.queueing import TrafficClass, max_rate_for_slo, replica_for
+from solver.perf.queueing.search import DEFAULT_MAX_UTILIZATION, load_model
 from solver.perf.queueing.servers import measured_max_rate
 
 _LABEL = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
@@ -69,13 +73,46 @@ def _estimated(oc, svc, c: Config) -> Config | None:
                              svc.class_names[k]) for k in classes)
     total = sum(m.share for m in mix)
     mix = tuple(replace(m, share=m.share / total) for m in mix)
-    cap = _llm_cap(replica_for(query), mix, p, svc.slo.bounds(), float(svc.arrival_cv))
-    if svc.size_with_error_band:
-        cap /= 1 + c.error_band
-    reason = "" if cap > 0 else f"misses the p{p} SLO ({_bounds_text(svc)}) under load, even at a trickle of requests"
-    return replace(c, classes=tuple(replace(k, throughput=cap if cap > 0 else 0.0, reason=reason or k.reason,
-                                            binding_limit="slo_under_load" if cap > 0 else k.binding_limit)
-                                    for k in c.classes))
+    pending = (replica_for(query), mix, p, svc.slo.bounds(), float(svc.arrival_cv),
+               c.error_band if svc.size_with_error_band else 0.0)
+    if not LAZY:
+        return exact_cap(c, pending, _bounds_text(svc))
+    # The exact cap costs a queueing-model search; an upper bound costs one step evaluation.
+    # The planner computes the exact cap only for configurations a plan uses
+    # (solver/compile/lazy_caps.py), which keeps the optimum exact.
+    upper = cap_upper_bound(*pending[:3], pending[4]) / (1 + pending[5])
+    if upper <= 0:
+        return exact_cap(c, pending, _bounds_text(svc))
+    return replace(c, pending_cap=pending + (_bounds_text(svc),),
+                   classes=tuple(replace(k, throughput=upper, binding_limit="slo_under_load") for k in c.classes))
+
+
+# Off (FLEET_EAGER_CAPS=1): every cap exact while candidates are built (for comparisons).
+LAZY = os.environ.get("FLEET_EAGER_CAPS", "") not in ("1", "true")
+
+
+def cap_upper_bound(replica, mix: tuple[TrafficClass, ...], percentile: int, arrival_cv: float) -> float:
+    """An upper bound on `max_rate_for_slo`: it never exceeds DEFAULT_MAX_UTILIZATION x the
+    saturation rate, and the saturation rate r = N / slot_seconds(N, r) is at most
+    N / slot_seconds(N, 0) (arriving prompts only lengthen steps) and below the prefill limit."""
+    model = load_model(replica, mix, float(arrival_cv))
+    if model.slots < 1:
+        return 0.0
+    n = float(model.slots)
+    top = min(n / float(model.slot_seconds(np.array([n]), 0.0)[0]), model.prefill_limit(n))
+    return DEFAULT_MAX_UTILIZATION * top * (1 + 1e-9)
+
+
+def exact_cap(c: Config, pending: tuple, bounds_text: str) -> Config:
+    """`c` with its throughput the queueing model's cap (0 with the reason when none)."""
+    replica, mix, p, bounds, cv, band = pending[:6]
+    cap = _llm_cap(replica, mix, p, bounds, cv)
+    cap /= 1 + band
+    reason = "" if cap > 0 else f"misses the p{p} SLO ({bounds_text}) under load, even at a trickle of requests"
+    return replace(c, pending_cap=None,
+                   classes=tuple(replace(k, throughput=cap if cap > 0 else 0.0, reason=reason or k.reason,
+                                         binding_limit="slo_under_load" if cap > 0 else k.binding_limit)
+                                 for k in c.classes))
 
 
 def _measured(svc, c: Config) -> Config:

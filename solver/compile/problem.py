@@ -46,6 +46,10 @@ class Config:
     memory_gib_per_gpu: float | None = None
     error_band: float = 0.0
     instances_per_replica: int = 1  # > 1: the replica spans instances over the inter-node fabric
+    # Percentile SLOs: set while the throughput is only an upper bound on the rate the
+    # queueing model allows (solver/compile/lazy_caps.py); the exact cap is computed only
+    # for configurations a plan uses. Never dominates another in pruning while set.
+    pending_cap: tuple | None = field(default=None, compare=False)
 
     @functools.cached_property  # read millions of times by pruning and model building
     def key(self) -> str:

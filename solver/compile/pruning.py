@@ -83,6 +83,8 @@ def _dominates(a: Config, b: Config) -> bool:
     throughput for every class, at least as many replicas (min_replicas still holds);
     SLOs hold because a's per-class feasibility is checked per class (throughput > 0).
     """
+    if a.pending_cap is not None:
+        return False  # a's throughput is only an upper bound: it proves nothing about b
     if a.offer_id != b.offer_id or b.gpus_per_replica % a.gpus_per_replica:
         return False
     if a.instances_per_replica != 1 and a.instances_per_replica != b.instances_per_replica:
@@ -160,6 +162,6 @@ def prune_whole_instance_configs(configs: list[Config], offers: dict[str, Offer]
 
 def _whole_dominates(d: Config, c: Config, offers: dict[str, Offer]) -> bool:
     # d comes earlier in (price, GPUs, -throughput, key) order, so price and ties are settled.
-    if d.gpus_per_replica > c.gpus_per_replica:
+    if d.gpus_per_replica > c.gpus_per_replica or d.pending_cap is not None:
         return False
     return all(a.throughput >= b.throughput for a, b in zip(d.classes, c.classes))
