@@ -29,7 +29,7 @@ from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
-from solver.compile.lazy_caps import has_pending, pending_keys, resolve_caps
+from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, resolve_caps
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
@@ -106,7 +106,18 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
         except InfeasibleError:
             if not has_pending(problem):
                 raise
-            # Infeasible with upper bounds is infeasible; say why with the exact caps.
+            # Infeasible with upper bounds is infeasible; say why with exact figures.
+            if problem.budget_usd_per_hour is not None:
+                # The diagnosis quotes the cheapest fleet without the budget: the same loop
+                # finds it exactly, and leaves the problem with the caps it needed.
+                try:
+                    loose = _solve_with_exact_caps(replace(problem, budget_usd_per_hour=None), catalog, backend_name,
+                                                   deadline, stop, options, False, timings, t0)[0]
+                except InfeasibleError:
+                    loose = resolve_caps(problem)
+                problem = replace(loose, budget_usd_per_hour=problem.budget_usd_per_hour)
+                solve_single(problem, backend_name, deadline, stop, options, ties_wanted, timings, t0)
+                raise  # not reached: the problem is infeasible with its budget
             problem = resolve_caps(problem)
             unservable = diagnose_unservable(problem, catalog)
             if unservable:
@@ -118,6 +129,8 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
         rounds += 1
         t1 = time.monotonic()
         problem = resolve_caps(problem, used)
+        problem = resolve_caps(problem, frontier_keys(problem, {a.service for a in solution.assignments
+                                                                if a.config_key in used}))
         caps_s += time.monotonic() - t1
         unservable = diagnose_unservable(problem, catalog)
         if unservable:

@@ -68,3 +68,17 @@ def test_a_service_that_misses_its_percentile_at_any_load_is_infeasible_in_both_
         "slo": {"ttft_ms": 5, "percentile": 99}}], "constraints": {"providers": ["lambda"]}}
     assert _solve(data, False, monkeypatch)[0] == "infeasible"
     assert _solve(data, True, monkeypatch)[0] == "infeasible"
+
+
+def test_a_budget_below_the_optimum_names_the_same_exact_cheapest_fleet_in_both_modes(monkeypatch):
+    data = _workload(3)
+    cost = _solve(data, True, monkeypatch)[1]
+    data["constraints"]["budget_usd_per_hour"] = round(cost * 0.9, 4)
+    messages = []
+    for lazy in (False, True):
+        monkeypatch.setattr(load_caps, "LAZY", lazy)
+        with pytest.raises(InfeasibleError) as err:
+            plan(parse_workload(data), PlanOptions(cache=None))
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert f"${cost:.4f}/hour" in messages[1]

@@ -50,3 +50,23 @@ def resolve_caps(problem: Problem, keys: set[str] | None = None) -> Problem:
             continue
         configs.append(exact)
     return replace(problem, configs=tuple(configs), rejections=tuple(rejections))
+
+
+def frontier_keys(problem: Problem, services: set[str]) -> set[str]:
+    """Pending configurations of `services` whose bound makes them look cheaper per unit of
+    rate than the best exact configuration of their service: the ones the next solves
+    would try one at a time. Computing them together saves rounds (each round is a MIP);
+    which ones are computed never changes the answer, only how soon the loop ends."""
+    def usd_per_rate(c) -> float:
+        o = problem.offer(c.offer_id)
+        price = o.price_usd_per_hour * c.instances_per_replica * min(c.gpus_per_replica / o.gpus_per_instance, 1.0)
+        rate = max(k.throughput for k in c.classes)
+        return price / rate if rate > 0 else float("inf")
+
+    best_exact: dict[str, float] = {}
+    for c in problem.configs:
+        if c.service in services and c.pending_cap is None:
+            best_exact[c.service] = min(best_exact.get(c.service, float("inf")), usd_per_rate(c))
+    return {c.key for c in problem.configs
+            if c.service in services and c.pending_cap is not None
+            and usd_per_rate(c) < best_exact.get(c.service, float("inf"))}
