@@ -224,13 +224,14 @@ class ReplicaLoadModel:
             def h(rate):
                 return N / float(self.slot_seconds(np.array([N]), rate)[0]) - rate
 
-            lo, hi = 0.0, min(N / float(self.slot_seconds(np.array([N]), 0.0)[0]),
-                              self.prefill_limit(N) * (1.0 - 1e-9))
-            h_lo, h_hi = h(lo), h(hi)
+            no_queue = N / float(self.slot_seconds(np.array([N]), 0.0)[0])  # = h(0)
+            lo, hi = 0.0, min(no_queue, self.prefill_limit(N) * (1.0 - 1e-9))
+            h_lo, h_hi = no_queue, h(hi)
             if h_hi >= 0:
                 self._sat = hi
                 return hi
             r = hi
+            side = 0  # which end the last step replaced: halve the other end's value only when it goes stale
             for _ in range(60):
                 r = hi - h_hi * (hi - lo) / (h_hi - h_lo)
                 hr = h(r)
@@ -238,10 +239,14 @@ class ReplicaLoadModel:
                     break
                 if hr > 0:
                     lo, h_lo = r, hr
-                    h_hi *= 0.5
+                    if side > 0:
+                        h_hi *= 0.5
+                    side = 1
                 else:
                     hi, h_hi = r, hr
-                    h_lo *= 0.5
+                    if side < 0:
+                        h_lo *= 0.5
+                    side = -1
             self._sat = r
         return self._sat
 
