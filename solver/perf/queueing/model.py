@@ -10,7 +10,8 @@ import numpy as np
 
 from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _size_groups
 from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _LAT_W, _compress_atoms,
-                                           _compress_entries, _compress_nodes, _mixture_quantile, _phi)
+                                           _compress_entries, _compress_nodes, _mixture_quantile, _phi,
+                                           _quantile_near)
 from solver.perf.queueing.physics import Replica, TrafficClass
 
 PERCENTILES = (50, 90, 95, 99)
@@ -499,6 +500,23 @@ class ReplicaLoadModel:
         cdfs = self._cdfs(st, tuple(bounds_ms))
         p = percentile / 100.0
         return min(float(np.dot(cdfs[m][0](np.array([b / 1e3]))[0], self.share)) - p for m, b in bounds_ms.items())
+
+    def margin_and_gap(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> tuple[float, float]:
+        """`margin` and, from the same state, the gap min over the bounds of
+        bound / percentile value - 1: zero at the same edge, but smooth in the rate where
+        the margin is flat (a CDF at 1 well below the edge) and close to linear near the
+        edge (a percentile grows about as 1 / (saturation - rate) there), so a secant on it
+        homes in on the edge in a few steps. -1 at or beyond saturation."""
+        sat = self.saturation_rate()
+        if self.slots < 1 or rate >= sat:
+            return -1.0, -1.0
+        st = self._state(max(rate, 1e-9 * sat))
+        cdfs = self._cdfs(st, tuple(bounds_ms))
+        p = percentile / 100.0
+        margin = min(float(np.dot(cdfs[m][0](np.array([b / 1e3]))[0], self.share)) - p for m, b in bounds_ms.items())
+        gap = min(b / 1e3 / max(_quantile_near(cdfs[m], self.share, p, b / 1e3), 1e-300) - 1.0
+                  for m, b in bounds_ms.items())
+        return margin, gap
 
     def meets(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> bool:
         """Every bound holds at the percentile: the mixture CDF at each bound reaches it."""
