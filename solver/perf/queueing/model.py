@@ -105,8 +105,9 @@ class ReplicaLoadModel:
         k = np.maximum(np.ceil(tokens / room), 1.0)
         last = tokens - (k - 1.0) * room
         per_token_pairs = np.where(tokens > 0, pairs / np.maximum(tokens, 1e-9), 0.0)
-        seconds = ((k - 1.0) * self.step.seconds(dec, ctx, room, per_token_pairs * room)
-                   + self.step.seconds(dec, ctx, last, per_token_pairs * last))
+        seconds = self.step.seconds(dec, ctx, last, per_token_pairs * last)
+        if (k > 1.0).any():  # else the full steps add exactly 0 x a finite time
+            seconds = (k - 1.0) * self.step.seconds(dec, ctx, room, per_token_pairs * room) + seconds
         return seconds, k
 
     def _expected_superstep(self, dec, ctx, means):
@@ -360,18 +361,15 @@ class ReplicaLoadModel:
         full = self.step.seconds(dec0, ctx0, room, per_pair * room)
         last_tokens = at.tokens - (k - 1.0) * room
         last = self.step.seconds(dec0, ctx0, last_tokens, per_pair * last_tokens)
+        # The last (or only) step of each content: nothing left behind it; then, atom by
+        # atom, its full steps i = 1..k-1 with content left over behind them.
         multi = np.nonzero(k > 1)[0]
-        sub_d = [last]  # the last (or only) step of each content: nothing left behind it
-        sub_w = [cur * last]
-        sub_left = [np.zeros_like(last)]
-        sub_src = [np.arange(len(d))]
-        for a in multi:
-            for i in range(1, int(k[a])):
-                sub_d.append(np.array([full[a]]))
-                sub_w.append(np.array([cur[a] * full[a]]))
-                sub_left.append(np.array([at.tokens[a] - i * room]))
-                sub_src.append(np.array([a]))
-        sub_d, sub_w, sub_left = np.concatenate(sub_d), np.concatenate(sub_w), np.concatenate(sub_left)
+        reps = (k[multi] - 1.0).astype(int)
+        src = np.repeat(multi, reps)
+        i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+        sub_d = np.concatenate([last, full[src]])
+        sub_w = np.concatenate([cur * last, cur[src] * full[src]])
+        sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
         sub_w /= sub_w.sum()
         same = self._weights(rate * sub_d, at, palm=True)  # others arriving in that step [entries, atoms]
         cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, 10)
