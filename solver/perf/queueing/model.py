@@ -71,6 +71,7 @@ class ReplicaLoadModel:
         gs, gt, gp = _size_groups(self.share, self.prompt)
         self._groups = (tuple(gs.tolist()), tuple(gt.tolist()), tuple(gp.tolist()))
         self._sat: float | None = None
+        self._prefill_limits: dict[float, float] = {}
         # Kingman's service variability: slot times differ across classes by their O.
         ms = float(np.dot(self.share, self.output))
         self.cs2 = float(np.dot(self.share, (self.output - ms) ** 2)) / (ms * ms)
@@ -127,6 +128,12 @@ class ReplicaLoadModel:
 
     def prefill_limit(self, n: float) -> float:
         """The rate at which prompts alone would fill every step (prefill load 1) at batch n."""
+        key = float(n)
+        if key not in self._prefill_limits:
+            self._prefill_limits[key] = self._prefill_limit(key)
+        return self._prefill_limits[key]
+
+    def _prefill_limit(self, n: float) -> float:
         dec = float(self._decodes(n))
         fixed = float(self.step.seconds(dec, dec * self.context_per_decode, 0.0, 0.0))
         room = max(self.budget - dec, 1.0)
@@ -174,18 +181,16 @@ class ReplicaLoadModel:
                 break
             hi = np.where(bad, hi * 2.0, hi)
             g_hi = np.where(bad, gap(hi)[0], g_hi)
-        span = lo
         for _ in range(40):  # Illinois: regula falsi that halves the value at a stale end
             denom = np.where(g_hi != g_lo, g_hi - g_lo, -1.0)
             span = np.clip(hi - g_hi * (hi - lo) / denom, lo, hi)
-            g, _, _ = gap(span)
+            g, e, k = gap(span)
             if np.all(np.abs(g) <= 1e-4 * span):
                 break
             left = g > 0  # the root lies above span
             lo, hi = np.where(left, span, lo), np.where(left, hi, span)
             g_lo, g_hi = np.where(left, g, g_lo * 0.5), np.where(left, g_hi * 0.5, g)
-        e, k = self._expected_superstep(dec, ctx, rate * span)
-        out[ok] = e / k
+        out[ok] = e / k  # the content at the last span evaluated
         return out
 
     def slot_seconds(self, n: np.ndarray, rate: float, tau: np.ndarray | None = None) -> np.ndarray:
