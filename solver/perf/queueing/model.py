@@ -181,6 +181,7 @@ class ReplicaLoadModel:
                 break
             hi = np.where(bad, hi * 2.0, hi)
             g_hi = np.where(bad, gap(hi)[0], g_hi)
+        side = np.zeros(len(lo))  # +1: lo replaced last, -1: hi replaced last
         for _ in range(40):  # Illinois: regula falsi that halves the value at a stale end
             denom = np.where(g_hi != g_lo, g_hi - g_lo, -1.0)
             span = np.clip(hi - g_hi * (hi - lo) / denom, lo, hi)
@@ -189,7 +190,9 @@ class ReplicaLoadModel:
                 break
             left = g > 0  # the root lies above span
             lo, hi = np.where(left, span, lo), np.where(left, hi, span)
-            g_lo, g_hi = np.where(left, g, g_lo * 0.5), np.where(left, g_hi * 0.5, g)
+            g_lo = np.where(left, g, np.where(side < 0, g_lo * 0.5, g_lo))
+            g_hi = np.where(left, np.where(side > 0, g_hi * 0.5, g_hi), g)
+            side = np.where(left, 1.0, -1.0)
         out[ok] = e / k  # the content at the last span evaluated
         return out
 
