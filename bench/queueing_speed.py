@@ -4,7 +4,7 @@
 Plans (a) examples/llm-platform.json with `"percentile": 99` added to every LLM service's
 SLO, and the same without; (b) the generated N-service workload of bench/solve_scaling.py
 with percentile 99 on every LLM service with a TTFT/TPOT SLO, and the same without. Each
-plan starts cold: candidate cache off, the cap and model caches cleared. Prints CPU
+case runs in a fresh process (every cache cold; candidate cache off). Prints CPU
 seconds (time.process_time: the machine may be shared), the number of cap computations
 (`max_rate_for_slo` calls from solver/compile/load_caps.py, cache misses only) and the
 CPU milliseconds per call spent inside them. Not a test: record the figures in
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -70,7 +71,7 @@ def clear_caches() -> None:
 
 
 def run(doc: dict, repeat: int) -> tuple[float, int, float, float]:
-    """Best-of-`repeat` cold plan: (CPU s, cap calls, CPU s in cap calls, plan price)."""
+    """Best-of-`repeat` plan, caches cleared: (CPU s, cap calls, CPU s in cap calls, plan price)."""
     best = None
     for _ in range(repeat):
         clear_caches()
@@ -85,20 +86,32 @@ def run(doc: dict, repeat: int) -> tuple[float, int, float, float]:
     return best
 
 
+def cases(services: int, seed: int) -> dict:
+    example = json.loads((ROOT / "examples" / "llm-platform.json").read_text())
+    generated = generate(services, seed)
+    return {"llm-platform p99": with_percentile(example), "llm-platform": example,
+            f"generated-{services} p99": with_percentile(generated), f"generated-{services}": generated}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--services", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=1, help="cold runs per case; the fastest is shown")
+    ap.add_argument("--case", help=argparse.SUPPRESS)  # run one case here (the parent starts a process per case)
     args = ap.parse_args()
-    example = json.loads((ROOT / "examples" / "llm-platform.json").read_text())
-    generated = generate(args.services, args.seed)
-    cases = [("llm-platform p99", with_percentile(example)), ("llm-platform", example),
-             (f"generated-{args.services} p99", with_percentile(generated)),
-             (f"generated-{args.services}", generated)]
+    docs = cases(args.services, args.seed)
+    if args.case:
+        print(json.dumps(run(docs[args.case], 1)))
+        return 0
     print(f"{'case':<22} {'CPU s':>7} {'caps':>5} {'cap CPU s':>9} {'ms/cap':>7} {'$/hour':>9}")
-    for name, doc in cases:
-        cpu, n, cap_cpu, price = run(doc, args.repeat)
+    for name in docs:
+        rows = []
+        for _ in range(args.repeat):
+            out = subprocess.run([sys.executable, __file__, "--services", str(args.services), "--seed", str(args.seed),
+                                  "--case", name], capture_output=True, text=True, check=True).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
+        cpu, n, cap_cpu, price = min(rows)
         per = f"{cap_cpu / n * 1e3:7.1f}" if n else f"{'-':>7}"
         print(f"{name:<22} {cpu:7.2f} {n:5d} {cap_cpu:9.2f} {per} {price:9.2f}", flush=True)
     return 0
