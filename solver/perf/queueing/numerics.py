@@ -82,8 +82,10 @@ def _compress_rows(values: np.ndarray, weights: np.ndarray, rows: np.ndarray, bi
     out_w = np.bincount(label, weights=w, minlength=bins)
     keep = out_w > 0
     out_v = np.bincount(label, weights=w * v, minlength=bins)[keep] / out_w[keep]
-    out_r = np.zeros((bins, r.shape[1]))
-    np.add.at(out_r, label, r * w[:, None])
+    # Row sums per label (np.add.at's sums, in the same order): one bincount over the flattened rows.
+    cols = r.shape[1]
+    flat = (label[:, None] * cols + np.arange(cols)).ravel()
+    out_r = np.bincount(flat, weights=(r * w[:, None]).ravel(), minlength=bins * cols).reshape(bins, cols)
     out_r = out_r[keep] / out_w[keep, None]
     return out_v, out_w[keep], out_r
 
