@@ -223,7 +223,9 @@ class ReplicaLoadModel:
 
         The rate r with r = N / (steps per request x mean step at batch N and rate r) - the
         prompts arriving at rate r ride along in the steps - below the prefill limit;
-        Illinois steps on r.
+        Illinois steps on r, to |h| <= 1e-4 r: the mean step inside h is itself a fixed
+        point solved to 1e-4 (relative), so h is known to about that and no better (a
+        tighter stop only repeats evaluations at the same rate).
         """
         if self._sat is None:
             if self.slots < 1:
@@ -245,7 +247,7 @@ class ReplicaLoadModel:
             for _ in range(60):
                 r = hi - h_hi * (hi - lo) / (h_hi - h_lo)
                 hr = h(r)
-                if abs(hr) <= 1e-6 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
+                if abs(hr) <= 1e-4 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
                     break
                 if hr > 0:
                     lo, h_lo = r, hr
