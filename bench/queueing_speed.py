@@ -108,9 +108,15 @@ def main() -> int:
     for name in docs:
         rows = []
         for _ in range(args.repeat):
-            out = subprocess.run([sys.executable, __file__, "--services", str(args.services), "--seed", str(args.seed),
-                                  "--case", name], capture_output=True, text=True, check=True).stdout
-            rows.append(json.loads(out.strip().splitlines()[-1]))
+            done = subprocess.run([sys.executable, __file__, "--services", str(args.services), "--seed", str(args.seed),
+                                   "--case", name], capture_output=True, text=True)
+            if done.returncode:
+                last = (done.stderr.strip().splitlines() or ["?"])[-1]
+                print(f"{name:<22} failed: {last}", flush=True)
+                continue
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        if not rows:
+            continue
         cpu, n, cap_cpu, price = min(rows)
         per = f"{cap_cpu / n * 1e3:7.1f}" if n else f"{'-':>7}"
         print(f"{name:<22} {cpu:7.2f} {n:5d} {cap_cpu:9.2f} {per} {price:9.2f}", flush=True)
