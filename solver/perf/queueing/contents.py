@@ -96,23 +96,37 @@ def _multisets(g: int, j: int) -> list[list[int]]:
     return out
 
 
+@lru_cache(maxsize=64)
+def _counts(j_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """j = 1..j_max and log j (read-only: shared by every call)."""
+    j = np.arange(1, j_max + 1, dtype=float)
+    logj = np.log(j)
+    j.flags.writeable = False
+    logj.flags.writeable = False
+    return j, logj
+
+
+def _dispersion(m: np.ndarray, cv: float):
+    """Variance / mean of the counts. A bursty renewal process's counts have variance
+    cv^2 x mean only over windows holding many arrivals; windows of well under one arrival
+    hold 0 or 1 (variance ~ mean). A smooth one (gamma shape > 1) is regular at short lags
+    too: variance cv^2 x mean."""
+    return 1.0 + (cv * cv - 1.0) * (m / (m + 1.0) if cv > 1.0 else 1.0)
+
+
 def _count_pmf(means: np.ndarray, cv: float, j_max: int, lump_tail: bool = True, palm: bool = False) -> np.ndarray:
     """P(count = j), j = 0..j_max (the last holds the tail), of arrivals in windows with the
     given mean counts: Poisson (cv = 1), negative binomial (variance cv^2 x mean, bursty) or
     binomial (smoother than Poisson). `palm`: the count of the *others* in a window seen
     from one of its arrivals (size-biased less one: NB r + 1, binomial n - 1; Poisson alike)."""
     m = np.maximum(np.asarray(means, dtype=float), 1e-12)[..., None]
-    j = np.arange(1, j_max + 1, dtype=float)
-    # A bursty renewal process's counts have variance cv^2 x mean only over windows holding
-    # many arrivals; windows of well under one arrival hold 0 or 1 (variance ~ mean). A
-    # smooth one (gamma shape > 1) is regular at short lags too: variance cv^2 x mean.
-    disp = 1.0 + (cv * cv - 1.0) * (m / (m + 1.0) if cv > 1.0 else 1.0)
-    logj = np.log(j)
+    j, logj = _counts(j_max)
     with np.errstate(divide="ignore"):  # log(0) = -inf where a binomial runs out of trials
         if abs(cv - 1.0) < 1e-6:
             log_first = -m
             log_ratios = np.log(m) - logj
         elif cv > 1.0:
+            disp = _dispersion(m, cv)
             r = m / np.maximum(disp - 1.0, 1e-9)
             q = m / (r + m)  # NB "failure" probability; mean r q / (1 - q) = m
             if palm:
@@ -120,6 +134,7 @@ def _count_pmf(means: np.ndarray, cv: float, j_max: int, lump_tail: bool = True,
             log_first = r * np.log1p(-q)
             log_ratios = np.log(j - 1.0 + r) - logj + np.log(q)
         else:
+            disp = _dispersion(m, cv)
             trials = np.maximum(np.ceil(m / np.maximum(1.0 - disp, 1e-3)), np.ceil(m))
             q = np.clip(m / trials, 1e-300, 1.0 - 1e-12)
             if palm:

@@ -10,7 +10,8 @@ import numpy as np
 
 from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _size_groups
 from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _LAT_W, _compress_atoms,
-                                           _compress_entries, _compress_nodes, _mixture_quantile, _phi)
+                                           _compress_entries, _compress_nodes, _mixture_quantile, _phi,
+                                           _quantile_near)
 from solver.perf.queueing.physics import Replica, TrafficClass
 
 PERCENTILES = (50, 90, 95, 99)
@@ -70,6 +71,7 @@ class ReplicaLoadModel:
         gs, gt, gp = _size_groups(self.share, self.prompt)
         self._groups = (tuple(gs.tolist()), tuple(gt.tolist()), tuple(gp.tolist()))
         self._sat: float | None = None
+        self._prefill_limits: dict[float, float] = {}
         # Kingman's service variability: slot times differ across classes by their O.
         ms = float(np.dot(self.share, self.output))
         self.cs2 = float(np.dot(self.share, (self.output - ms) ** 2)) / (ms * ms)
@@ -104,8 +106,9 @@ class ReplicaLoadModel:
         k = np.maximum(np.ceil(tokens / room), 1.0)
         last = tokens - (k - 1.0) * room
         per_token_pairs = np.where(tokens > 0, pairs / np.maximum(tokens, 1e-9), 0.0)
-        seconds = ((k - 1.0) * self.step.seconds(dec, ctx, room, per_token_pairs * room)
-                   + self.step.seconds(dec, ctx, last, per_token_pairs * last))
+        seconds = self.step.seconds(dec, ctx, last, per_token_pairs * last)
+        if (k > 1.0).any():  # else the full steps add exactly 0 x a finite time
+            seconds = (k - 1.0) * self.step.seconds(dec, ctx, room, per_token_pairs * room) + seconds
         return seconds, k
 
     def _expected_superstep(self, dec, ctx, means):
@@ -125,6 +128,12 @@ class ReplicaLoadModel:
 
     def prefill_limit(self, n: float) -> float:
         """The rate at which prompts alone would fill every step (prefill load 1) at batch n."""
+        key = float(n)
+        if key not in self._prefill_limits:
+            self._prefill_limits[key] = self._prefill_limit(key)
+        return self._prefill_limits[key]
+
+    def _prefill_limit(self, n: float) -> float:
         dec = float(self._decodes(n))
         fixed = float(self.step.seconds(dec, dec * self.context_per_decode, 0.0, 0.0))
         room = max(self.budget - dec, 1.0)
@@ -172,18 +181,19 @@ class ReplicaLoadModel:
                 break
             hi = np.where(bad, hi * 2.0, hi)
             g_hi = np.where(bad, gap(hi)[0], g_hi)
-        span = lo
+        side = np.zeros(len(lo))  # +1: lo replaced last, -1: hi replaced last
         for _ in range(40):  # Illinois: regula falsi that halves the value at a stale end
             denom = np.where(g_hi != g_lo, g_hi - g_lo, -1.0)
             span = np.clip(hi - g_hi * (hi - lo) / denom, lo, hi)
-            g, _, _ = gap(span)
+            g, e, k = gap(span)
             if np.all(np.abs(g) <= 1e-4 * span):
                 break
             left = g > 0  # the root lies above span
             lo, hi = np.where(left, span, lo), np.where(left, hi, span)
-            g_lo, g_hi = np.where(left, g, g_lo * 0.5), np.where(left, g_hi * 0.5, g)
-        e, k = self._expected_superstep(dec, ctx, rate * span)
-        out[ok] = e / k
+            g_lo = np.where(left, g, np.where(side < 0, g_lo * 0.5, g_lo))
+            g_hi = np.where(left, np.where(side > 0, g_hi * 0.5, g_hi), g)
+            side = np.where(left, 1.0, -1.0)
+        out[ok] = e / k  # the content at the last span evaluated
         return out
 
     def slot_seconds(self, n: np.ndarray, rate: float, tau: np.ndarray | None = None) -> np.ndarray:
@@ -213,7 +223,9 @@ class ReplicaLoadModel:
 
         The rate r with r = N / (steps per request x mean step at batch N and rate r) - the
         prompts arriving at rate r ride along in the steps - below the prefill limit;
-        Illinois steps on r.
+        Illinois steps on r, to |h| <= 1e-4 r: the mean step inside h is itself a fixed
+        point solved to 1e-4 (relative), so h is known to about that and no better (a
+        tighter stop only repeats evaluations at the same rate).
         """
         if self._sat is None:
             if self.slots < 1:
@@ -224,24 +236,29 @@ class ReplicaLoadModel:
             def h(rate):
                 return N / float(self.slot_seconds(np.array([N]), rate)[0]) - rate
 
-            lo, hi = 0.0, min(N / float(self.slot_seconds(np.array([N]), 0.0)[0]),
-                              self.prefill_limit(N) * (1.0 - 1e-9))
-            h_lo, h_hi = h(lo), h(hi)
+            no_queue = N / float(self.slot_seconds(np.array([N]), 0.0)[0])  # = h(0)
+            lo, hi = 0.0, min(no_queue, self.prefill_limit(N) * (1.0 - 1e-9))
+            h_lo, h_hi = no_queue, h(hi)
             if h_hi >= 0:
                 self._sat = hi
                 return hi
             r = hi
+            side = 0  # which end the last step replaced: halve the other end's value only when it goes stale
             for _ in range(60):
                 r = hi - h_hi * (hi - lo) / (h_hi - h_lo)
                 hr = h(r)
-                if abs(hr) <= 1e-6 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
+                if abs(hr) <= 1e-4 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
                     break
                 if hr > 0:
                     lo, h_lo = r, hr
-                    h_hi *= 0.5
+                    if side > 0:
+                        h_hi *= 0.5
+                    side = 1
                 else:
                     hi, h_hi = r, hr
-                    h_lo *= 0.5
+                    if side < 0:
+                        h_lo *= 0.5
+                    side = -1
             self._sat = r
         return self._sat
 
@@ -354,18 +371,15 @@ class ReplicaLoadModel:
         full = self.step.seconds(dec0, ctx0, room, per_pair * room)
         last_tokens = at.tokens - (k - 1.0) * room
         last = self.step.seconds(dec0, ctx0, last_tokens, per_pair * last_tokens)
+        # The last (or only) step of each content: nothing left behind it; then, atom by
+        # atom, its full steps i = 1..k-1 with content left over behind them.
         multi = np.nonzero(k > 1)[0]
-        sub_d = [last]  # the last (or only) step of each content: nothing left behind it
-        sub_w = [cur * last]
-        sub_left = [np.zeros_like(last)]
-        sub_src = [np.arange(len(d))]
-        for a in multi:
-            for i in range(1, int(k[a])):
-                sub_d.append(np.array([full[a]]))
-                sub_w.append(np.array([cur[a] * full[a]]))
-                sub_left.append(np.array([at.tokens[a] - i * room]))
-                sub_src.append(np.array([a]))
-        sub_d, sub_w, sub_left = np.concatenate(sub_d), np.concatenate(sub_w), np.concatenate(sub_left)
+        reps = (k[multi] - 1.0).astype(int)
+        src = np.repeat(multi, reps)
+        i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+        sub_d = np.concatenate([last, full[src]])
+        sub_w = np.concatenate([cur * last, cur[src] * full[src]])
+        sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
         sub_w /= sub_w.sum()
         same = self._weights(rate * sub_d, at, palm=True)  # others arriving in that step [entries, atoms]
         cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, 10)
@@ -494,6 +508,23 @@ class ReplicaLoadModel:
         cdfs = self._cdfs(st, tuple(bounds_ms))
         p = percentile / 100.0
         return min(float(np.dot(cdfs[m][0](np.array([b / 1e3]))[0], self.share)) - p for m, b in bounds_ms.items())
+
+    def margin_and_gap(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> tuple[float, float]:
+        """`margin` and, from the same state, the gap min over the bounds of
+        bound / percentile value - 1: zero at the same edge, but smooth in the rate where
+        the margin is flat (a CDF at 1 well below the edge) and close to linear near the
+        edge (a percentile grows about as 1 / (saturation - rate) there), so a secant on it
+        homes in on the edge in a few steps. -1 at or beyond saturation."""
+        sat = self.saturation_rate()
+        if self.slots < 1 or rate >= sat:
+            return -1.0, -1.0
+        st = self._state(max(rate, 1e-9 * sat))
+        cdfs = self._cdfs(st, tuple(bounds_ms))
+        p = percentile / 100.0
+        margin = min(float(np.dot(cdfs[m][0](np.array([b / 1e3]))[0], self.share)) - p for m, b in bounds_ms.items())
+        gap = min(b / 1e3 / max(_quantile_near(cdfs[m], self.share, p, b / 1e3), 1e-300) - 1.0
+                  for m, b in bounds_ms.items())
+        return margin, gap
 
     def meets(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> bool:
         """Every bound holds at the percentile: the mixture CDF at each bound reaches it."""

@@ -82,8 +82,10 @@ def _compress_rows(values: np.ndarray, weights: np.ndarray, rows: np.ndarray, bi
     out_w = np.bincount(label, weights=w, minlength=bins)
     keep = out_w > 0
     out_v = np.bincount(label, weights=w * v, minlength=bins)[keep] / out_w[keep]
-    out_r = np.zeros((bins, r.shape[1]))
-    np.add.at(out_r, label, r * w[:, None])
+    # Row sums per label (np.add.at's sums, in the same order): one bincount over the flattened rows.
+    cols = r.shape[1]
+    flat = (label[:, None] * cols + np.arange(cols)).ravel()
+    out_r = np.bincount(flat, weights=(r * w[:, None]).ravel(), minlength=bins * cols).reshape(bins, cols)
     out_r = out_r[keep] / out_w[keep, None]
     return out_v, out_w[keep], out_r
 
@@ -116,3 +118,28 @@ def _mixture_quantile(dist, share: np.ndarray, p: float) -> float:
     if f_hi > f_lo:
         return float(lo + (hi - lo) * min(max((p - f_lo) / (f_hi - f_lo), 0.0), 1.0))
     return float(hi)
+
+
+_NEAR_COARSE = np.geomspace(0.125, 8.0, 17)  # ratios to the bound, 30 % apart
+_NEAR_FINE = np.linspace(0.0, 1.0, 17)
+
+
+def _quantile_near(dist, share: np.ndarray, p: float, x0: float) -> float:
+    """A cheap mixture quantile for a search: within [x0 / 8, 8 x0] (clamped to it), two
+    17-point rounds (geometric, then linear inside the bracketing cell) and linear
+    interpolation: ~0.1 % of the value, enough to guide steps (not to decide them)."""
+    cdf, _ = dist
+    xs = x0 * _NEAR_COARSE
+    f = cdf(xs) @ share
+    i = int(np.searchsorted(f, p))
+    if i == 0:
+        return float(xs[0])
+    if i >= len(xs):
+        return float(xs[-1])
+    a, b = xs[i - 1], xs[i]
+    xs = a + (b - a) * _NEAR_FINE
+    f = cdf(xs) @ share
+    i = min(max(int(np.searchsorted(f, p)), 1), len(xs) - 1)
+    f_lo, f_hi = f[i - 1], f[i]
+    t = min(max((p - f_lo) / (f_hi - f_lo), 0.0), 1.0) if f_hi > f_lo else 1.0
+    return float(xs[i - 1] + (xs[i] - xs[i - 1]) * t)

@@ -57,29 +57,50 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
     top = max_utilization * sat
     if not bounds:
         return top
-    h_hi = model.margin(top, percentile, bounds)
-    if h_hi >= -1e-9:
+    ok_hi, g_hi = model.margin_and_gap(top, percentile, bounds)
+    if ok_hi >= -1e-9:
         return top
     lo = 1e-6 * sat
-    h_lo = model.margin(lo, percentile, bounds)
-    if h_lo < -1e-9:
+    ok_lo, g_lo = model.margin_and_gap(lo, percentile, bounds)
+    if ok_lo < -1e-9:
         return 0.0
     hi = top
-    # Illinois (regula falsi halving a stale end) on the margin, which falls with the rate;
-    # a bisection step whenever the bracket shrinks too little.
-    width = hi - lo
-    while hi - lo > rel_tol * sat:
-        guess = hi - h_hi * (hi - lo) / (h_hi - h_lo) if h_lo != h_hi else 0.5 * (lo + hi)
-        mid = guess if hi - lo < 0.5 * width and lo < guess < hi else 0.5 * (lo + hi)
-        mid = min(max(mid, lo + 0.25 * rel_tol * sat), hi - 0.25 * rel_tol * sat)
-        width = hi - lo
-        h = model.margin(mid, percentile, bounds)
-        if h >= -1e-9:
-            lo, h_lo = mid, h
-            h_hi *= 0.5
+    # The margin (CDF at the bound - p) decides pass/fail, as `meets` does; it is flat
+    # (the CDF at 1) well below the edge, so the next rate comes from a secant on the gap
+    # (bound / percentile value - 1), which crosses zero at the same edge and is smooth
+    # where the margin is flat, through the two latest rates. Safeguards: two steps that
+    # did not halve the bracket (the secant creeping in from one side) overshoot the
+    # estimate to the open side; three bisect (the gap jumps where a CDF has a flat part
+    # at p). Once the estimate moves less than the resolution, the probe sits 0.45 x the
+    # resolution beyond it on the open side, closing the bracket. The answer keeps the old
+    # guarantee: a passing rate with a failing one within rel_tol x saturation above it.
+    step = rel_tol * sat
+    last = [(lo, g_lo), (hi, g_hi)]
+    widths = [math.inf] * 3 + [hi - lo]  # the first step may take the secant
+    estimate = None
+    while hi - lo > step:
+        (x1, g1), (x2, g2) = last[-2], last[-1]
+        guess = x2 - g2 * (x2 - x1) / (g2 - g1) if g2 != g1 else None
+        far_side = -1.0 if guess is not None and guess - lo > hi - guess else 1.0
+        if guess is None or not (lo < guess < hi) or hi - lo > 0.5 * widths[-4]:
+            mid = 0.5 * (lo + hi)  # three steps have not halved the bracket
+            estimate = None
+        elif hi - lo > 0.5 * widths[-3]:
+            # Two steps from one side: overshoot the estimate towards the open side.
+            mid = guess + far_side * max(0.45 * step, 2.0 * abs(guess - x2))
+            estimate = guess
         else:
-            hi, h_hi = mid, h
-            h_lo *= 0.5
+            settled = estimate is not None and abs(guess - estimate) < step
+            estimate = guess
+            mid = guess + far_side * 0.45 * step if settled or hi - lo < 2.0 * step else guess
+        mid = min(max(mid, lo + 0.25 * step), hi - 0.25 * step)
+        ok, g = model.margin_and_gap(mid, percentile, bounds)
+        if ok >= -1e-9:
+            lo = mid
+        else:
+            hi = mid
+        last.append((mid, g))
+        widths.append(hi - lo)
     return lo
 
 
