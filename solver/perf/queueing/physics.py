@@ -61,7 +61,9 @@ class StepCost:
                + self.s_per_token * t + self.s_per_context_token * context + self.s_per_pair * pairs + fixed)
         if self.s_per_sampled:
             pairs_a = np.asarray(pairs, dtype=float)
-            prompts = np.where(pairs_a > 0, prefill_a ** 2 / (2.0 * np.maximum(pairs_a, 1e-300)), 0.0)
+            # Where pairs is 0 the quotient is not used; divide only where it is (no overflow warnings).
+            prompts = np.divide(prefill_a ** 2, 2.0 * pairs_a, out=np.zeros(np.broadcast(prefill_a, pairs_a).shape),
+                                where=pairs_a > 0)
             out = out + self.s_per_sampled * (decodes + prompts)
         return out
 
