@@ -187,7 +187,7 @@ def _llm_at(catalog, calibration, svc, config: Config, routed, per_replica: floa
     mix = tuple(TrafficClass(r / total, svc.class_tokens[k].prompt_tokens, svc.class_tokens[k].output_tokens,
                              svc.class_names[k]) for k, r in enumerate(routed) if r > 0) if total > 0 else \
         (TrafficClass(1.0, first.prompt_tokens, first.output_tokens, svc.class_names[0]),)
-    at = percentiles_at_rate(replica, mix, max(per_replica, 1e-9), float(svc.arrival_cv))
+    at = percentiles_at_rate(replica, mix, max(per_replica, 1e-9), float(svc.arrival_cv), percentiles=(p,))
     return {"utilization": at.utilization, "ttft_ms": at.ttft_ms[p], "tpot_ms": at.tpot_ms[p],
             "latency_ms": at.latency_ms[p]}
 

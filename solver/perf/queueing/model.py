@@ -484,16 +484,19 @@ class ReplicaLoadModel:
         return {m: out[m] for m in need}
 
     # -- public
-    def at_rate(self, rate_per_s: float) -> LoadPercentiles:
+    def at_rate(self, rate_per_s: float, percentiles: Sequence[int] = PERCENTILES) -> LoadPercentiles:
         rate = _check_rate(rate_per_s)
+        bad = [p for p in percentiles if p not in PERCENTILES]
+        if bad:
+            raise ValueError(f"percentiles must be among {', '.join(map(str, PERCENTILES))}, got {bad[0]}")
         N = self.slots
         sat = self.saturation_rate()
         if N < 1 or rate >= sat:
-            inf = {p: math.inf for p in PERCENTILES}
+            inf = {p: math.inf for p in percentiles}
             return LoadPercentiles(rate, rate / sat if sat > 0 else math.inf, sat, float(N), N, 1.0, inf, inf, inf)
         st = self._state(max(rate, 1e-9 * sat))
         cdfs = self._cdfs(st)
-        values = {m: {p: _mixture_quantile(cdfs[m], self.share, p / 100.0) * 1e3 for p in PERCENTILES}
+        values = {m: {p: _mixture_quantile(cdfs[m], self.share, p / 100.0) * 1e3 for p in percentiles}
                   for m in METRICS}
         return LoadPercentiles(rate, rate / sat, sat, st.mean_batch, N, st.wait, values["ttft_ms"],
                                values["tpot_ms"], values["latency_ms"])

@@ -19,9 +19,17 @@ def load_model(replica: Replica, classes: tuple[TrafficClass, ...], arrival_cv: 
 
 
 def percentiles_at_rate(replica: Replica, classes: Sequence[TrafficClass], rate_per_s: float,
-                        arrival_cv: float = 1.0) -> LoadPercentiles:
-    """TTFT/TPOT/latency percentiles (ms) with `rate_per_s` requests/s routed to one replica."""
-    return load_model(replica, tuple(classes), float(arrival_cv)).at_rate(rate_per_s)
+                        arrival_cv: float = 1.0, percentiles: Sequence[int] = PERCENTILES) -> LoadPercentiles:
+    """TTFT/TPOT/latency percentiles (ms) with `rate_per_s` requests/s routed to one replica
+    (only those in `percentiles`: each costs a quantile search per metric)."""
+    return _at_rate(replica, tuple(classes), float(rate_per_s), float(arrival_cv), tuple(percentiles))
+
+
+@lru_cache(maxsize=20_000)
+def _at_rate(replica: Replica, classes: tuple[TrafficClass, ...], rate_per_s: float, arrival_cv: float,
+             percentiles: tuple[int, ...]) -> LoadPercentiles:
+    # A scheduler re-planning in a loop gets the same plan, hence the same rates, most times.
+    return load_model(replica, classes, arrival_cv).at_rate(rate_per_s, percentiles)
 
 
 def saturation_rate(replica: Replica, classes: Sequence[TrafficClass]) -> float:
