@@ -100,8 +100,7 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
             rep.violations.append(f"{a.config_key}: {why}")
             continue
         config = recomputed[0]
-        if config.pending_cap is not None:  # the planner may carry a bound; the check needs the cap
-            config = exact_cap(config, config.pending_cap, config.pending_cap[6])
+        config = exact_cap(config)  # the planner may carry a bound on the cap; the check needs the cap
         replicas_per_service[a.service] += a.replicas
         used_time = 0.0
         for k, (routed, perf) in enumerate(zip(a.routed, config.classes)):
@@ -250,8 +249,7 @@ def _spot_policy(workload: Workload, demands: dict, sol: Solution, offers: dict,
             continue
         builder.offers = [offers[a.offer_id]]
         builder.rejections = []
-        found = [x if x.pending_cap is None else exact_cap(x, x.pending_cap, x.pending_cap[6])
-                 for x in builder.for_service(demands[a.service]) if x.gpus_per_replica == a.gpus_per_replica
+        found = [exact_cap(x) for x in builder.for_service(demands[a.service]) if x.gpus_per_replica == a.gpus_per_replica
                  and x.precision == a.precision and x.instances_per_replica == a.instances_per_replica]
         if not found:
             continue  # reported above

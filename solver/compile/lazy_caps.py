@@ -42,7 +42,7 @@ def resolve_caps(problem: Problem, keys: set[str] | None = None) -> Problem:
         if c.pending_cap is None or (keys is not None and c.key not in keys):
             configs.append(c)
             continue
-        exact = exact_cap(c, c.pending_cap, c.pending_cap[6])
+        exact = exact_cap(c)
         if all(k.throughput <= 0 for k in exact.classes):
             reason = next((k.reason for k in exact.classes if k.reason), "misses its SLO under any load")
             rejections.append(Rejection(c.service, c.offer_id, problem.offer(c.offer_id).gpu, c.gpus_per_replica,

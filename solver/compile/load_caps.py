@@ -73,17 +73,18 @@ def _estimated(oc, svc, c: Config) -> Config | None:
                              svc.class_names[k]) for k in classes)
     total = sum(m.share for m in mix)
     mix = tuple(replace(m, share=m.share / total) for m in mix)
+    # Everything the exact cap needs, kept on the configuration while it is pending.
     pending = (replica_for(query), mix, p, svc.slo.bounds(), float(svc.arrival_cv),
-               c.error_band if svc.size_with_error_band else 0.0)
+               c.error_band if svc.size_with_error_band else 0.0, _bounds_text(svc))
     if not LAZY:
-        return exact_cap(c, pending, _bounds_text(svc))
+        return exact_cap(c, pending)
     # The exact cap costs a queueing-model search; an upper bound costs one step evaluation.
     # The planner computes the exact cap only for configurations a plan uses
     # (solver/compile/lazy_caps.py), which keeps the optimum exact.
     upper = cap_upper_bound(*pending[:3], pending[4]) / (1 + pending[5])
     if upper <= 0:
-        return exact_cap(c, pending, _bounds_text(svc))
-    return replace(c, pending_cap=pending + (_bounds_text(svc),),
+        return exact_cap(c, pending)
+    return replace(c, pending_cap=pending,
                    classes=tuple(replace(k, throughput=upper, binding_limit="slo_under_load") for k in c.classes))
 
 
@@ -103,9 +104,13 @@ def cap_upper_bound(replica, mix: tuple[TrafficClass, ...], percentile: int, arr
     return DEFAULT_MAX_UTILIZATION * top * (1 + 1e-9)
 
 
-def exact_cap(c: Config, pending: tuple, bounds_text: str) -> Config:
-    """`c` with its throughput the queueing model's cap (0 with the reason when none)."""
-    replica, mix, p, bounds, cv, band = pending[:6]
+def exact_cap(c: Config, pending: tuple | None = None) -> Config:
+    """`c` with its throughput the queueing model's cap (0 with the reason when none), from
+    `pending` or the configuration's own `pending_cap`; `c` itself when it has no cap to compute."""
+    pending = pending or c.pending_cap
+    if pending is None:
+        return c
+    replica, mix, p, bounds, cv, band, bounds_text = pending
     cap = _llm_cap(replica, mix, p, bounds, cv)
     cap /= 1 + band
     reason = "" if cap > 0 else f"misses the p{p} SLO ({bounds_text}) under load, even at a trickle of requests"
