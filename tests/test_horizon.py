@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -39,7 +39,7 @@ from solver.compile.problem import Config, Problem
 from solver.interrupt import NEVER, Stop
 from solver.optimize.backends import SolveOptions
 from solver.optimize.linear import INF, LinearModel, SolveOutcome
-from solver.optimize.period_model import (OfferPrices, PeriodSpec, PeriodVars, add_period, budget_row,
+from solver.optimize.period_model import (PeriodSpec, PeriodVars, add_period, budget_row,
                                           instance_upper_bounds, offer_prices, running_counts)
 
 HOURS_PER_DAY = 24.0

@@ -222,45 +222,66 @@ class ReplicaLoadModel:
         """Requests/s with all N slots busy all the time: the replica's ceiling for this mix.
 
         The rate r with r = N / (steps per request x mean step at batch N and rate r) - the
-        prompts arriving at rate r ride along in the steps - below the prefill limit;
-        Illinois steps on r, to |h| <= 1e-4 r: the mean step inside h is itself a fixed
-        point solved to 1e-4 (relative), so h is known to about that and no better (a
-        tighter stop only repeats evaluations at the same rate).
+        prompts arriving at rate r ride along in the steps - below the prefill limit.
+
+        Solved in x, the mean number of prompts a super-step gathers, rather than in r: the
+        mean step's fixed point s = E[content of a window of r s prompts] then holds by
+        construction (s = E[content | x], r = x / s), so each trial costs one expectation
+        instead of a fixed-point solve. r(x) rises with x and the slot rate N / L falls, so
+        h(x) = N / L - r(x) has one root; Illinois steps on x to |h| <= 1e-4 r (the
+        tolerance of the rate-space search this replaces).
         """
         if self._sat is None:
-            if self.slots < 1:
-                self._sat = 0.0
-                return 0.0
-            N = float(self.slots)
-
-            def h(rate):
-                return N / float(self.slot_seconds(np.array([N]), rate)[0]) - rate
-
-            no_queue = N / float(self.slot_seconds(np.array([N]), 0.0)[0])  # = h(0)
-            lo, hi = 0.0, min(no_queue, self.prefill_limit(N) * (1.0 - 1e-9))
-            h_lo, h_hi = no_queue, h(hi)
-            if h_hi >= 0:
-                self._sat = hi
-                return hi
-            r = hi
-            side = 0  # which end the last step replaced: halve the other end's value only when it goes stale
-            for _ in range(60):
-                r = hi - h_hi * (hi - lo) / (h_hi - h_lo)
-                hr = h(r)
-                if abs(hr) <= 1e-4 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
-                    break
-                if hr > 0:
-                    lo, h_lo = r, hr
-                    if side > 0:
-                        h_hi *= 0.5
-                    side = 1
-                else:
-                    hi, h_hi = r, hr
-                    if side < 0:
-                        h_lo *= 0.5
-                    side = -1
-            self._sat = r
+            self._sat = self._saturation_rate()
         return self._sat
+
+    def _saturation_rate(self) -> float:
+        if self.slots < 1:
+            return 0.0
+        N = float(self.slots)
+        n = np.array([N])
+        no_queue = N / float(self.slot_seconds(n, 0.0)[0])  # h at rate 0
+        # The answer never exceeds the rate without queueing, nor the prefill limit.
+        top = min(no_queue, self.prefill_limit(N) * (1.0 - 1e-9))
+        dec = self._decodes(n)
+        ctx = dec * self.context_per_decode
+
+        def h(x):
+            e, k = self._expected_superstep(dec, ctx, np.array([x]))
+            span = float(e[0])
+            r = x / span
+            return N / float(self.slot_seconds(n, r, np.array([span / float(k[0])]))[0]) - r, r
+
+        base = float(self.step.seconds(dec, ctx, 0.0, 0.0)[0])
+        lo, h_lo = 0.0, no_queue
+        hi = no_queue * base  # r(x) <= x / base: at most no_queue here
+        for _ in range(48):  # bracket; r(x) nears the prefill limit within 1e-9 by 2^30 x this
+            h_hi, r_hi = h(hi)
+            if h_hi < 0:
+                break
+            if r_hi >= top:
+                return top  # the root lies at or beyond the ceiling
+            lo, h_lo = hi, h_hi
+            hi *= 2.0
+        else:
+            return top
+        x, r, side = hi, r_hi, 0  # side: which end the last step replaced (Illinois)
+        for _ in range(60):
+            x = hi - h_hi * (hi - lo) / (h_hi - h_lo)
+            hx, r = h(x)
+            if abs(hx) <= 1e-4 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
+                break
+            if hx > 0:
+                lo, h_lo = x, hx
+                if side > 0:
+                    h_hi *= 0.5
+                side = 1
+            else:
+                hi, h_hi = x, hx
+                if side < 0:
+                    h_lo *= 0.5
+                side = -1
+        return min(r, top)
 
     def _window_nodes(self, rate: float, rho: float, tau: np.ndarray):
         """Decode window seconds T at Gauss-Hermite nodes xi of the prompt work arriving in it:
