@@ -917,23 +917,73 @@ _BY_IDENTITY = ("model", "gpu", "calibration")  # compared by identity within on
 _by_value = attrgetter(*(f.name for f in fields(PerfQuery) if f.name not in _ASKED + _BY_IDENTITY))
 
 
+class _GroupCache:
+    """What one group of queries shares (`_Group`), kept across calls: candidate building
+    asks the same model on the same hardware in chunk after chunk, and review scenarios and
+    scheduler calls ask it again. Keyed by the identity of the model, GPU and calibration
+    objects (the entry holds them, so an id is never reused while cached) and the values of
+    the rest; bounded (the oldest half goes when full)."""
+
+    def __init__(self, max_entries: int = 50_000):
+        self.max_entries = max_entries
+        self._data: dict[tuple, _Group] = {}
+
+    def get(self, q: PerfQuery) -> _Group:
+        key = (id(q.model), id(q.gpu), id(q.calibration), _by_value(q))
+        found = self._data.get(key)
+        if found is not None and found.rep.model is q.model and found.rep.gpu is q.gpu \
+                and found.rep.calibration is q.calibration:
+            return found
+        if len(self._data) >= self.max_entries:
+            for old in list(self._data)[: self.max_entries // 2]:
+                self._data.pop(old, None)
+        found = self._data[key] = _Group(q)
+        return found
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+class _Group:
+    """A group's representative query, why it cannot be estimated, and (made when first
+    needed) its setup, memory budget, KV factors and error bands."""
+
+    __slots__ = ("rep", "why", "_parts")
+
+    def __init__(self, rep: PerfQuery):
+        self.rep = rep
+        self.why = _unsupported(rep)
+        self._parts = None
+
+    @property
+    def parts(self) -> tuple:
+        if self._parts is None:
+            q = self.rep
+            self._parts = (_setup(q), memory_budget(q), _kv_factors(q), _bands_of(q.calibration))
+        return self._parts
+
+
+GROUPS = _GroupCache()
+
+
 class _Shared:
     """Queries grouped by what their setup depends on: setups, memory budgets and the
-    unsupported check once per group, gathered into arrays per query."""
+    unsupported check once per group (`GROUPS` keeps them across calls), gathered into
+    arrays per query."""
 
     def __init__(self, queries: list[PerfQuery]):
         self.queries = queries
-        groups: dict[tuple, int] = {}
+        groups: dict[int, int] = {}
         self.group = group = []
-        self.reps: list[PerfQuery] = []
+        self.reps: list[_Group] = []
         for q in queries:
-            key = (id(q.model), id(q.gpu), id(q.calibration), _by_value(q))
-            g = groups.get(key)
+            found = GROUPS.get(q)
+            g = groups.get(id(found))
             if g is None:
-                g = groups[key] = len(self.reps)
-                self.reps.append(q)
+                g = groups[id(found)] = len(self.reps)
+                self.reps.append(found)
             group.append(g)
-        why = [_unsupported(q) for q in self.reps]
+        why = [r.why for r in self.reps]
         self.unsupported = [why[g] for g in group]
 
     def arrays(self, rows: list[int]) -> tuple[_Setup, MemoryBudget, _Ask]:
@@ -944,16 +994,16 @@ class _Shared:
         local = np.zeros(len(self.reps), dtype=np.int64)
         local[used] = np.arange(len(used))
         at = local[group]  # each row's group among those used
-        reps = [self.reps[g] for g in used]
+        parts = [self.reps[g].parts for g in used]
 
         def column(values):
             return np.array(values)[at]
 
-        setups = [_setup(q) for q in reps]
+        setups = [p[0] for p in parts]
         s = _Setup(**{f.name: column([getattr(u, f.name) for u in setups]) for f in fields(_Setup)})
-        budgets = [memory_budget(q) for q in reps]
+        budgets = [p[1] for p in parts]
         policy = EnginePolicy(*(column([getattr(b.policy, f.name) for b in budgets]) for f in fields(EnginePolicy)))
-        factors = [_kv_factors(q) for q in reps]
+        factors = [p[2] for p in parts]
         tokens = np.array([q.prompt_tokens + q.output_tokens for q in queries])
         static = np.array([q.batching == "static" for q in queries])
         mem = MemoryBudget(
@@ -964,7 +1014,7 @@ class _Shared:
             logits_gib_per_sequence=column([b.logits_gib_per_sequence for b in budgets]),
             static_prompt_tokens=np.where(static, np.array([q.prompt_tokens for q in queries]), -1),
         )
-        bands = [_bands_of(q.calibration) for q in reps]
+        bands = [p[3] for p in parts]
         inf = math.inf
         a = _Ask(
             prompt=np.array([float(q.prompt_tokens) for q in queries]),
