@@ -301,3 +301,27 @@ def test_provider_and_region_names_ignore_case():
          "constraints": {"providers": ["GCP"], "regions": ["US-Central1"]}}
     r = plan(parse_workload(w))
     assert r.fleet and all(f.provider == "gcp" and f.region == "us-central1" for f in r.fleet)
+
+
+_OFFER = {"provider": "p", "name": "n", "gpu": "H100-SXM", "gpus_per_instance": 1, "price_usd_per_hour": 2}
+_GPU = {"name": "X-1", "memory_gib": 80, "memory_bandwidth_gbs": 2000, "fp16_tflops": 500}
+
+
+@pytest.mark.parametrize("catalog, needles", [
+    ({"gpus": [_GPU]}, ("catalog.gpus", "add catalog.offers")),
+    ({"file": "cat.json", "offers": [_OFFER]}, ("catalog.offers", "catalog.file", "put them in the catalog file")),
+    ({"file": "cat.json", "gpus": [_GPU]}, ("catalog.gpus", "catalog.file")),
+    ({"source": "default", "offers": [_OFFER]}, ("catalog.source is 'default'", "catalog.offers", "'inline'")),
+])
+def test_catalog_parts_that_would_be_ignored_are_refused(tmp_path: Path, catalog: dict, needles) -> None:
+    # Before, each of these planned on another catalog than the one written, without a word.
+    (tmp_path / "cat.json").write_text(json.dumps({"offers": [_OFFER]}))
+    assert_bad_input(solve_dict(tmp_path, {"services": [llm_service()], "catalog": catalog}), *needles)
+
+
+def test_change_costs_without_a_running_fleet_are_refused(tmp_path: Path) -> None:
+    w = {"services": [llm_service()], "change_costs": {"add_instance_usd": 1}}
+    assert_bad_input(solve_dict(tmp_path, w), "change_costs", "current_fleet", "an empty list")
+    # With a fleet (even an empty one) they are accepted.
+    ok = solve_dict(tmp_path, {**w, "current_fleet": []})
+    assert ok.returncode == 0, ok.stderr

@@ -662,6 +662,22 @@ class CatalogRef(_Strict):
             raise ValueError("catalog.source is 'file' but no file is given. To fix: set catalog.file to a path")
         if self.source == "inline" and not self.offers:
             raise ValueError("catalog.source is 'inline' but offers is empty. To fix: add offers or use source 'default'")
+        # Inline GPU types or offers beside another source would be ignored: say so instead.
+        given = [name for name in ("gpus", "offers") if getattr(self, name)]
+        if self.source != "inline" and given:
+            fields_ = " and ".join(f"catalog.{n}" for n in given)
+            if self.source == "file":
+                raise ValueError(f"{fields_} cannot be used with catalog.file (source 'file'): only the file's "
+                                 "catalog is read. To fix: put them in the catalog file, or remove catalog.file "
+                                 "and list the offers inline")
+            if self.offers:
+                raise ValueError(f"catalog.source is 'default', so {fields_} would be ignored. To fix: set "
+                                 "catalog.source to 'inline' (or leave it out: offers make it inline), or remove "
+                                 "them")
+            raise ValueError(f"{fields_} are only used with inline offers, and catalog.offers is empty, so the "
+                             "default catalog would be used unchanged. To fix: add catalog.offers (they may name "
+                             "these GPU types; set include_default_offers to keep the default offers too), or "
+                             "remove catalog.gpus")
         return self
 
 
@@ -765,6 +781,14 @@ class Workload(_Strict):
                                              "instances against current_fleet, and a cap on how many change; "
                                              "without current_fleet there is nothing to change. Unset: changes "
                                              "are free and unlimited")
+
+    @model_validator(mode="after")
+    def _change_needs_a_fleet(self):
+        if self.change_costs is not None and self.current_fleet is None:
+            raise ValueError("change_costs is given without current_fleet: there is no running fleet to change, so "
+                             "they would only switch planners. To fix: add current_fleet (an empty list when "
+                             "nothing runs yet) or remove change_costs")
+        return self
 
     @field_validator("periods")
     @classmethod
