@@ -101,8 +101,13 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
     caps_s = 0.0
     while True:
         try:
-            form, outcome, solution, ties = solve_single(problem, backend_name, deadline, stop, options,
-                                                         ties_wanted, timings, t0)
+            # The tie-break waits for the round whose plan needs no further cap: an earlier
+            # round's plan is only a list of configurations to compute caps for.
+            form, outcome, solution, ties, backend = _cost_solve(problem, backend_name, deadline, stop, options,
+                                                                 timings, t0)
+            if ties_wanted and not pending_keys(problem, {a.config_key for a in solution.assignments}):
+                outcome, solution, ties = _break_ties(form, backend, outcome, solution, deadline, stop, options,
+                                                      timings)
         except InfeasibleError:
             if not has_pending(problem):
                 raise
@@ -163,6 +168,15 @@ def _serves_at_caps(problem: Problem, solution: Solution) -> bool:
 def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
                  ties_wanted: bool, timings: dict[str, float], t0: float) -> tuple[Formulation, SolveOutcome, Solution, str]:
     """One static hour: greedy warm start and bound, the cost MIP, the tie-break."""
+    form, outcome, solution, ties, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0)
+    if ties_wanted:
+        outcome, solution, ties = _break_ties(form, backend, outcome, solution, deadline, stop, options, timings)
+    return form, outcome, solution, ties
+
+
+def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
+                timings: dict[str, float], t0: float):
+    """Greedy warm start and bound, the cost MIP: (form, outcome, solution, "not needed", backend)."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
     greedy = greedy_solution(problem)
@@ -198,22 +212,27 @@ def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Sto
     if outcome.values is None:
         raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s; the model has "
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
+    if stop.cancelled:  # a cancel that came as the solver finished: the caller wants no plan now
+        stop.check("the cost MIP")
+    return form, outcome, form.solution_from(outcome.values), "not needed", backend
+
+
+def _break_ties(form: Formulation, backend, outcome: SolveOutcome, solution: Solution, deadline: float, stop: Stop,
+                options: PlanOptions, timings: dict[str, float]) -> tuple[SolveOutcome, Solution, str]:
+    """The tie-break among the cost-optimal plans, then idle GPU slots filled for headroom."""
     ties = "not needed"
-    tie_breaking = outcome.status == "optimal" and ties_wanted and deadline - time.monotonic() > 0.05
-    if tie_breaking:
+    if outcome.status == "optimal" and deadline - time.monotonic() > 0.05:
         t1 = time.monotonic()
-        stage("tie_break")
+        (options.on_stage or (lambda name: None))("tie_break")
         outcome, notes = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
-    if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
-        stop.check("the tie-break")
-    solution = form.solution_from(outcome.values)
-    if tie_breaking:
-        solution, added = fill_idle_gpus(form, solution)
+        if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
+            stop.check("the tie-break")
+        solution, added = fill_idle_gpus(form, form.solution_from(outcome.values))
         if added:
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
         ties = ", ".join(notes) or "skipped (time limit)"
-    return form, outcome, solution, ties
+    return outcome, solution, ties
 
 
 def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative_gap: float) -> SolveOutcome:
@@ -282,10 +301,12 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
 
 
 def service_results(problem: Problem, solution: Solution, catalog: Catalog,
-                    answer_by: float | None = None) -> list[ServiceResult]:
+                    answer_by: float | None = None, cancel: threading.Event | None = None) -> list[ServiceResult]:
     """Per service: its demand, the capacity the plan gives it, and each configuration used.
     Past `answer_by`, services without a percentile SLO get no at_load values (each costs
-    a queueing-model run); a service with one always gets them (its plan was sized by them)."""
+    a queueing-model run); a service with one always gets them (its plan was sized by them).
+    A cancel ends the work (checked before each queueing-model run, ~10 ms apart)."""
+    stop = Stop(cancel)
     by_key = {c.key: c for c in problem.configs}
     services = []
     for s in problem.services:
@@ -311,6 +332,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
             if s.slo.percentile is None and answer_by is not None and time.monotonic() > answer_by:
                 skipped = True
             else:
+                stop.check("the values under load")
                 view.at_load = at_load(catalog, problem.calibration, s, c, a.replicas, a.routed)
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
@@ -343,7 +365,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
                                o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
-    services = service_results(problem, solution, catalog, options.answer_by)
+    services = service_results(problem, solution, catalog, options.answer_by, options.cancel)
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:

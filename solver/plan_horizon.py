@@ -233,7 +233,7 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
     fleet = [FleetLine(f.offer_id, f.provider, f.name, f.region, f.gpu, f.gpus_per_instance, f.instances,
                        f.price_usd_per_hour, f.subtotal_usd_per_hour, problem.offer(f.offer_id).vcpus,
                        problem.offer(f.offer_id).host_memory_gib) for f in period_results[0].fleet]
-    services = service_results(scaled, _merged_markets(first), catalog, options.answer_by)
+    services = service_results(scaled, _merged_markets(first), catalog, options.answer_by, options.cancel)
     if peak is None:
         peak = _peak_plan(problem, specs, backend.name, deadline, options, BASELINE_SHARE)
     savings = _savings(problem, peak, horizon_cost, hours)

@@ -49,6 +49,9 @@ def _cancel_during(stage: str, n_services: int, explain: bool = False, delay_s: 
     ("model", 200, False),
     ("solve", 200, False),
     ("tie_break", 100, False),
+    # Evaluation is short; the values under load after it (a queueing-model run per
+    # assignment, about a second for 100 services) are where this cancel lands.
+    ("evaluate", 100, False),
     ("explain", 30, True),
 ])
 def test_cancel_ends_the_stage(stage, n, explain):

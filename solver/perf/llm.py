@@ -948,12 +948,13 @@ class _Group:
     """A group's representative query, why it cannot be estimated, and (made when first
     needed) its setup, memory budget, KV factors and error bands."""
 
-    __slots__ = ("rep", "why", "_parts")
+    __slots__ = ("rep", "why", "_parts", "replica")
 
     def __init__(self, rep: PerfQuery):
         self.rep = rep
         self.why = _unsupported(rep)
         self._parts = None
+        self.replica = None  # the queueing view (solver.perf.queueing.replica_for), once asked
 
     @property
     def parts(self) -> tuple:

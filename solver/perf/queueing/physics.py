@@ -136,7 +136,22 @@ class Replica:
 def replica_for(q) -> Replica:
     """The queueing view of a `PerfQuery` (its prompt/output lengths and SLOs are not used):
     the engine's batch cap and token budget (its policy, `engine_options` included), the
-    KV room at that cap, and the step physics."""
+    KV room at that cap, and the step physics.
+
+    Kept with the query's group (`solver.perf.llm.GROUPS`: what a setup depends on), so
+    the configurations of services that differ only in lengths or SLOs share one fit.
+    Not for a pinned batch, nor static batching, whose KV room depends on the prompt."""
+    if q.batch is not None or q.batching == "static":
+        return _replica_for(q)
+    from solver.perf.llm import GROUPS
+
+    group = GROUPS.get(q)
+    if group.replica is None:
+        group.replica = _replica_for(q)
+    return group.replica
+
+
+def _replica_for(q) -> Replica:
     from solver.perf.llm import engine_policy, kv_gib_per_sequence, memory_budget, request_overhead_s, step_time_fn
 
     step_seconds = step_time_fn(q)
