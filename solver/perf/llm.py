@@ -924,7 +924,7 @@ class _GroupCache:
     objects (the entry holds them, so an id is never reused while cached) and the values of
     the rest; bounded (the oldest half goes when full)."""
 
-    def __init__(self, max_entries: int = 50_000):
+    def __init__(self, max_entries: int = 10_000):  # ~4-6 KB each: at most ~60 MB
         self.max_entries = max_entries
         self._data: dict[tuple, _Group] = {}
 
