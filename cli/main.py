@@ -222,9 +222,12 @@ def _solve_remote(args, data: dict) -> int:
 
 
 def cmd_schema(args) -> int:
-    from solver.workload.schema import CatalogFile, Workload
+    if args.review:
+        from solver.review.spec import ReviewFile as model
+    else:
+        from solver.workload.schema import CatalogFile, Workload
 
-    model = CatalogFile if args.catalog else Workload
+        model = CatalogFile if args.catalog else Workload
     print(json.dumps(model.model_json_schema(), indent=2))
     return EXIT_OK
 
@@ -301,7 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("schema", help="print the workload file's JSON Schema")
-    s.add_argument("--catalog", action="store_true", help="the catalog file's schema instead")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--catalog", action="store_true", help="the catalog file's schema instead")
+    which.add_argument("--review", action="store_true", help="the capacity-review file's schema instead")
     s.set_defaults(func=cmd_schema)
 
     s = sub.add_parser("catalog", help="list and filter the catalog's offers (or GPU types)")

@@ -9,10 +9,12 @@ import subprocess
 
 import pytest
 
+from solver.review import spec as review_module
+from solver.review.spec import ReviewFile
 from solver.workload import schema as schema_module
 from solver.workload.schema import CatalogFile, Workload
 
-ROOTS = {"workload": Workload, "catalog": CatalogFile}
+ROOTS = {"workload": Workload, "catalog": CatalogFile, "review": ReviewFile}
 
 
 def _properties(node, path: str):
@@ -50,7 +52,8 @@ def test_every_property_has_a_description(which):
 
 
 def test_the_cli_prints_the_described_schemas(solver_cli):
-    for which, args in (("workload", ["schema"]), ("catalog", ["schema", "--catalog"])):
+    for which, args in (("workload", ["schema"]), ("catalog", ["schema", "--catalog"]),
+                        ("review", ["schema", "--review"])):
         proc = subprocess.run([solver_cli, *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         printed = json.loads(proc.stdout)
@@ -69,9 +72,9 @@ def test_every_optional_field_shows_its_default(which):
     root = ROOTS[which]
     problems = []
     for name, model_schema in _defs(_schema(root), root).items():
-        cls = getattr(schema_module, name)
+        cls = getattr(schema_module, name, None) or getattr(review_module, name)
         for field_name, field in cls.model_fields.items():
-            prop = model_schema["properties"][field_name]
+            prop = model_schema["properties"][field.alias or field_name]
             if field.is_required():
                 assert "default" not in prop, f"{name}.{field_name}"
                 continue

@@ -4,7 +4,7 @@ A review file is YAML or JSON. Each scenario is a list of changes applied to the
 each change is a one-key mapping naming its kind, e.g. `{demand: {factor: 2}}` or
 `{price: {gpu: H100-SXM, factor: 0.7}}`. A sweep varies one field of one change kind
 over a list or a range of values; each value becomes a scenario of its own.
-`solver-cli review --schema` prints `ReviewFile.model_json_schema()`.
+`solver-cli schema --review` prints `ReviewFile.model_json_schema()`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from solver.workload.schema import MAX_MS, GpuSpec, OfferSpec, _Strict
+from solver.workload.schema import MAX_MS, GpuSpec, OfferSpec, _show_default, _Strict
 
 SloField = Literal["ttft_ms", "tpot_ms", "latency_ms"]
 MAX_SWEEP_POINTS = 10_000
@@ -24,47 +24,56 @@ MAX_SWEEP_POINTS = 10_000
 class DemandChange(_Strict):
     """Scale demand: one service's, or every service's when `service` is omitted."""
 
-    service: str | None = None
-    factor: float = Field(ge=0, le=1e6)
+    service: str | None = Field(default=None, description="the service whose demand is scaled (a name in the "
+                                "base workload); omitted: every service")
+    factor: float = Field(ge=0, le=1e6, description="multiplier on the demand (every class and period): 2 doubles "
+                          "it, 0 removes it")
 
 
 class PriceChange(_Strict):
     """Scale the price of the offers matching every given selector (none given: all offers)."""
 
-    provider: str | None = None
-    gpu: str | None = None
-    offer: str | None = Field(default=None, description="offer id (provider/name)")
-    factor: float = Field(gt=0, le=1e6)
+    provider: str | None = Field(default=None, description="only offers of this provider (e.g. aws)")
+    gpu: str | None = Field(default=None, description="only offers of this GPU type (e.g. H100-SXM)")
+    offer: str | None = Field(default=None, description="only this offer (its id, provider/name)")
+    factor: float = Field(gt=0, le=1e6, description="multiplier on the matching offers' prices (every tier): "
+                          "0.7 is 30 % off")
 
 
 class GpuQuotaChange(_Strict):
     """Set a GPU type's quota in GPUs; null removes the quota."""
 
-    gpu: str = Field(min_length=1)
-    gpus: int | None = Field(ge=0, le=10_000_000)
+    gpu: str = Field(min_length=1, description="GPU type the quota counts (e.g. H100-SXM)")
+    gpus: int | None = Field(ge=0, le=10_000_000, description="the most GPUs of that type the fleet may use; "
+                             "null removes the quota")
 
 
 class OfferQuotaChange(_Strict):
     """Set an offer's quota in instances; null removes the quota."""
 
-    offer: str = Field(min_length=1)
-    instances: int | None = Field(ge=0, le=10_000_000)
+    offer: str = Field(min_length=1, description="offer id (provider/name)")
+    instances: int | None = Field(ge=0, le=10_000_000, description="the most instances of the offer the fleet may "
+                                  "use; null removes the quota")
 
 
 class AvailabilityChange(_Strict):
     """Set how many instances of an offer the market has (catalog availability); null = unlimited."""
 
-    offer: str = Field(min_length=1)
-    instances: int | None = Field(ge=0, le=10_000_000)
+    offer: str = Field(min_length=1, description="offer id (provider/name)")
+    instances: int | None = Field(ge=0, le=10_000_000, description="instances the market has (the catalog's "
+                                  "availability); null: unlimited")
 
 
 class SloChange(_Strict):
     """Set (a number) or remove (null) SLO bounds of one service."""
 
-    service: str = Field(min_length=1)
-    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
-    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS)
+    service: str = Field(min_length=1, description="the service whose SLO changes (a name in the base workload)")
+    ttft_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="new time-to-first-token bound, ms; "
+                                  "null removes it; omitted: unchanged")
+    tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="new time-per-output-token bound, ms; "
+                                  "null removes it; omitted: unchanged")
+    latency_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="new end-to-end latency bound, ms; "
+                                     "null removes it; omitted: unchanged")
 
     @model_validator(mode="after")
     def _something(self):
@@ -77,7 +86,8 @@ class SloChange(_Strict):
 class BudgetChange(_Strict):
     """Set the budget in $/hour; null removes it."""
 
-    usd_per_hour: float | None = Field(gt=0, le=1e7)
+    usd_per_hour: float | None = Field(gt=0, le=1e7, description="the most the fleet may cost, $/hour; null "
+                                       "removes the budget")
 
 
 class ReservationChange(_Strict):
@@ -85,46 +95,57 @@ class ReservationChange(_Strict):
     A sweep over `gpus` answers "how much should we reserve?" (the workload must allow a
     reserved tier and have offers with reserved prices)."""
 
-    gpus: int | None = Field(ge=0, le=10_000_000)
+    gpus: int | None = Field(ge=0, le=10_000_000, description="reserved GPUs, all reserved offers together "
+                             "(sets reserved_gpus_min and _max); null lifts both")
 
 
 class SpotShareChange(_Strict):
     """Set constraints.max_spot_share (null: no limit); the workload must allow spot."""
 
-    share: float | None = Field(ge=0, le=1)
+    share: float | None = Field(ge=0, le=1, description="the most of the fleet's GPUs that may be spot, 0 to 1; "
+                                "null: no limit")
 
 
 class HeadroomChange(_Strict):
     """Set the headroom: serve demand x (1 + fraction)."""
 
-    fraction: float = Field(ge=0, le=10)
+    fraction: float = Field(ge=0, le=10, description="spare capacity above demand: 0.2 serves 1.2 x the demand")
 
 
 class ConstraintChange(_Strict):
-    """Widen or narrow the offer filters of the workload's constraints (null removes a filter)."""
+    """Widen or narrow the offer filters of the workload's constraints (null removes a filter;
+    a field left out stays as the base has it)."""
 
-    providers: list[str] | None = Field(default=None, min_length=1)
-    regions: list[str] | None = Field(default=None, min_length=1)
-    gpu_types: list[str] | None = Field(default=None, min_length=1)
-    exclude_gpu_types: list[str] | None = None
-    allow_consumer_gpus: bool | None = None
-    pricing: Literal["on_demand", "spot"] | None = None
+    providers: list[str] | None = Field(default=None, min_length=1, description="only offers of these providers "
+                                        "(replaces constraints.providers); null: every provider")
+    regions: list[str] | None = Field(default=None, min_length=1, description="only offers in these regions "
+                                      "(replaces constraints.regions); null: every region")
+    gpu_types: list[str] | None = Field(default=None, min_length=1, description="only these GPU types (replaces "
+                                        "constraints.gpu_types); null: every type")
+    exclude_gpu_types: list[str] | None = Field(default=None, description="GPU types never used (replaces "
+                                                "constraints.exclude_gpu_types); null: none excluded")
+    allow_consumer_gpus: bool | None = Field(default=None, description="whether consumer GPUs (RTX 4090 and the "
+                                             "like) may be planned; null: the default, false")
+    pricing: Literal["on_demand", "spot"] | None = Field(default=None, description="price list the plan pays: "
+                                                         "on_demand or spot; null: the default, on_demand")
 
 
 class Change(_Strict):
     """Exactly one kind of change."""
 
-    demand: DemandChange | None = None
-    price: PriceChange | None = None
-    gpu_quota: GpuQuotaChange | None = None
-    offer_quota: OfferQuotaChange | None = None
-    availability: AvailabilityChange | None = None
-    slo: SloChange | None = None
-    budget: BudgetChange | None = None
-    headroom: HeadroomChange | None = None
-    reservation: ReservationChange | None = None
-    spot_share: SpotShareChange | None = None
-    constraints: ConstraintChange | None = None
+    demand: DemandChange | None = Field(default=None, description="scale demand (one service or all)")
+    price: PriceChange | None = Field(default=None, description="scale the prices of matching offers")
+    gpu_quota: GpuQuotaChange | None = Field(default=None, description="set or remove a GPU type's quota")
+    offer_quota: OfferQuotaChange | None = Field(default=None, description="set or remove an offer's quota")
+    availability: AvailabilityChange | None = Field(default=None, description="set how many instances of an "
+                                                    "offer the market has")
+    slo: SloChange | None = Field(default=None, description="set or remove a service's SLO bounds")
+    budget: BudgetChange | None = Field(default=None, description="set or remove the budget")
+    headroom: HeadroomChange | None = Field(default=None, description="set the spare capacity above demand")
+    reservation: ReservationChange | None = Field(default=None, description="reserve exactly this many GPUs")
+    spot_share: SpotShareChange | None = Field(default=None, description="set the most of the fleet that may be "
+                                               "spot")
+    constraints: ConstraintChange | None = Field(default=None, description="widen or narrow the offer filters")
     add_gpus: list[GpuSpec] | None = Field(default=None, min_length=1, description="new GPU types for the catalog")
     add_offers: list[OfferSpec] | None = Field(default=None, min_length=1, description="new offers for the catalog")
     remove_gpus: list[str] | None = Field(default=None, min_length=1, description="remove every offer of these GPU types")
@@ -160,17 +181,22 @@ SWEEP_DEFAULT_PARAMETER = {"demand": "factor", "price": "factor", "gpu_quota": "
 
 # ---------------------------------------------------------------- scenarios and sweeps
 class ScenarioSpec(_Strict):
-    name: str = Field(min_length=1, max_length=100)
-    description: str = ""
-    changes: list[Change] = Field(default_factory=list)
+    """A named what-if: the base workload with these changes, applied in order."""
+
+    name: str = Field(min_length=1, max_length=100, description="the scenario's name in the report, unique among "
+                      "the scenarios and sweep points")
+    description: str = Field(default="", description="free text shown with the scenario in the report")
+    changes: list[Change] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                                  description="changes applied to the base, in order, each a one-key mapping "
+                                  "naming its kind (e.g. {demand: {factor: 2}}); none: the base itself")
 
 
 class Range(_Strict):
     """Inclusive range: from, from + step, ... up to `to` (within rounding)."""
 
-    from_: float = Field(alias="from")
-    to: float
-    step: float = Field(gt=0)
+    from_: float = Field(alias="from", description="the first value")
+    to: float = Field(description="the last value (included when a whole number of steps from `from`)")
+    step: float = Field(gt=0, description="the distance between values")
 
     def values(self) -> list[float]:
         if self.to < self.from_:
@@ -188,14 +214,18 @@ class Range(_Strict):
 class SweepSpec(_Strict):
     """One change kind with one field varied; `fixed` holds its other fields."""
 
-    name: str = Field(min_length=1, max_length=80)
+    name: str = Field(min_length=1, max_length=80, description="the sweep's name; each point is the scenario "
+                      "`name=value`")
     change: Literal["demand", "price", "gpu_quota", "offer_quota", "availability", "slo", "budget", "headroom",
-                    "reservation", "spot_share"]
+                    "reservation", "spot_share"] = Field(description="the change kind swept")
     parameter: str | None = Field(default=None, description="the field varied; default: the kind's main number "
                                   "(demand/price: factor, gpu_quota: gpus, slo: required, e.g. tpot_ms)")
-    fixed: dict[str, Any] = Field(default_factory=dict, description="the change's other fields, e.g. {service: chat}")
-    values: list[float] | Range
-    also: list[Change] = Field(default_factory=list, description="changes applied at every point of the sweep")
+    fixed: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+                                  description="the change's other fields, e.g. {service: chat}")
+    values: list[float] | Range = Field(description="the values of the varied field: a list, or a range "
+                                        "{from, to, step}")
+    also: list[Change] = Field(default_factory=list, json_schema_extra=_show_default([]),
+                               description="changes applied at every point of the sweep")
 
     @model_validator(mode="after")
     def _parameter(self):
@@ -218,7 +248,8 @@ class SweepSpec(_Strict):
 class SensitivitySpec(_Strict):
     """Relax each constraint of the base one step and re-solve."""
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="run the sensitivity scenarios (one relaxed constraint "
+                          "each)")
     slo_step: float = Field(default=0.25, gt=0, le=10, description="relax each SLO bound by this fraction")
     budget_step: float = Field(default=0.25, gt=0, le=10, description="raise the budget by this fraction")
     headroom_step: float = Field(default=0.1, gt=0, le=10, description="lower the headroom by this much")
@@ -229,15 +260,27 @@ class SensitivitySpec(_Strict):
 
 
 class BaseSpec(_Strict):
+    """The workload every scenario changes."""
+
     workload: str | dict[str, Any] = Field(description="path (relative to the review file) or inline workload")
     catalog: str | None = Field(default=None, description="catalog file overriding the workload's catalog")
 
 
 class ReviewFile(_Strict):
-    name: str = Field(default="review", min_length=1, max_length=100)
-    description: str = ""
-    base: BaseSpec
-    scenarios: list[ScenarioSpec] = Field(default_factory=list, max_length=MAX_SWEEP_POINTS)
-    sweeps: list[SweepSpec] = Field(default_factory=list, max_length=1000)
-    sensitivity: SensitivitySpec = Field(default_factory=SensitivitySpec)
-    time_limit_per_scenario_s: float = Field(default=30.0, gt=0, le=86_400)
+    """A capacity review: a base workload, named scenarios, sweeps and sensitivity options."""
+
+    name: str = Field(default="review", min_length=1, max_length=100, description="the review's name, shown in "
+                      "the report")
+    description: str = Field(default="", description="free text shown at the top of the report")
+    base: BaseSpec = Field(description="the workload (and optionally a catalog) every scenario starts from")
+    scenarios: list[ScenarioSpec] = Field(default_factory=list, max_length=MAX_SWEEP_POINTS,
+                                          json_schema_extra=_show_default([]),
+                                          description="named scenarios, each a list of changes to the base")
+    sweeps: list[SweepSpec] = Field(default_factory=list, max_length=1000, json_schema_extra=_show_default([]),
+                                    description="one change kind with one field varied over values; each value "
+                                    "is a scenario")
+    sensitivity: SensitivitySpec = Field(default_factory=SensitivitySpec, json_schema_extra=_show_default({}),
+                                         description="relax each binding constraint of the base one step and "
+                                         "re-solve")
+    time_limit_per_scenario_s: float = Field(default=30.0, gt=0, le=86_400, description="each scenario's solve "
+                                             "time limit, seconds")
