@@ -1,16 +1,19 @@
 """Local backend: a pool of worker processes on this machine (the default).
 
-Workers are started with `spawn` (a clean interpreter: safe even when the caller runs
-threads, as the gRPC server does), import the solver once, and receive the base case
-once through the pool initializer; each task then carries only its scenario. Each
-worker dies with the process that started it, even one killed with SIGKILL
-(solver/review/lifeline.py).
+Workers are forked when the caller runs no other Python thread (the CLI, scripts): they
+start in milliseconds with the solver already imported and warmed up. A caller with
+threads (the gRPC server) gets `spawn` workers, clean interpreters (forking a threaded
+process can deadlock the child on a lock another thread held), which import the solver
+once (about a second each). Either way the base case reaches each worker once, through
+the pool initializer; each task then carries only its scenario. Each worker dies with
+the process that started it, even one killed with SIGKILL (solver/review/lifeline.py).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -45,6 +48,14 @@ def _solve_in_worker(task: Task) -> ScenarioResult:
     return solve_scenario(_BASE, task.scenario, task.time_limit_s, task.fingerprint)
 
 
+def start_method() -> str:
+    """"fork" on Linux when this process runs one Python thread, else "spawn" (macOS
+    frameworks are not fork-safe; another thread may hold a lock the child would wait on)."""
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
 class LocalBackend:
     name = "local"
 
@@ -54,8 +65,11 @@ class LocalBackend:
     def run(self, base: BaseCase, tasks: list[Task], cancel: threading.Event | None = None) -> Iterator[ScenarioResult]:
         if not tasks:
             return
+        method = start_method()
+        if method == "fork":
+            warm_up()  # once, here: every forked worker inherits it
         pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)),
-                                   mp_context=multiprocessing.get_context("spawn"),
+                                   mp_context=multiprocessing.get_context(method),
                                    initializer=_init_worker, initargs=(base, os.getpid()))
         pending: dict[Future, Task] = {pool.submit(_solve_in_worker, t): t for t in tasks}
         try:
