@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from solver.interrupt import Stop
@@ -86,22 +87,31 @@ class LocalBackend:
         pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)),
                                    mp_context=multiprocessing.get_context(method),
                                    initializer=_init_worker, initargs=(base, os.getpid()))
-        pending: dict[Future, Task] = {pool.submit(_solve_in_worker, t): t for t in tasks}
+        # Finished futures arrive on a queue (one callback each): waiting on every pending
+        # future at once would register with each of them per result, quadratic in scenarios.
+        finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
+        pending: dict[Future, Task] = {}
+        for t in tasks:
+            future = pool.submit(_solve_in_worker, t)
+            pending[future] = t
+            future.add_done_callback(finished.put)
         try:
             while pending:
                 if cancel is not None and cancel.is_set():
                     return
-                done, _ = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
-                for future in done:
-                    if cancel is not None and cancel.is_set():
-                        return
-                    task = pending.pop(future)
-                    try:
-                        yield future.result()
-                    except BrokenProcessPool as exc:
-                        yield failed_result(task, f"the worker process died ({exc}); a rerun retries this scenario")
-                    except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be unpickled
-                        yield failed_result(task, f"{exc.__class__.__name__}: {exc}")
+                try:
+                    future = finished.get(timeout=POLL_S)
+                except queue.Empty:
+                    continue
+                if cancel is not None and cancel.is_set():
+                    return
+                task = pending.pop(future)
+                try:
+                    yield future.result()
+                except BrokenProcessPool as exc:
+                    yield failed_result(task, f"the worker process died ({exc}); a rerun retries this scenario")
+                except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be unpickled
+                    yield failed_result(task, f"{exc.__class__.__name__}: {exc}")
         finally:
             if pending:  # cancelled or abandoned by the caller: drop queued work, stop running work
                 _terminate(pool)
