@@ -8,6 +8,9 @@
 written to DIR/scenarios/<id>.json. Stopping the iteration (or setting `cancel`) stops
 the workers; what finished is kept, so the next run resumes. The report is written
 separately (`solver.review.report.write_report`) from the full list of results.
+
+Scenarios that solve exactly the same workload and catalog (`SolveKeys`) are solved once:
+the others' results are copies, under their own names, yielded right after it.
 """
 
 from __future__ import annotations
