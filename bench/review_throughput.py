@@ -120,6 +120,11 @@ def main() -> int:
         print(f"  CPU: workers {kids1 - kids0:.0f} s ({(kids1 - kids0) / elapsed:.2f} cores busy on average, "
               f"{(kids1 - kids0) / len(results):.3f} CPU-s per scenario), this process {own1 - own0:.1f} s; "
               f"load average now {os.getloadavg()[0]:.1f}", flush=True)
+        # What the figure would be with `workers` cores to ourselves: every CPU-second spent
+        # (workers and this process, start-up included) over that many cores.
+        total = (kids1 - kids0) + (own1 - own0)
+        print(f"  all together {total / len(results):.3f} CPU-s per scenario: {workers * len(results) / total:.2f} "
+              f"scenarios/s on {workers} free core(s)", flush=True)
         t1 = time.perf_counter()
         write_report(rv, results, out)
         print(f"  report for {len(results)} scenarios written in {time.perf_counter() - t1:.1f} s", flush=True)

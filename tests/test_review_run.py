@@ -210,6 +210,49 @@ def test_cancelling_keeps_what_finished_and_a_rerun_resumes(tmp_path):
     assert [r.resumed for r in rest] == [True, False, False] and rest[0].id == got[0].id
 
 
+def test_scenarios_that_solve_the_same_thing_are_solved_once(tmp_path, monkeypatch):
+    from solver.review import runner
+
+    quota = lambda gpus: {"gpu_quota": {"gpu": "H100-SXM", "gpus": gpus}}  # noqa: E731
+    review = parse_review({"name": "twice", "base": {"workload": copy.deepcopy(BASE)}, "sensitivity": {"enabled": False},
+                           "scenarios": [{"name": "quota 1", "changes": [quota(1)]},
+                                         {"name": "quota 0 then 1", "changes": [quota(0), quota(1)]},
+                                         {"name": "quota 0", "changes": [quota(0)]},
+                                         {"name": "cheap", "changes": [{"price": {"gpu": "L40S", "factor": 0.5}}]},
+                                         {"name": "cheap again", "changes": [{"price": {"gpu": "L40S", "factor": 0.5}}]},
+                                         {"name": "cheap twice", "changes": [{"price": {"gpu": "L40S", "factor": 0.5}},
+                                                                             {"price": {"gpu": "L40S", "factor": 0.5}}]}]})
+    solved = []
+    real = runner.make_backend
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def run(self, base, tasks, cancel=None):
+            solved.extend(t.scenario.id for t in tasks)
+            yield from self.inner.run(base, tasks, cancel)
+
+    monkeypatch.setattr(runner, "make_backend", lambda name, workers: Recording(real(name, workers)))
+    results = by_id(run_review(review, tmp_path, workers=2))
+    assert sorted(solved) == ["base", "cheap", "cheap-twice", "quota-0", "quota-1"]
+    assert sorted(results) == sorted(s.id for s in review.scenarios)
+    for copied, solved_as in (("quota-0-then-1", "quota-1"), ("cheap-again", "cheap")):
+        a, b = results[solved_as], results[copied]
+        s = review.scenario(copied)
+        assert (b.name, b.changes, b.fingerprint) == (s.name, s.changes_json(), review.fingerprint(s))
+        assert b.plan == a.plan and b.usd_per_hour == a.usd_per_hour and b.status == a.status == "optimal"
+        workload, catalog = apply_changes(review.workload, review.catalog, s.changes)
+        single = plan(workload, PlanOptions(catalog=catalog)).to_dict()
+        assert b.usd_per_hour == pytest.approx(single["total_price_usd_per_hour"], abs=1e-6)
+        assert b.plan["fleet"] == single["fleet"]
+    assert results["cheap-twice"].usd_per_hour != results["cheap"].usd_per_hour
+    solved.clear()
+    again = by_id(run_review(review, tmp_path, workers=1))  # each copy was stored under its own name
+    assert solved == [] and all(r.resumed for r in again.values())
+    assert again["quota-0-then-1"].plan == results["quota-0-then-1"].plan
+
+
 # ---------------------------------------------------------------- the report
 class _Images(HTMLParser):
     def __init__(self):

@@ -8,6 +8,7 @@ Changes apply in the order listed; later ones see the effect of earlier ones.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -34,6 +35,34 @@ def apply_changes(workload: Workload, catalog: Catalog, changes: Iterable[Change
     if data is not None:
         workload = Workload.model_validate_with_paths(data, prefix="scenario workload")
     return workload, catalog
+
+
+class SolveKeys:
+    """What a scenario solves, as text: two scenarios with the same key get the same
+    workload and catalog from `apply_changes`, hence the same plan - a review solves one
+    and copies its result to the other. Equal when the changed workload's JSON is equal
+    (both validated from equal data) and the catalog changes are the same, in the same
+    order; the base and scenarios that change only the catalog compare among themselves
+    (their workload is the base object, not a validated copy). Conservative: scenarios
+    that reach the same catalog by different changes get different keys."""
+
+    def __init__(self, workload: Workload):
+        self._base = json.dumps(workload.model_dump(mode="json"))
+
+    def key(self, changes: Iterable[Change]) -> str | None:
+        """The scenario's key; None when its changes are invalid (it is solved to say so)."""
+        changes = list(changes)
+        data = json.loads(self._base) if any(c.kind in WORKLOAD_KINDS for c in changes) else None
+        catalog_changes = []
+        try:
+            for i, change in enumerate(changes):
+                if change.kind in WORKLOAD_KINDS:
+                    _apply_to_workload(data, change, f"changes[{i}].{change.kind}")
+                else:
+                    catalog_changes.append(change.model_dump(mode="json", exclude_unset=True, by_alias=True))
+        except InputError:
+            return None
+        return json.dumps([data, catalog_changes], sort_keys=True)
 
 
 # ---------------------------------------------------------------- workload changes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
 from solver.output.result import HOURS_PER_MONTH
 
@@ -52,8 +52,10 @@ class ScenarioResult:
         return self.status in PLANNED
 
     def to_dict(self, with_plan: bool = True) -> dict:
-        d = asdict(self)
-        d.pop("resumed")
+        """The JSON-ready fields. Shallow: the lists and dicts inside are the result's own
+        (plain JSON data already), not copies - a deep copy of the plan (dataclasses.asdict)
+        cost more than solving's bookkeeping; callers add keys, they never edit nested values."""
+        d = {name: getattr(self, name) for name in _SAVED}
         d["usd_per_month"] = self.usd_per_month
         if not with_plan:
             d.pop("plan")
@@ -76,6 +78,7 @@ class ScenarioResult:
         return cls(**kept)
 
 
+_SAVED = tuple(f.name for f in fields(ScenarioResult) if f.name != "resumed")
 _NUMBER = (int, float)
 _OPTIONAL_NUMBER = (int, float, type(None))
 _OPTIONAL_TEXT = (str, type(None))

@@ -8,6 +8,9 @@
 written to DIR/scenarios/<id>.json. Stopping the iteration (or setting `cancel`) stops
 the workers; what finished is kept, so the next run resumes. The report is written
 separately (`solver.review.report.write_report`) from the full list of results.
+
+Scenarios that solve exactly the same workload and catalog (`SolveKeys`) are solved once:
+the others' results are copies, under their own names, yielded right after it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from solver.errors import InputError
+from solver.review.changes import SolveKeys
 from solver.review.execute import BaseCase
 from solver.review.expand import Review
 from solver.review.result import ScenarioResult
@@ -74,9 +78,38 @@ def run_review(review: Review, out_dir: str | Path, *, workers: int | None = Non
         else:
             todo.append(Task(scenario, time_limit, fingerprint))
     base = BaseCase(review.workload, review.catalog)
-    for result in executor.run(base, todo, cancel):
+    # Scenarios that solve the same thing (e.g. a sweep point at the base's value, a quota
+    # set twice) are solved once; the others get a copy of the result under their own names.
+    keys = SolveKeys(review.workload)
+    first: dict[str, Task] = {}
+    copies: dict[str, list[Task]] = {}
+    unique: list[Task] = []
+    for task in todo:
+        key = keys.key(task.scenario.changes)
+        if key is not None and key in first:
+            copies[first[key].scenario.id].append(task)
+        else:
+            unique.append(task)
+            copies[task.scenario.id] = []
+            if key is not None:
+                first[key] = task
+    for result in executor.run(base, unique, cancel):
         store.save(result)
         yield result
+        for task in copies.get(result.id, ()):
+            if cancel is not None and cancel.is_set():
+                return
+            copy = copied_result(result, task)
+            store.save(copy)
+            yield copy
+
+
+def copied_result(result: ScenarioResult, task: Task) -> ScenarioResult:
+    """`result` (of a scenario that solves the same thing) under `task`'s scenario."""
+    s = task.scenario
+    return replace(result, id=s.id, name=s.name, group=s.group, fingerprint=task.fingerprint, sweep=s.sweep,
+                   parameter=s.parameter, value=s.value, relaxes=s.relaxes, service=s.service,
+                   changes=s.changes_json(), description=s.description)
 
 
 def in_review_order(review: Review, results: list[ScenarioResult]) -> list[ScenarioResult]:

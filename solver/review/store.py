@@ -54,7 +54,15 @@ class ResultStore:
     def save(self, result: ScenarioResult) -> Path:
         """Atomically, so a run killed mid-write never leaves a truncated result."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        return write_atomic(self.path(result.id), json.dumps(result.to_dict(), indent=1))
+        return write_atomic(self.path(result.id), result_json(result))
+
+
+def result_json(result: ScenarioResult) -> str:
+    """The result as JSON, one field per line. Each value is encoded compactly, by json's C
+    encoder: an indented dump goes through its pure-Python encoder, about 5 ms a plan, in the
+    process that collects every worker's results."""
+    fields = ",\n ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in result.to_dict().items())
+    return "{\n " + fields + "\n}"
 
 
 def _unusable(path: Path, why: str) -> None:
