@@ -12,6 +12,7 @@ Only protobuf is imported here (no grpc, no solver): the client uses this module
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -44,26 +45,62 @@ def to_message(cls: type[Message], data: dict, where: str = "") -> Message:
     return msg
 
 
+# How each field of a message type is filled, looked up once per type (descriptor
+# attribute reads are slow in upb): name -> (kind, field, absent_as_empty).
+_SCALAR, _FLOAT, _ENUM, _MESSAGE, _REPEATED = range(5)
+_FILL_TABLES: dict[str, dict[str, tuple[int, FieldDescriptor, bool]]] = {}
+
+
+def _fill_table(desc: Descriptor) -> dict[str, tuple[int, FieldDescriptor, bool]]:
+    table = _FILL_TABLES.get(desc.full_name)
+    if table is None:
+        table = {}
+        for f in desc.fields:
+            if f.is_repeated:
+                kind = _REPEATED
+            elif f.type == FieldDescriptor.TYPE_MESSAGE:
+                kind = _MESSAGE
+            elif f.type == FieldDescriptor.TYPE_ENUM:
+                kind = _ENUM
+            elif f.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+                kind = _FLOAT
+            else:
+                kind = _SCALAR
+            table[f.name] = (kind, f, (desc.full_name, f.name) in _ABSENT_AS_EMPTY)
+        _FILL_TABLES[desc.full_name] = table
+    return table
+
+
 def _fill(msg: Message, data: dict, where: str) -> None:
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
-    desc: Descriptor = msg.DESCRIPTOR
+    table = _fill_table(msg.DESCRIPTOR)
     for key, value in data.items():
-        field = desc.fields_by_name.get(key)
-        if field is None:
-            raise ValueError(f"{where}.{key}: no such field in {desc.full_name}")
-        path = f"{where}.{key}"
-        if field.is_repeated:
-            _fill_repeated(msg, field, value, path)
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            if value is None or (value == {} and (desc.full_name, key) in _ABSENT_AS_EMPTY):
+        entry = table.get(key)
+        if entry is None:
+            raise ValueError(f"{where}.{key}: no such field in {msg.DESCRIPTOR.full_name}")
+        kind, field, absent_as_empty = entry
+        if kind == _FLOAT:  # the most common case first; the path is built only for an error
+            if value is None:
+                if not field.has_presence:
+                    raise ValueError(f"{where}.{key}: null for a field that is never null")
+            elif type(value) is float:
+                setattr(msg, key, value)
+            else:
+                setattr(msg, key, _scalar_in(field, value, f"{where}.{key}"))
+        elif kind == _REPEATED:
+            _fill_repeated(msg, field, value, f"{where}.{key}")
+        elif kind == _MESSAGE:
+            if value is None or (absent_as_empty and value == {}):
                 continue
-            _fill(getattr(msg, key), value, path)
+            _fill(getattr(msg, key), value, f"{where}.{key}")
         elif value is None:
             if not field.has_presence:
-                raise ValueError(f"{path}: null for a field that is never null")
+                raise ValueError(f"{where}.{key}: null for a field that is never null")
+        elif kind == _SCALAR:
+            setattr(msg, key, value)
         else:
-            setattr(msg, key, _scalar_in(field, value, path))
+            setattr(msg, key, _scalar_in(field, value, f"{where}.{key}"))
 
 
 def _fill_repeated(msg: Message, field: FieldDescriptor, values: Any, path: str) -> None:
@@ -80,10 +117,12 @@ def _fill_repeated(msg: Message, field: FieldDescriptor, values: Any, path: str)
     if field.type != FieldDescriptor.TYPE_MESSAGE:
         target.extend(_scalar_in(field, v, f"{path}[{i}]") for i, v in enumerate(values))
         return
+    names = None
     for i, v in enumerate(values):
         item = target.add()
         if as_tuples:
-            names = [f.name for f in item.DESCRIPTOR.fields]
+            if names is None:
+                names = [f.name for f in item.DESCRIPTOR.fields]
             if not isinstance(v, (list, tuple)) or len(v) != len(names):
                 raise ValueError(f"{path}[{i}]: expected [{', '.join(names)}]")
             v = dict(zip(names, v))
@@ -106,7 +145,11 @@ def _scalar_in(field: FieldDescriptor, value: Any, path: str) -> Any:
 
 def _enum_prefix(field: FieldDescriptor) -> str:
     """PlanStatus -> "PLAN_STATUS_": the proto style guide's value prefix."""
-    name = field.enum_type.name
+    return _enum_prefix_of(field.enum_type.name)
+
+
+@functools.lru_cache(maxsize=None)
+def _enum_prefix_of(name: str) -> str:
     return "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name)).upper() + "_"
 
 
