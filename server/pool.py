@@ -26,6 +26,7 @@ import itertools
 import multiprocessing
 import multiprocessing.connection
 import os
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -163,15 +164,23 @@ class WorkerPool:
             except (OSError, ValueError) as exc:
                 raise WorkerDied(f"could not hand the job to worker {worker.pid}: {exc}") from None
             # A cancel event with a fileno (server.calls.CallCancel) wakes the wait at once;
-            # a plain threading.Event is looked at every POLL_S.
-            waitables = [worker.conn, cancel] if hasattr(cancel, "fileno") else [worker.conn]
-            timeout = None if len(waitables) == 2 else POLL_S
+            # a plain threading.Event is looked at every POLL_S. One poll object for the
+            # job (multiprocessing.connection.wait builds a selector on every call).
+            conn_fd = worker.conn.fileno()
+            poller = select.poll()
+            poller.register(conn_fd, select.POLLIN)
+            if hasattr(cancel, "fileno"):
+                poller.register(cancel.fileno(), select.POLLIN)
+                timeout_ms = None
+            else:
+                timeout_ms = POLL_S * 1000
             while True:
                 if cancel.is_set():
                     self._stop(worker, job_id, getattr(cancel, "set_at", None))
                     settled = True
                     raise Stopped(worker.stage, worker.stop_how)
-                if worker.conn not in multiprocessing.connection.wait(waitables, timeout):
+                # Any event on the pipe (data, end-of-file, error) means: read it.
+                if not any(fd == conn_fd for fd, _ in poller.poll(timeout_ms)):
                     continue
                 message = self._recv(worker)
                 if message[0] == "progress":
@@ -251,7 +260,9 @@ class WorkerPool:
                 self._busy.add(worker)
                 worker.stage = "start"
                 worker.stop_how = ""
-            if worker.process.is_alive():  # an idle worker may have died (killed from outside, OOM)
+            # An idle worker may have died (killed from outside, OOM): its sentinel is then
+            # readable. Looked at directly, as is_alive() would, without building a selector.
+            if not _readable(worker.process.sentinel) or worker.process.is_alive():
                 return worker
             self._discard(worker, "died")
 
@@ -356,6 +367,13 @@ class WorkerPool:
         if self._metrics is not None:
             self._metrics.workers_started.inc()
         return worker
+
+
+def _readable(fd: int) -> bool:
+    """Whether a file descriptor has something to read (or has reached end-of-file), now."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _reap(process: multiprocessing.Process) -> None:

@@ -127,10 +127,11 @@ def main(conn, cancel_conn, log_level: str | None, nice: int = 0, stage_buf=None
         result = run_job(job, kind, payload, send)
         with state_lock:
             state["job"] = None
-        grown = rss_mib() - baseline_mib
-        if grown > TRIM_ABOVE_MIB:
+        rss = rss_mib()
+        if rss - baseline_mib > TRIM_ABOVE_MIB:
             _give_back_memory()
-        result.rss_mib = rss_mib()
+            rss = rss_mib()
+        result.rss_mib = rss
         try:
             send(("done", job_id, result))
         except (OSError, ValueError):
