@@ -170,31 +170,36 @@ def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], li
     # Provider and region names are matched case-insensitively ("AWS" is aws).
     providers = {p.lower() for p in c.providers} if c.providers else None
     regions = {r.lower() for r in c.regions} if c.regions else None
+    # The constraints read once (a plan filters the whole catalog two or three times).
+    gpus, gpu_types, exclude_gpu_types = catalog.gpus, c.gpu_types, c.exclude_gpu_types
+    allow_consumer, offer_quotas, gpu_quotas = c.allow_consumer_gpus, c.offer_quotas, c.gpu_quotas
+    spot = c.pricing == "spot"
+    tiers = c.allowed_tiers if c.pricing_tiers is not None else None
     for o in catalog.offers:
-        gpu = catalog.gpus[o.gpu]
+        gpu = gpus[o.gpu]
         why = ""
         if providers and o.provider.lower() not in providers:
             why = f"provider {o.provider} not in constraints.providers"
         elif regions and o.region.lower() not in regions:
             why = f"region {o.region} not in constraints.regions"
-        elif c.gpu_types and o.gpu not in c.gpu_types:
+        elif gpu_types and o.gpu not in gpu_types:
             why = f"GPU {o.gpu} not in constraints.gpu_types"
-        elif o.gpu in c.exclude_gpu_types:
+        elif o.gpu in exclude_gpu_types:
             why = f"GPU {o.gpu} in constraints.exclude_gpu_types"
-        elif gpu.consumer and not c.allow_consumer_gpus:
+        elif gpu.consumer and not allow_consumer:
             why = f"{o.gpu} is a consumer GPU (set constraints.allow_consumer_gpus)"
-        elif c.offer_quotas.get(o.id, 1) == 0 or o.available_instances == 0:
+        elif (offer_quotas and offer_quotas.get(o.id, 1) == 0) or o.available_instances == 0:
             why = "quota or availability is 0 instances"
-        elif c.gpu_quotas.get(o.gpu, o.gpus_per_instance) < o.gpus_per_instance:
+        elif gpu_quotas and gpu_quotas.get(o.gpu, o.gpus_per_instance) < o.gpus_per_instance:
             why = f"GPU quota for {o.gpu} is below one instance ({o.gpus_per_instance} GPUs)"
-        elif c.pricing == "spot" and o.spot_price_usd_per_hour is None:
+        elif spot and o.spot_price_usd_per_hour is None:
             why = "no spot price"
-        elif c.pricing_tiers is not None and all(o.tier_price(t) is None for t in c.allowed_tiers):
-            why = f"no price for the allowed tiers ({', '.join(c.allowed_tiers)})"
+        elif tiers is not None and all(o.tier_price(t) is None for t in tiers):
+            why = f"no price for the allowed tiers ({', '.join(tiers)})"
         if why:
             dropped.append((o.id, why))
             continue
-        if c.pricing == "spot":
+        if spot:
             o = o.with_price(o.spot_price_usd_per_hour)
         kept.append(o)
     return kept, dropped
@@ -203,8 +208,13 @@ def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], li
 def offer_limits(workload: Workload, offers: list[Offer]) -> dict[str, int]:
     """Instances available per offer: the tighter of the catalog's availability and the quota."""
     limits: dict[str, int] = {}
+    quotas = workload.constraints.offer_quotas
     for o in offers:
-        bounds = [b for b in (o.available_instances, workload.constraints.offer_quotas.get(o.id)) if b is not None]
-        if bounds:
-            limits[o.id] = min(bounds)
+        available = o.available_instances
+        quota = quotas.get(o.id) if quotas else None
+        if quota is None:
+            if available is not None:
+                limits[o.id] = available
+        else:
+            limits[o.id] = quota if available is None else min(available, quota)
     return limits
