@@ -153,55 +153,90 @@ def _enum_prefix_of(name: str) -> str:
     return "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name)).upper() + "_"
 
 
+# How each field of a message type is read back, in proto field order, looked up once per
+# type: (name, kind, enum field or None, absent_as_empty).
+_D_SCALAR, _D_PRESENCE, _D_MESSAGE, _D_REPEATED, _D_REPEATED_MESSAGE, _D_AS_TUPLES, _D_AS_OBJECT = range(7)
+_DICT_TABLES: dict[str, list[tuple[str, int, FieldDescriptor | None, bool]]] = {}
+_ENUM_OUT: dict[str, dict[int, str | None]] = {}
+
+
+def _dict_table(desc: Descriptor) -> list[tuple[str, int, FieldDescriptor | None, bool]]:
+    table = _DICT_TABLES.get(desc.full_name)
+    if table is None:
+        table = []
+        for f in desc.fields:
+            key = (desc.full_name, f.name)
+            if f.is_repeated:
+                if f.type != FieldDescriptor.TYPE_MESSAGE:
+                    kind = _D_REPEATED
+                else:
+                    kind = (_D_AS_OBJECT if key in _AS_OBJECT else _D_AS_TUPLES if key in _AS_TUPLES
+                            else _D_REPEATED_MESSAGE)
+            elif f.type == FieldDescriptor.TYPE_MESSAGE:
+                kind = _D_MESSAGE
+            elif f.has_presence:
+                kind = _D_PRESENCE
+            else:
+                kind = _D_SCALAR
+            table.append((f.name, kind, f if f.type == FieldDescriptor.TYPE_ENUM else None, key in _ABSENT_AS_EMPTY))
+        _DICT_TABLES[desc.full_name] = table
+    return table
+
+
 def to_dict(msg: Message) -> dict:
     """A proto message -> its JSON-shaped dict, keys in proto field order."""
-    desc = msg.DESCRIPTOR
     out: dict[str, Any] = {}
-    for field in desc.fields:
-        value = getattr(msg, field.name)
-        if field.is_repeated:
-            if field.type == FieldDescriptor.TYPE_MESSAGE:
-                items = [to_dict(v) for v in value]
-                if (desc.full_name, field.name) in _AS_OBJECT:
-                    out[field.name] = dict(tuple(item.values()) for item in items)
-                    continue
-                if (desc.full_name, field.name) in _AS_TUPLES:
-                    items = [list(item.values()) for item in items]
-                out[field.name] = items
+    for name, kind, enum, absent_as_empty in _dict_table(msg.DESCRIPTOR):
+        value = getattr(msg, name)
+        if kind == _D_SCALAR:
+            out[name] = value if enum is None else _scalar_out(enum, value)
+        elif kind == _D_PRESENCE:
+            if not msg.HasField(name):
+                out[name] = None
             else:
-                out[field.name] = [_scalar_out(field, v) for v in value]
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            if msg.HasField(field.name):
-                out[field.name] = to_dict(value)
+                out[name] = value if enum is None else _scalar_out(enum, value)
+        elif kind == _D_MESSAGE:
+            if msg.HasField(name):
+                out[name] = to_dict(value)
             else:
-                out[field.name] = {} if (desc.full_name, field.name) in _ABSENT_AS_EMPTY else None
-        elif field.has_presence and not msg.HasField(field.name):
-            out[field.name] = None
-        else:
-            out[field.name] = _scalar_out(field, value)
+                out[name] = {} if absent_as_empty else None
+        elif kind == _D_REPEATED:
+            out[name] = list(value) if enum is None else [_scalar_out(enum, v) for v in value]
+        elif kind == _D_REPEATED_MESSAGE:
+            out[name] = [to_dict(v) for v in value]
+        elif kind == _D_AS_TUPLES:
+            out[name] = [list(to_dict(v).values()) for v in value]
+        else:  # _D_AS_OBJECT
+            out[name] = dict(tuple(to_dict(v).values()) for v in value)
     return _without_absent_extensions(msg, out)
 
 
+_PLAN_EXTENSIONS = [f.name for f in pb.Plan.DESCRIPTOR.fields if f.number >= _EXTENSION_FROM]
+
+
 def _without_absent_extensions(msg: Message, out: dict) -> dict:
-    desc = msg.DESCRIPTOR
-    if desc.full_name == "fleetplanner.v1.Plan":
-        ext = [f.name for f in desc.fields if f.number >= _EXTENSION_FROM]
+    full_name = msg.DESCRIPTOR.full_name
+    if full_name == "fleetplanner.v1.Plan":
         if not msg.HasField("horizon_hours"):
-            drop = ext
+            drop = _PLAN_EXTENSIONS
         elif not msg.HasField("rollout"):
             drop = ["changes", "rollout"]
         else:
-            drop = []
+            return out
         return {k: v for k, v in out.items() if k not in drop}
-    if desc.full_name == "fleetplanner.v1.Placement" and not msg.HasField("spot"):
+    if full_name == "fleetplanner.v1.Placement" and not msg.HasField("spot"):
         out.pop("spot", None)
     return out
 
 
 def _scalar_out(field: FieldDescriptor, value: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
-        name = field.enum_type.values_by_number[value].name
-        return name[len(_enum_prefix(field)):].lower() if value else None
+        names = _ENUM_OUT.get(field.enum_type.full_name)
+        if names is None:
+            prefix = len(_enum_prefix(field))
+            names = {v.number: v.name[prefix:].lower() if v.number else None for v in field.enum_type.values}
+            _ENUM_OUT[field.enum_type.full_name] = names
+        return names[value]  # KeyError for a number the enum does not name, as values_by_number
     return value
 
 
