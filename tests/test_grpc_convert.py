@@ -192,6 +192,31 @@ def test_gate_waiters_honour_deadline_and_cancel():
     assert gate.waiting == 0 and gate.running == 0
 
 
+def test_gate_admits_waiters_in_arrival_order():
+    # Waiters wake every POLL_S to look at their cancel event; they keep their place meanwhile.
+    gate = SolveGate(max_running=1, max_waiting=5)
+    never, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=lambda: _hold(gate, never, release))
+    holder.start()
+    _until(lambda: gate.running == 1)
+    admitted: list[str] = []
+
+    def wait_then_run(name: str) -> None:
+        with gate.slot(None, never):
+            admitted.append(name)
+
+    waiters = []
+    for i, name in enumerate("abcd"):
+        waiters.append(threading.Thread(target=wait_then_run, args=(name,)))
+        waiters[-1].start()
+        _until(lambda: gate.waiting == i + 1)
+        time.sleep(2.5 * SolveGate.POLL_S)  # the earlier waiters poll meanwhile
+    release.set()
+    for t in [holder, *waiters]:
+        t.join(10)
+    assert admitted == list("abcd") and gate.running == 0 and gate.waiting == 0
+
+
 def _hold(gate: SolveGate, never: threading.Event, release: threading.Event) -> None:
     with gate.slot(None, never):
         release.wait(10)
