@@ -151,11 +151,13 @@ def reference_plan_ms(workload: dict, runs: int = 50) -> tuple[float, float]:
 
 
 def spawn_server(max_concurrent_solves: int, max_queue: int, worker_nice: int = 5) -> tuple[subprocess.Popen, str]:
-    """`solver-cli serve --port 0`; the port comes from its "server.listening" log line."""
+    """`solver-cli serve --port 0`; the port comes from its "server.listening" log line. It
+    runs this interpreter with this environment (PYTHONPATH included), so it serves the
+    same code as `code_under_test()` names."""
     cli = Path(sys.executable).with_name("solver-cli")
     proc = subprocess.Popen([str(cli), "serve", "--port", "0", "--max-concurrent-solves", str(max_concurrent_solves),
                              "--max-queue", str(max_queue), "--worker-nice", str(worker_nice)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     ports: queue.Queue = queue.Queue()
 
     def read_logs() -> None:  # keeps draining the pipe so the server never blocks on its logs
@@ -173,6 +175,16 @@ def spawn_server(max_concurrent_solves: int, max_queue: int, worker_nice: int = 
         proc.kill()
         raise SystemExit("the server did not start; run `solver-cli serve --port 0` to see why")
     return proc, f"127.0.0.1:{port}"
+
+
+def code_under_test() -> str:
+    """The checkout whose server and solver this interpreter imports (an editable install,
+    or PYTHONPATH pointing at another worktree)."""
+    import server
+    import solver
+
+    roots = {str(Path(m.__file__).resolve().parents[1]) for m in (server, solver)}
+    return " + ".join(sorted(roots))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.json:
             print(f"server {target}, {os.cpu_count()} CPUs here, {args.duration_s:g} s per row"
-                  + (f", max {args.max_concurrent_solves} concurrent solves" if proc else ""))
+                  + (f", max {args.max_concurrent_solves} concurrent solves, code in {code_under_test()}" if proc else ""))
             print(f"{'workload':<9}{'clients':>8}{'solves':>8}{'errors':>8}{'solves/s':>10}{'p50 ms':>10}{'p99 ms':>10}"
                   f"{'CPU ms/solve: client':>22}{'server':>8}{'workers':>9}{'load':>7}")
         for name in args.workloads.split(","):
