@@ -175,7 +175,7 @@ def run_job(job: Job, kind: str, payload: tuple, send) -> Result:
         if kind == "solve":
             logs.event("solve.end", status=f.outcome, stage=job.stage_name, error=f.message)
         return Result(None, f, f.outcome, job.stage_name, 0.0)
-    except BaseException as exc:  # e.g. RecursionError is an Exception; this is SystemExit/KeyboardInterrupt
+    except BaseException:  # e.g. RecursionError is an Exception; this is SystemExit/KeyboardInterrupt
         traceback.print_exc()
         os._exit(70)
     finally:
