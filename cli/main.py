@@ -325,9 +325,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _single_threaded_blas() -> None:
+    """NumPy's OpenBLAS starts a thread per core when it loads, and they spin before they
+    sleep: 70-80 ms of a cold `solve`'s wall time (2 cores) for the few small matrix-vector
+    products the queueing model makes. Only for this process's own command line (not for
+    in-process callers of main()), and never over a thread count the caller chose."""
+    if not any(name in os.environ for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is None and args.command == "solve" and not args.server:  # a process of its own, before NumPy loads
+        _single_threaded_blas()
     if args.command not in ("serve", "review"):  # those two shut down their workers themselves
         _exit_on_ctrl_c()
     try:
