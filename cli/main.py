@@ -7,6 +7,7 @@ time limit; 5 cancelled or internal error. Errors never print a traceback.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -113,6 +114,7 @@ def cmd_solve(args) -> int:
         workload = parse_workload(data)
         options = PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
                               on_progress=progress, base_dir=str(Path(args.workload).parent))
+        _resume_collector()
         result = _run_interruptibly(lambda: plan(workload, options))
     except InputError as exc:
         return _input_error(exc, args.format)
@@ -330,9 +332,45 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _single_threaded_blas() -> None:
+    """NumPy's OpenBLAS starts a thread per core when it loads, and they spin before they
+    sleep: 70-80 ms of a cold `solve`'s wall time (2 cores) for the few small matrix-vector
+    products the queueing model makes. Only for this process's own command line (not for
+    in-process callers of main()), and never over a thread count the caller chose."""
+    if not any(name in os.environ for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+_collector_paused = False
+
+
+def _pause_collector() -> None:
+    """No garbage collection while the planner's modules load: each collection would walk
+    the objects the imports leave behind, none of them garbage. Resumed by
+    _resume_collector before planning."""
+    global _collector_paused
+    gc.disable()
+    _collector_paused = True
+
+
+def _resume_collector() -> None:
+    """What exists before planning (modules, the validated workload) lives until exit: it is
+    frozen out of the collector's reach (as the server's forkserver does, server/preload.py),
+    which spares the collections during the solve and at exit from walking it, and
+    collection resumes for what the solve allocates. A no-op unless _pause_collector ran."""
+    global _collector_paused
+    if _collector_paused:
+        _collector_paused = False
+        gc.freeze()
+        gc.enable()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is None and args.command == "solve" and not args.server:  # a process of its own, before NumPy loads
+        _single_threaded_blas()
+        _pause_collector()
     if args.command not in ("serve", "review"):  # those two shut down their workers themselves
         _exit_on_ctrl_c()
     try:

@@ -9,6 +9,7 @@ forking a process with threads (a solver's thread pool) could deadlock the child
 import server.worker  # noqa: F401 - the workers' code and its imports (protobuf, the planner's request reading)
 import solver.optimize.backends.mathopt_backend  # noqa: F401 - OR-Tools: about half a second to import
 import solver.plan  # noqa: F401
+import solver.explain.alternatives  # noqa: F401 - solver.plan imports it only when a plan is explained
 import solver.review  # noqa: F401 - review documents are parsed in workers too
 from solver.catalog import default_catalog
 

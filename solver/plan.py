@@ -20,7 +20,6 @@ from solver.catalog.types import Catalog
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
 from solver.evaluate import evaluate
-from solver.explain.alternatives import alternatives_for
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
@@ -387,6 +386,8 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         if not report.ok:
             raise PlannerError("internal error: the plan failed independent evaluation: " + "; ".join(report.violations))
     if options.explain:
+        from solver.explain.alternatives import alternatives_for  # only for --explain: a cold CLI run skips it
+
         (options.on_stage or (lambda name: None))("explain")
         # One budget for the whole explanation, never past the call's own deadline.
         explain = Stop(options.cancel, min(deadline, time.monotonic() + EXPLAIN_BUDGET_S))

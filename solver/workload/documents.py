@@ -8,41 +8,46 @@ hostile document costs about as much as its text, never more.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from solver.errors import InputError
 from solver.workload import limits
 from solver.workload.files import read_document_file
 from solver.workload.schema import Workload
 
-# libyaml when PyYAML was built with it (about 10x faster, and it caps nesting at 1000
-# levels while scanning); otherwise the pure-Python parser.
-_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+@functools.cache
+def _yaml_loader() -> type:
+    """The YAML loader class, built on first use: PyYAML costs a JSON workload's cold
+    CLI run tens of milliseconds of imports for nothing."""
+    import yaml
 
-class _Loader(_Base):
-    """The safe loader with two changes: YAML 1.1 dates stay strings (`as_of: 2024-05-01`
-    is text, as in JSON), and integer literals are length-bounded before conversion
-    (a base-60 literal such as 1:2:3:... costs quadratic time to convert)."""
+    # libyaml when PyYAML was built with it (about 10x faster, and it caps nesting at 1000
+    # levels while scanning); otherwise the pure-Python parser.
+    _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in _Base.yaml_implicit_resolvers.items()
-    }
+    class _Loader(_Base):
+        """The safe loader with two changes: YAML 1.1 dates stay strings (`as_of: 2024-05-01`
+        is text, as in JSON), and integer literals are length-bounded before conversion
+        (a base-60 literal such as 1:2:3:... costs quadratic time to convert)."""
 
-    def construct_yaml_int(self, node):
-        value = self.construct_scalar(node)
-        if len(value) > limits.MAX_NUMBER_CHARS:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"an integer of {len(value)} characters is too long to be a count", node.start_mark)
-        return super().construct_yaml_int(node)
+        yaml_implicit_resolvers = {
+            first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+            for first, resolvers in _Base.yaml_implicit_resolvers.items()
+        }
 
+        def construct_yaml_int(self, node):
+            value = self.construct_scalar(node)
+            if len(value) > limits.MAX_NUMBER_CHARS:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"an integer of {len(value)} characters is too long to be a count", node.start_mark)
+            return super().construct_yaml_int(node)
 
-_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+    _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+    return _Loader
 
 
 def load_document(path: Path, what: str = "workload") -> Any:
@@ -89,8 +94,10 @@ def _parse_json(text: str, what: str) -> Any:
 
 
 def _parse_yaml(text: str, what: str) -> Any:
+    import yaml
+
     try:
-        loader = _Loader(text)  # libyaml takes UTF-8: text from a caller in this process may not encode
+        loader = _yaml_loader()(text)  # libyaml takes UTF-8: text from a caller in this process may not encode
     except UnicodeEncodeError as exc:
         raise InputError.single(what, f"the text holds a character that is not valid Unicode (U+{ord(text[exc.start]):04X}, "
                                 f"an unpaired surrogate, at position {exc.start}).", "remove it") from None
