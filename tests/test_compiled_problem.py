@@ -82,6 +82,33 @@ def test_warm_cache_gives_identical_plans_measured_profiles(seed):
     assert _outcome(parse_workload(doc), cache) == cold
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_every_process_cache_warm_from_another_workload_gives_identical_plans(seed):
+    """Estimates, setups per query group, queueing models, caps and values under load are
+    kept across plans too (not only the candidate cache): a plan with all of them filled by
+    a variant workload equals one after emptying them all. Half the services state p99, so
+    the lazy caps and their queueing models are in play."""
+    from solver.caches import clear_all
+
+    rng = random.Random(50 + seed)
+    doc = generate(6, 20 + seed)
+    doc["solver"]["time_limit_s"] = 60
+    for i, s in enumerate(doc["services"]):
+        if i % 2 == 0 and s.get("slo"):
+            s["slo"]["percentile"] = 99
+    clear_all()
+    cold = _outcome(parse_workload(doc), CandidateCache())
+    variant = _variant(doc, rng)
+    for s in variant["services"]:
+        if "percentile" in s.get("slo", {}):
+            s["slo"]["percentile"] = 99  # _variant halves every SLO number
+    _outcome(parse_workload(variant), None)
+    warm = _outcome(parse_workload(doc), None)
+    assert warm == cold
+    clear_all()
+    assert _outcome(parse_workload(doc), None) == cold
+
+
 def test_cache_is_bounded():
     from solver.compile.candidates import _Key
 
