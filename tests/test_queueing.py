@@ -160,7 +160,9 @@ def test_two_class_percentile_is_the_quantile_of_the_mixture(h100):
     cdfs = model._cdfs(model._state(rate))
     for metric in Q.METRICS:
         cdf, top = cdfs[metric]
-        grid = np.linspace(0.0, top * 2, 200_001)
+        # Latency's CDF is the costly one ([X, classes, TTFT atoms, TPOT nodes]): a coarser
+        # grid still resolves it far inside the 1 % asked.
+        grid = np.linspace(0.0, top * 2, 40_001 if metric == "latency_ms" else 200_001)
         per_class = cdf(grid)  # [X, K]
         mixture = per_class @ model.share
         for p in Q.PERCENTILES:
