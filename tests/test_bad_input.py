@@ -321,7 +321,7 @@ def test_catalog_parts_that_would_be_ignored_are_refused(tmp_path: Path, catalog
 
 def test_change_costs_without_a_running_fleet_are_refused(tmp_path: Path) -> None:
     w = {"services": [llm_service()], "change_costs": {"add_instance_usd": 1}}
-    assert_bad_input(solve_dict(tmp_path, w), "change_costs", "current_fleet", "an empty list")
+    assert_bad_input(solve_dict(tmp_path, w), "  - change_costs: ", "current_fleet", "an empty list")
     # With a fleet (even an empty one) they are accepted.
     ok = solve_dict(tmp_path, {**w, "current_fleet": []})
     assert ok.returncode == 0, ok.stderr

@@ -130,7 +130,10 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
     if not msg.endswith((".", "?")):
         msg += "."
-    return FieldViolation(_path(tuple(err["loc"]), prefix), msg, fix)
+    loc = tuple(err["loc"])
+    if not loc and root is not None and msg.split(" ", 1)[0] in root.model_fields:
+        loc = (msg.split(" ", 1)[0],)  # a whole-document check about one field: name that field
+    return FieldViolation(_path(loc, prefix), msg, fix)
 
 
 # ---------------------------------------------------------------- models and demand
