@@ -60,7 +60,9 @@ class RayBackend:
             while pending:
                 if cancel is not None and cancel.is_set():
                     break
-                done, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+                # Every result ready within the poll, not one per call: one wait per result
+                # over all pending refs was quadratic in the scenarios.
+                done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_S)
                 for ref in done:
                     if cancel is not None and cancel.is_set():
                         break
