@@ -307,7 +307,7 @@ class ReplicaLoadModel:
     # -- state at a rate
     def _state(self, rate: float) -> "_State":
         N = self.slots
-        grid = np.unique(np.round(np.geomspace(1, N, min(N, 8)))) if N > 1 else np.array([1.0])
+        grid = _sorted_unique(np.round(np.geomspace(1, N, min(N, 8)))) if N > 1 else np.array([1.0])
         tau_grid = self.mean_step(grid, rate)
         ns = np.arange(1, N + 1, dtype=float)
         L = np.interp(ns, grid, self.slot_seconds(grid, rate, tau_grid))  # seconds a request holds its slot
@@ -483,7 +483,7 @@ class ReplicaLoadModel:
         def ttft_atoms():
             if "tq" not in cache:
                 top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
-                grid = np.unique(np.concatenate([np.linspace(0.0, top, 400),
+                grid = _sorted_unique(np.concatenate([np.linspace(0.0, top, 400),
                                                  np.geomspace(max(top * 1e-4, 1e-6), top, 100)]))
                 fk = ttft(grid)  # [G, K]
                 cache["tq"] = np.stack([np.interp(_LAT_MIDS, np.maximum.accumulate(fk[:, k]), grid) for k in range(K)])
@@ -587,6 +587,15 @@ class _TtftParts:
     @property
     def pair_w(self) -> np.ndarray:
         return self.cur_w[:, None] * self.same
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique of a 1-D float array, the same values: without NumPy 2's np.unique, which
+    imports numpy.ma (~15 ms of a cold one-service CLI run) to check for a masked array."""
+    values = np.sort(np.asarray(values, dtype=float).ravel())
+    if len(values) < 2:
+        return values
+    return values[np.concatenate(([True], values[1:] != values[:-1]))]
 
 
 def _check_rate(rate_per_s) -> float:
