@@ -102,11 +102,15 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
         try:
             # The tie-break waits for the round whose plan needs no further cap: an earlier
             # round's plan is only a list of configurations to compute caps for.
-            form, outcome, solution, ties, backend = _cost_solve(problem, backend_name, deadline, stop, options,
-                                                                 timings, t0)
-            if ties_wanted and not pending_keys(problem, {a.config_key for a in solution.assignments}):
+            form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
+                                                           t0)
+            ties = "not needed"
+            used = pending_keys(problem, {a.config_key for a in solution.assignments})
+            if ties_wanted and not used:
                 outcome, solution, ties = _break_ties(form, backend, outcome, solution, deadline, stop, options,
                                                       timings)
+                # Another cheapest plan may use a configuration whose cap is still a bound.
+                used = pending_keys(problem, {a.config_key for a in solution.assignments})
         except InfeasibleError:
             if not has_pending(problem):
                 raise
@@ -127,7 +131,6 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             if unservable:
                 raise InfeasibleError(unservable) from None
             continue
-        used = pending_keys(problem, {a.config_key for a in solution.assignments})
         if not used:
             break
         rounds += 1
@@ -167,7 +170,8 @@ def _serves_at_caps(problem: Problem, solution: Solution) -> bool:
 def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
                  ties_wanted: bool, timings: dict[str, float], t0: float) -> tuple[Formulation, SolveOutcome, Solution, str]:
     """One static hour: greedy warm start and bound, the cost MIP, the tie-break."""
-    form, outcome, solution, ties, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0)
+    form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0)
+    ties = "not needed"
     if ties_wanted:
         outcome, solution, ties = _break_ties(form, backend, outcome, solution, deadline, stop, options, timings)
     return form, outcome, solution, ties
@@ -175,7 +179,7 @@ def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Sto
 
 def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
                 timings: dict[str, float], t0: float):
-    """Greedy warm start and bound, the cost MIP: (form, outcome, solution, "not needed", backend)."""
+    """Greedy warm start and bound, the cost MIP: (form, outcome, solution, backend)."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
     greedy = greedy_solution(problem)
@@ -213,7 +217,7 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
                             f"{form.model.size['integer_variables']} integer variables. To fix: raise the time limit")
     if stop.cancelled:  # a cancel that came as the solver finished: the caller wants no plan now
         stop.check("the cost MIP")
-    return form, outcome, form.solution_from(outcome.values), "not needed", backend
+    return form, outcome, form.solution_from(outcome.values), backend
 
 
 def _break_ties(form: Formulation, backend, outcome: SolveOutcome, solution: Solution, deadline: float, stop: Stop,
