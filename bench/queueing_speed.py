@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from solve_scaling import generate  # noqa: E402
 
 import solver.compile.load_caps as load_caps  # noqa: E402
-import solver.perf.queueing.search as search  # noqa: E402
+from solver.caches import clear_all  # noqa: E402
 from solver.plan import PlanOptions, plan  # noqa: E402
 from solver.workload.documents import parse_workload  # noqa: E402
 
@@ -60,21 +60,11 @@ def with_percentile(doc: dict, p: int = 99) -> dict:
     return d
 
 
-def clear_caches() -> None:
-    load_caps._llm_cap.cache_clear()
-    search.load_model.cache_clear()
-    try:
-        from solver.perf.queueing.contents import _atoms
-        _atoms.cache_clear()
-    except (ImportError, AttributeError):
-        pass
-
-
 def run(doc: dict, repeat: int) -> tuple[float, int, float, float]:
     """Best-of-`repeat` plan, caches cleared: (CPU s, cap calls, CPU s in cap calls, plan price)."""
     best = None
     for _ in range(repeat):
-        clear_caches()
+        clear_all()
         _calls.update(n=0, cpu=0.0)
         workload = parse_workload(doc)
         t0 = time.process_time()
