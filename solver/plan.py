@@ -199,6 +199,13 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
     relative_gap = problem.relative_gap
+    if extra and relative_gap > 0:
+        # To a gap, finding a plan that close is the work: start the MIP from better plans.
+        from solver.optimize.warm_start import warm_starts
+
+        t1 = time.monotonic()
+        extra = warm_starts(form, backend, extra[0], relative_gap, stop, SolveOptions) + extra
+        timings["warm_start_s"] = time.monotonic() - t1
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
                         relative_gap=relative_gap,
                         objective_limit=form.lower_bound * (1 + relative_gap)

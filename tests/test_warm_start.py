@@ -1,0 +1,85 @@
+"""Warm starts for gap-limited pooled solves (solver/optimize/warm_start.py): every hint is
+a plan of the full model, no dearer than the start it improves and never below the proven
+bound; plans solved with them stay within the requested gap of the exact optimum."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from solver.compile.candidates import build_problem
+from solver.compile.resolve import resolve_catalog
+from solver.interrupt import Stop
+from solver.optimize import formulation
+from solver.optimize.backends import SolveOptions, get_backend
+from solver.optimize.service_bounds import bound_plan_values
+from solver.optimize.warm_start import warm_starts
+from solver.plan import PlanOptions, plan
+from solver.workload.documents import parse_workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from solve_scaling import generate  # noqa: E402
+
+
+def _violations(model, values, tol=1e-6):
+    bad = []
+    for i, v in enumerate(model.variables):
+        x = values[i]
+        if x < v.lb - tol or x > v.ub + tol or (v.integer and abs(x - round(x)) > tol):
+            bad.append(v.name)
+    for r in model.rows:
+        lhs = sum(c * values[i] for i, c in r.terms)
+        if lhs < r.lb - tol * max(1.0, abs(r.lb)) or lhs > r.ub + tol * max(1.0, abs(r.ub)):
+            bad.append(r.name)
+    return bad
+
+
+def _cost(model, values):
+    return sum(c * values[i] for i, c in model.objective.items())
+
+
+def _pooled_form(n, seed, monkeypatch):
+    monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+    workload = parse_workload(generate(n, seed))
+    return formulation.build(build_problem(workload, resolve_catalog(workload)))
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_every_warm_start_is_a_plan_no_dearer_than_its_start(seed, monkeypatch):
+    form = _pooled_form(40, seed, monkeypatch)
+    start = bound_plan_values(form, form.service_bounds)
+    assert start is not None and not _violations(form.model, start)
+    hints = warm_starts(form, get_backend("scip"), start, 1e-4, Stop(None, None, None), SolveOptions)
+    assert hints  # these workloads' own best plans leave instances partly filled: packing them is cheaper
+    for values in hints:
+        assert not _violations(form.model, values)
+        assert form.lower_bound - 1e-6 <= _cost(form.model, values) <= _cost(form.model, start) + 1e-9
+    costs = [_cost(form.model, v) for v in hints]
+    assert costs == sorted(costs)  # best first
+
+
+def test_a_cancelled_call_returns_at_once_without_error(monkeypatch):
+    form = _pooled_form(20, 1, monkeypatch)
+    start = bound_plan_values(form, form.service_bounds)
+    cancel = threading.Event()
+    cancel.set()
+    hints = warm_starts(form, get_backend("scip"), start, 1e-4, Stop(cancel, None, None), SolveOptions)
+    for values in hints:
+        assert not _violations(form.model, values)
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_gap_limited_plans_stay_within_the_gap_of_the_exact_optimum(seed, monkeypatch):
+    monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+    doc = generate(40, seed)
+    exact = plan(parse_workload(doc), PlanOptions())
+    doc["solver"]["relative_gap"] = 1e-4
+    loose = plan(parse_workload(doc), PlanOptions())
+    assert exact.status == loose.status == "optimal" and loose.evaluation["ok"]
+    assert "warm_start_s" in loose.solver.timings
+    assert loose.solver.gap is not None and loose.solver.gap <= 1e-4
+    assert exact.total_price_usd_per_hour - 1e-6 <= loose.total_price_usd_per_hour \
+        <= exact.total_price_usd_per_hour * (1 + 1e-4) + 1e-9
