@@ -493,8 +493,10 @@ class ReplicaLoadModel:
 
         def latency(x):
             x = np.asarray(x, dtype=float)[:, None, None, None]  # [X,1,1,1]
-            a = ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :])  # [1,K,Q,H]
-            sd = np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None]
+            if "lat" not in cache:  # independent of x: once per state
+                cache["lat"] = (ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :]),
+                                np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None])  # [1,K,Q,H], [1,K,1,1]
+            a, sd = cache["lat"]
             f = _phi((x - a) / sd)
             return (f * _LAT_W[None, None, :, None] * lat_w.T[None, :, None, :]).sum(axis=(2, 3))
 
