@@ -32,6 +32,7 @@ from solver.compile.compiled import compile_problem
 from solver.compile.load_caps import cap_under_load
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
+from solver.frozen import maker
 from solver.interrupt import NEVER, Stop
 from solver.models.library import ModelArch
 from solver.perf import Calibration, PerfEstimate, PerfQuery, estimate_many
@@ -100,6 +101,11 @@ def _hash_once(obj) -> int:
     return h
 
 
+_new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
+_new_config = maker(Config)
+_new_class = maker(ClassPerf)
+_new_rejection = maker(Rejection)
+
 _QUERY_OBJECTS = ("model", "gpu", "calibration")
 _query_values = attrgetter(*(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS))
 
@@ -138,9 +144,12 @@ class EstimateCache:
         out: list[PerfEstimate | None] = [None] * len(queries)
         missing: dict[_QueryKey, list[int]] = {}
         data = self._data
+        keys: dict[int, _QueryKey] = {}  # by id: builders hand the same query object for equal queries
         with self._lock:
             for i, q in enumerate(queries):
-                key = _QueryKey(q)
+                key = keys.get(id(q))
+                if key is None:
+                    key = keys[id(q)] = _QueryKey(q)
                 e = data.get(key)
                 if e is None:
                     missing.setdefault(key, []).append(i)
@@ -265,6 +274,12 @@ class CandidateBuilder:
         self.rejections: list[Rejection] = []
         self.dominated: list[Config] = []  # pruned; kept for explanations (closest to an SLO)
         self._offer_keys: dict[int, _Key] = {}  # by position in self.offers
+        # Queries made so far, by the identities of their service, model, GPU and calibration
+        # and the values of the rest: offers of one GPU type share most of a service's queries
+        # (a 1-GPU replica on 2-, 4- and 8-GPU instances), so each is made once. `_held`
+        # keeps those objects alive, so that their ids are never reused meanwhile.
+        self._queries: dict[tuple, PerfQuery] = {}
+        self._held: list[tuple] = []
 
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
         """The service's configurations on every offer (pruned of those another of the same
@@ -412,6 +427,8 @@ class _OfferCandidates:
     def _unplannable_profiles(self, sizes: list[int]) -> None:
         """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
         said so (never dropped silently)."""
+        if not self.svc.profiles:
+            return
         offer = self.offer
         odd = sorted({p.gpus_per_replica for p in self.svc.profiles if p.gpu == offer.gpu
                       and p.offer in (None, offer.id) and p.gpus_per_replica not in sizes})
@@ -428,13 +445,15 @@ class _OfferCandidates:
                          f"offers with {g} GPUs per instance")
 
     def _has_profile(self, g: int) -> bool:
-        return any(self._profile_matches(p, g) for p in self.svc.profiles)
+        return bool(self.svc.profiles) and any(self._profile_matches(p, g) for p in self.svc.profiles)
 
     def _profile_matches(self, p: Profile, g: int) -> bool:
         return p.gpu == self.offer.gpu and p.gpus_per_replica == g and p.offer in (None, self.offer.id)
 
     def _measured(self, g: int) -> list[Config]:
         svc, offer = self.svc, self.offer
+        if not svc.profiles and svc.model is not None:
+            return []  # nothing measured, and no rejection to record (an LLM service is estimated)
         out = []
         profiles = [p for p in svc.profiles if self._profile_matches(p, g)]
         for precision in sorted({p.precision for p in profiles}, key=lambda x: x or ""):
@@ -511,7 +530,8 @@ class _OfferCandidates:
                     break
                 band = e.error_band
                 if not e.feasible:
-                    perfs.append(ClassPerf(0.0, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit, e.reason))
+                    perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
+                                            batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
                     continue
                 mem = max(mem or 0.0, e.memory_gib_per_gpu)
                 if svc.size_with_error_band:
@@ -519,10 +539,12 @@ class _OfferCandidates:
                     # slower tokens, fewer requests - as the model checked the SLOs.
                     ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
                     latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
-                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), ttft_hi,
-                                           e.tpot_ms * (1 + e.tpot_error_band), latency_hi, e.batch, e.binding_limit))
+                    perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
+                                            tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
+                                            batch=e.batch, binding_limit=e.binding_limit))
                 else:
-                    perfs.append(ClassPerf(e.requests_per_s, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit))
+                    perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
+                                            latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
             if fail is not None:
                 self._reject(g * span, precision, fail[0], fail[1])
                 continue
@@ -530,8 +552,9 @@ class _OfferCandidates:
                 first = next(c for c in perfs if c.reason)
                 self._reject(g * span, precision, _slo_kind(first.reason) or "latency", first.reason)
                 continue
-            out.append(Config(svc.name, offer.id, g * span, precision, "estimate", tuple(perfs), mem, band,
-                              instances_per_replica=span))
+            out.append(_new_config(service=svc.name, offer_id=offer.id, gpus_per_replica=g * span, precision=precision,
+                                   source="estimate", classes=tuple(perfs), memory_gib_per_gpu=mem, error_band=band,
+                                   instances_per_replica=span))
         return out
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
@@ -551,10 +574,16 @@ class _OfferCandidates:
         return out
 
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
-        svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
+        svc, slo, cal, offer = self.svc, self.svc.slo, self.b.calibration, self.offer
+        key = (id(svc), id(model), id(self.gpu), id(cal), gpus, span, precision, prompt, output, offer.interconnect,
+               self.usable_gib, offer.inter_node_gbs)
+        made = self.b._queries.get(key)
+        if made is not None:
+            return made
+        self.b._held.append((svc, model, self.gpu, cal))
         # size_with_error_band: the model checks the SLOs against the pessimistic end of the
         # band of each estimate's regime (memory- or compute-bound).
-        return PerfQuery(
+        made = self.b._queries[key] = _new_query(
             model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
             usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
@@ -563,9 +592,11 @@ class _OfferCandidates:
             kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
             size_with_error_band=svc.size_with_error_band,
         )
+        return made
 
     def _reject(self, g, precision, kind, reason):
-        self.rejections.append(Rejection(self.svc.name, self.offer.id, self.offer.gpu, g, precision, kind, reason))
+        self.rejections.append(_new_rejection(service=self.svc.name, offer_id=self.offer.id, gpu=self.offer.gpu,
+                                              gpus_per_replica=g, precision=precision, kind=kind, reason=reason))
 
 
 def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE,
