@@ -35,7 +35,7 @@ from solver.compile.pruning import prune_configs, prune_offers, prune_whole_inst
 from solver.frozen import maker
 from solver.interrupt import NEVER, Stop
 from solver.models.library import ModelArch
-from solver.perf import Calibration, PerfEstimate, PerfQuery, estimate_many
+from solver.perf import Calibration, PerfEstimate, PerfQuery, estimate_many, links_read
 from solver.workload.schema import Workload
 
 
@@ -107,17 +107,31 @@ _new_class = maker(ClassPerf)
 _new_rejection = maker(Rejection)
 
 _QUERY_OBJECTS = ("model", "gpu", "calibration")
-_query_values = attrgetter(*(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS))
+_VALUE_FIELDS = tuple(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS)
+_query_values = attrgetter(*_VALUE_FIELDS)
+_INTERCONNECT_AT = _VALUE_FIELDS.index("interconnect")
+_INTER_NODE_AT = _VALUE_FIELDS.index("inter_node_gbs")
+_UNREAD = ("unread",)  # stands for a field the estimate does not read (no query value equals it)
 
 
 class _QueryKey:
-    """A PerfQuery as a dictionary key, hashed once (and cheaply); equal queries, equal keys."""
+    """A PerfQuery as a dictionary key, hashed once (and cheaply). Equal queries have equal
+    keys, and so do queries that differ only in links the estimate does not read
+    (`solver.perf.links_read`): one estimate serves them all, the same bits."""
 
     __slots__ = ("query", "_parts", "_hash")
 
     def __init__(self, q: PerfQuery):
         self.query = q
         values = _query_values(q)
+        tp_link, stage_link = links_read(q)
+        if not (tp_link and stage_link):
+            values = list(values)
+            if not tp_link:
+                values[_INTERCONNECT_AT] = _UNREAD
+            if not stage_link:
+                values[_INTER_NODE_AT] = _UNREAD
+            values = tuple(values)
         self._parts = (q.model, q.gpu, q.calibration, values)  # compared item by item, identity first
         self._hash = hash((_hash_once(q.model), _hash_once(q.gpu), _hash_once(q.calibration), values))
 

@@ -466,6 +466,16 @@ def _stage_link(q: PerfQuery, pp: int) -> tuple[float, float]:
     return PCIE_GBS_PER_DIRECTION.get(gen, 31.5) * 1e9 * cal.link_efficiency, cal.link_latency_us("pcie") * 1e-6
 
 
+def links_read(q: PerfQuery) -> tuple[bool, bool]:
+    """Whether an estimate of `q` reads its interconnect (`_tp_link`: only with tensor
+    parallelism, tp > 1) and its inter-node bandwidth (`_stage_link`: only for pipeline
+    stages on several instances). Queries that differ only in a field that is not read get
+    the same estimate, bit for bit (a 1-GPU replica on a 1-GPU instance and on an 8-GPU
+    NVLink one): the candidate builder's estimate cache asks one of them for all."""
+    tp, pp = parallelism(q)
+    return tp > 1, pp > 1 and q.instances_per_replica > 1
+
+
 def _efficiencies(q: PerfQuery) -> tuple[float, float]:
     """(achieved fraction of datasheet bandwidth, of dense FLOP/s): AMD Instinct GPUs run
     ROCm kernels with their own fitted fractions (docs/performance-model.md, "AMD")."""
