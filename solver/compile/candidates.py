@@ -59,6 +59,17 @@ def replica_sizes(gpus_per_instance: int) -> list[int]:
     return sizes
 
 
+_SIZES: dict[int, tuple[int, ...]] = {}
+
+
+def _replica_sizes(gpus_per_instance: int) -> tuple[int, ...]:
+    """`replica_sizes`, remembered per instance size (asked once per service and offer)."""
+    sizes = _SIZES.get(gpus_per_instance)
+    if sizes is None:
+        sizes = _SIZES[gpus_per_instance] = tuple(replica_sizes(gpus_per_instance))
+    return sizes
+
+
 def _a(n: int) -> str:
     """The article before a number read aloud: "an 8-GPU", "an 11-GPU", "a 6-GPU"."""
     return "an" if str(n).startswith("8") or n in (11, 18) else "a"
@@ -101,6 +112,22 @@ def _hash_once(obj) -> int:
     return h
 
 
+_TRIPLES: dict[tuple[int, int, int], tuple] = {}  # ids -> (model, GPU, calibration, their hashes)
+
+
+def _object_hashes(model, gpu, calibration) -> tuple[int, int, int]:
+    """(_hash_once of each), remembered per triple: thousands of queries share a few."""
+    ids = (id(model), id(gpu), id(calibration))
+    hit = _TRIPLES.get(ids)
+    if hit is not None and hit[0] is model and hit[1] is gpu and hit[2] is calibration:
+        return hit[3]
+    if len(_TRIPLES) >= 4096:
+        _TRIPLES.clear()
+    hashes = (_hash_once(model), _hash_once(gpu), _hash_once(calibration))
+    _TRIPLES[ids] = (model, gpu, calibration, hashes)  # the references keep the ids from being reused
+    return hashes
+
+
 _new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
 _new_config = maker(Config)
 _new_class = maker(ClassPerf)
@@ -124,6 +151,7 @@ class _QueryKey:
     def __init__(self, q: PerfQuery):
         self.query = q
         values = _query_values(q)
+        objects = _object_hashes(q.model, q.gpu, q.calibration)
         tp_link, stage_link = links_read(q)
         if not (tp_link and stage_link):
             values = list(values)
@@ -133,7 +161,7 @@ class _QueryKey:
                 values[_INTER_NODE_AT] = _UNREAD
             values = tuple(values)
         self._parts = (q.model, q.gpu, q.calibration, values)  # compared item by item, identity first
-        self._hash = hash((_hash_once(q.model), _hash_once(q.gpu), _hash_once(q.calibration), values))
+        self._hash = hash((*objects, values))
 
     def __hash__(self) -> int:
         return self._hash
@@ -304,29 +332,32 @@ class CandidateBuilder:
         """`for_service` of each service, with the estimates of all of them made together.
         Rejections and dominated configurations are added in service, then offer, order."""
         rows: list[tuple[ServiceDemand, list]] = []  # per service: per offer, a cached tuple or a _Build
-        builds: dict[tuple, _Build] = {}  # one build per (service key, offer key) missing from the cache
+        # One build per (service key, offer) missing from the cache: by service key, then by
+        # the offer's position (offer keys are per offer: they start with its id).
+        builds: dict[_Key, dict[int, _Build]] = {}
         fresh: list[_Build] = []
         for svc in services:
-            service_key = cached = None
+            self.stop.check("candidate configurations")  # (nothing below runs long: builds run later)
+            service_key = cached = pending = None
             if self.cache is not None and prune:
                 # Pruning inside one offer depends on max_replicas being set (see pruning.py).
                 service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
                 cached = self.cache.service(service_key)
+                pending = builds.setdefault(service_key, {})
             mine: list = []
             for i, offer in enumerate(self.offers):
-                self.stop.check("candidate configurations")
                 found = offer_key = None
                 if cached is not None:
                     offer_key = self._offer_keys.get(i)
                     if offer_key is None or offer_key.value[0] != offer.id:
                         offer_key = self._offer_keys[i] = _Key(_offer_hardware(
                             offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
-                    found = builds.get((service_key, offer_key)) or self.cache.get(cached, offer_key)
+                    found = pending.get(i) or self.cache.get(cached, offer_key)
                 if found is None:
                     found = _Build(_OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), service_key, offer_key)
                     fresh.append(found)
                     if cached is not None:
-                        builds[(service_key, offer_key)] = found
+                        pending[i] = found
                 mine.append(found)
             rows.append((svc, mine))
         self._run(fresh)
@@ -419,17 +450,22 @@ class _OfferCandidates:
         self.gpu = gpu
         self.usable_gib = builder.catalog.usable_memory_gib(offer)
         self.rejections: list[Rejection] = []
+        # What `_query`'s memo key takes from the service and offer (see CandidateBuilder._queries).
+        self._query_key = (id(svc), id(gpu), id(builder.calibration), offer.interconnect, self.usable_gib,
+                           offer.inter_node_gbs)
 
     def build(self) -> Generator[list[PerfQuery], list[PerfEstimate], tuple[tuple[Config, ...], tuple[Rejection, ...]]]:
         """A generator: yields the performance queries it needs, is sent their estimates (a
         list in the same order), and returns (configurations, rejections)."""
         offer, model = self.offer, self.svc.model
         configs: list[Config] = []
-        sizes = replica_sizes(offer.gpus_per_instance)
+        sizes = _replica_sizes(offer.gpus_per_instance)
         plans = {g: self._plan(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
         yield from self._estimate(plans.values())
+        measured = bool(self.svc.profiles) or model is None  # else _measured finds nothing (and says nothing)
         for g in sizes:
-            configs.extend(self._measured(g))
+            if measured:
+                configs.extend(self._measured(g))
             if g in plans:
                 configs.extend(self._estimated(g, 1, plans[g]))
         if model is not None and offer.inter_node_fabric:
@@ -438,7 +474,7 @@ class _OfferCandidates:
         configs = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
         return tuple(configs), tuple(self.rejections)
 
-    def _unplannable_profiles(self, sizes: list[int]) -> None:
+    def _unplannable_profiles(self, sizes: Sequence[int]) -> None:
         """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
         said so (never dropped silently)."""
         if not self.svc.profiles:
@@ -588,12 +624,11 @@ class _OfferCandidates:
         return out
 
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
-        svc, slo, cal, offer = self.svc, self.svc.slo, self.b.calibration, self.offer
-        key = (id(svc), id(model), id(self.gpu), id(cal), gpus, span, precision, prompt, output, offer.interconnect,
-               self.usable_gib, offer.inter_node_gbs)
+        key = (self._query_key, id(model), gpus, span, precision, prompt, output)
         made = self.b._queries.get(key)
         if made is not None:
             return made
+        svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
         self.b._held.append((svc, model, self.gpu, cal))
         # size_with_error_band: the model checks the SLOs against the pessimistic end of the
         # band of each estimate's regime (memory- or compute-bound).
