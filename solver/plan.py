@@ -17,6 +17,7 @@ from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
 from solver.compile.load_caps import at_load
 from solver.catalog.types import Catalog
+from solver.collector import paused as collector_paused
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
 from solver.evaluate import evaluate
@@ -61,6 +62,11 @@ class PlanOptions:
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
+    with collector_paused():  # a plan makes ~10^5 long-lived objects and next to no cycles
+        return _plan(workload, options)
+
+
+def _plan(workload: Workload, options: PlanOptions | None) -> PlanResult:
     options = options or PlanOptions()
     t0 = time.monotonic()
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)

@@ -32,9 +32,10 @@ from solver.compile.compiled import compile_problem
 from solver.compile.load_caps import cap_under_load
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
+from solver.frozen import maker
 from solver.interrupt import NEVER, Stop
 from solver.models.library import ModelArch
-from solver.perf import Calibration, PerfEstimate, PerfQuery, estimate_many
+from solver.perf import Calibration, PerfEstimate, PerfQuery, estimate_many, links_read
 from solver.workload.schema import Workload
 
 
@@ -55,6 +56,17 @@ def replica_sizes(gpus_per_instance: int) -> list[int]:
         g *= 2
     if sizes[-1] != gpus_per_instance:
         sizes.append(gpus_per_instance)
+    return sizes
+
+
+_SIZES: dict[int, tuple[int, ...]] = {}
+
+
+def _replica_sizes(gpus_per_instance: int) -> tuple[int, ...]:
+    """`replica_sizes`, remembered per instance size (asked once per service and offer)."""
+    sizes = _SIZES.get(gpus_per_instance)
+    if sizes is None:
+        sizes = _SIZES[gpus_per_instance] = tuple(replica_sizes(gpus_per_instance))
     return sizes
 
 
@@ -100,20 +112,56 @@ def _hash_once(obj) -> int:
     return h
 
 
+_TRIPLES: dict[tuple[int, int, int], tuple] = {}  # ids -> (model, GPU, calibration, their hashes)
+
+
+def _object_hashes(model, gpu, calibration) -> tuple[int, int, int]:
+    """(_hash_once of each), remembered per triple: thousands of queries share a few."""
+    ids = (id(model), id(gpu), id(calibration))
+    hit = _TRIPLES.get(ids)
+    if hit is not None and hit[0] is model and hit[1] is gpu and hit[2] is calibration:
+        return hit[3]
+    if len(_TRIPLES) >= 4096:
+        _TRIPLES.clear()
+    hashes = (_hash_once(model), _hash_once(gpu), _hash_once(calibration))
+    _TRIPLES[ids] = (model, gpu, calibration, hashes)  # the references keep the ids from being reused
+    return hashes
+
+
+_new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
+_new_config = maker(Config)
+_new_class = maker(ClassPerf)
+_new_rejection = maker(Rejection)
+
 _QUERY_OBJECTS = ("model", "gpu", "calibration")
-_query_values = attrgetter(*(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS))
+_VALUE_FIELDS = tuple(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS)
+_query_values = attrgetter(*_VALUE_FIELDS)
+_INTERCONNECT_AT = _VALUE_FIELDS.index("interconnect")
+_INTER_NODE_AT = _VALUE_FIELDS.index("inter_node_gbs")
+_UNREAD = ("unread",)  # stands for a field the estimate does not read (no query value equals it)
 
 
 class _QueryKey:
-    """A PerfQuery as a dictionary key, hashed once (and cheaply); equal queries, equal keys."""
+    """A PerfQuery as a dictionary key, hashed once (and cheaply). Equal queries have equal
+    keys, and so do queries that differ only in links the estimate does not read
+    (`solver.perf.links_read`): one estimate serves them all, the same bits."""
 
     __slots__ = ("query", "_parts", "_hash")
 
     def __init__(self, q: PerfQuery):
         self.query = q
         values = _query_values(q)
+        objects = _object_hashes(q.model, q.gpu, q.calibration)
+        tp_link, stage_link = links_read(q)
+        if not (tp_link and stage_link):
+            values = list(values)
+            if not tp_link:
+                values[_INTERCONNECT_AT] = _UNREAD
+            if not stage_link:
+                values[_INTER_NODE_AT] = _UNREAD
+            values = tuple(values)
         self._parts = (q.model, q.gpu, q.calibration, values)  # compared item by item, identity first
-        self._hash = hash((_hash_once(q.model), _hash_once(q.gpu), _hash_once(q.calibration), values))
+        self._hash = hash((*objects, values))
 
     def __hash__(self) -> int:
         return self._hash
@@ -138,9 +186,12 @@ class EstimateCache:
         out: list[PerfEstimate | None] = [None] * len(queries)
         missing: dict[_QueryKey, list[int]] = {}
         data = self._data
+        keys: dict[int, _QueryKey] = {}  # by id: builders hand the same query object for equal queries
         with self._lock:
             for i, q in enumerate(queries):
-                key = _QueryKey(q)
+                key = keys.get(id(q))
+                if key is None:
+                    key = keys[id(q)] = _QueryKey(q)
                 e = data.get(key)
                 if e is None:
                     missing.setdefault(key, []).append(i)
@@ -265,6 +316,12 @@ class CandidateBuilder:
         self.rejections: list[Rejection] = []
         self.dominated: list[Config] = []  # pruned; kept for explanations (closest to an SLO)
         self._offer_keys: dict[int, _Key] = {}  # by position in self.offers
+        # Queries made so far, by the identities of their service, model, GPU and calibration
+        # and the values of the rest: offers of one GPU type share most of a service's queries
+        # (a 1-GPU replica on 2-, 4- and 8-GPU instances), so each is made once. `_held`
+        # keeps those objects alive, so that their ids are never reused meanwhile.
+        self._queries: dict[tuple, PerfQuery] = {}
+        self._held: list[tuple] = []
 
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
         """The service's configurations on every offer (pruned of those another of the same
@@ -275,29 +332,32 @@ class CandidateBuilder:
         """`for_service` of each service, with the estimates of all of them made together.
         Rejections and dominated configurations are added in service, then offer, order."""
         rows: list[tuple[ServiceDemand, list]] = []  # per service: per offer, a cached tuple or a _Build
-        builds: dict[tuple, _Build] = {}  # one build per (service key, offer key) missing from the cache
+        # One build per (service key, offer) missing from the cache: by service key, then by
+        # the offer's position (offer keys are per offer: they start with its id).
+        builds: dict[_Key, dict[int, _Build]] = {}
         fresh: list[_Build] = []
         for svc in services:
-            service_key = cached = None
+            self.stop.check("candidate configurations")  # (nothing below runs long: builds run later)
+            service_key = cached = pending = None
             if self.cache is not None and prune:
                 # Pruning inside one offer depends on max_replicas being set (see pruning.py).
                 service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
                 cached = self.cache.service(service_key)
+                pending = builds.setdefault(service_key, {})
             mine: list = []
             for i, offer in enumerate(self.offers):
-                self.stop.check("candidate configurations")
                 found = offer_key = None
                 if cached is not None:
                     offer_key = self._offer_keys.get(i)
                     if offer_key is None or offer_key.value[0] != offer.id:
                         offer_key = self._offer_keys[i] = _Key(_offer_hardware(
                             offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
-                    found = builds.get((service_key, offer_key)) or self.cache.get(cached, offer_key)
+                    found = pending.get(i) or self.cache.get(cached, offer_key)
                 if found is None:
                     found = _Build(_OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), service_key, offer_key)
                     fresh.append(found)
                     if cached is not None:
-                        builds[(service_key, offer_key)] = found
+                        pending[i] = found
                 mine.append(found)
             rows.append((svc, mine))
         self._run(fresh)
@@ -390,17 +450,22 @@ class _OfferCandidates:
         self.gpu = gpu
         self.usable_gib = builder.catalog.usable_memory_gib(offer)
         self.rejections: list[Rejection] = []
+        # What `_query`'s memo key takes from the service and offer (see CandidateBuilder._queries).
+        self._query_key = (id(svc), id(gpu), id(builder.calibration), offer.interconnect, self.usable_gib,
+                           offer.inter_node_gbs)
 
     def build(self) -> Generator[list[PerfQuery], list[PerfEstimate], tuple[tuple[Config, ...], tuple[Rejection, ...]]]:
         """A generator: yields the performance queries it needs, is sent their estimates (a
         list in the same order), and returns (configurations, rejections)."""
         offer, model = self.offer, self.svc.model
         configs: list[Config] = []
-        sizes = replica_sizes(offer.gpus_per_instance)
+        sizes = _replica_sizes(offer.gpus_per_instance)
         plans = {g: self._plan(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
         yield from self._estimate(plans.values())
+        measured = bool(self.svc.profiles) or model is None  # else _measured finds nothing (and says nothing)
         for g in sizes:
-            configs.extend(self._measured(g))
+            if measured:
+                configs.extend(self._measured(g))
             if g in plans:
                 configs.extend(self._estimated(g, 1, plans[g]))
         if model is not None and offer.inter_node_fabric:
@@ -409,9 +474,11 @@ class _OfferCandidates:
         configs = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
         return tuple(configs), tuple(self.rejections)
 
-    def _unplannable_profiles(self, sizes: list[int]) -> None:
+    def _unplannable_profiles(self, sizes: Sequence[int]) -> None:
         """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
         said so (never dropped silently)."""
+        if not self.svc.profiles:
+            return
         offer = self.offer
         odd = sorted({p.gpus_per_replica for p in self.svc.profiles if p.gpu == offer.gpu
                       and p.offer in (None, offer.id) and p.gpus_per_replica not in sizes})
@@ -428,13 +495,15 @@ class _OfferCandidates:
                          f"offers with {g} GPUs per instance")
 
     def _has_profile(self, g: int) -> bool:
-        return any(self._profile_matches(p, g) for p in self.svc.profiles)
+        return bool(self.svc.profiles) and any(self._profile_matches(p, g) for p in self.svc.profiles)
 
     def _profile_matches(self, p: Profile, g: int) -> bool:
         return p.gpu == self.offer.gpu and p.gpus_per_replica == g and p.offer in (None, self.offer.id)
 
     def _measured(self, g: int) -> list[Config]:
         svc, offer = self.svc, self.offer
+        if not svc.profiles and svc.model is not None:
+            return []  # nothing measured, and no rejection to record (an LLM service is estimated)
         out = []
         profiles = [p for p in svc.profiles if self._profile_matches(p, g)]
         for precision in sorted({p.precision for p in profiles}, key=lambda x: x or ""):
@@ -511,7 +580,8 @@ class _OfferCandidates:
                     break
                 band = e.error_band
                 if not e.feasible:
-                    perfs.append(ClassPerf(0.0, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit, e.reason))
+                    perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
+                                            batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
                     continue
                 mem = max(mem or 0.0, e.memory_gib_per_gpu)
                 if svc.size_with_error_band:
@@ -519,10 +589,12 @@ class _OfferCandidates:
                     # slower tokens, fewer requests - as the model checked the SLOs.
                     ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
                     latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
-                    perfs.append(ClassPerf(e.requests_per_s / (1 + e.error_band), ttft_hi,
-                                           e.tpot_ms * (1 + e.tpot_error_band), latency_hi, e.batch, e.binding_limit))
+                    perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
+                                            tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
+                                            batch=e.batch, binding_limit=e.binding_limit))
                 else:
-                    perfs.append(ClassPerf(e.requests_per_s, e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit))
+                    perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
+                                            latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
             if fail is not None:
                 self._reject(g * span, precision, fail[0], fail[1])
                 continue
@@ -530,8 +602,9 @@ class _OfferCandidates:
                 first = next(c for c in perfs if c.reason)
                 self._reject(g * span, precision, _slo_kind(first.reason) or "latency", first.reason)
                 continue
-            out.append(Config(svc.name, offer.id, g * span, precision, "estimate", tuple(perfs), mem, band,
-                              instances_per_replica=span))
+            out.append(_new_config(service=svc.name, offer_id=offer.id, gpus_per_replica=g * span, precision=precision,
+                                   source="estimate", classes=tuple(perfs), memory_gib_per_gpu=mem, error_band=band,
+                                   instances_per_replica=span))
         return out
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
@@ -551,10 +624,15 @@ class _OfferCandidates:
         return out
 
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
+        key = (self._query_key, id(model), gpus, span, precision, prompt, output)
+        made = self.b._queries.get(key)
+        if made is not None:
+            return made
         svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
+        self.b._held.append((svc, model, self.gpu, cal))
         # size_with_error_band: the model checks the SLOs against the pessimistic end of the
         # band of each estimate's regime (memory- or compute-bound).
-        return PerfQuery(
+        made = self.b._queries[key] = _new_query(
             model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
             usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
@@ -563,9 +641,11 @@ class _OfferCandidates:
             kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
             size_with_error_band=svc.size_with_error_band,
         )
+        return made
 
     def _reject(self, g, precision, kind, reason):
-        self.rejections.append(Rejection(self.svc.name, self.offer.id, self.offer.gpu, g, precision, kind, reason))
+        self.rejections.append(_new_rejection(service=self.svc.name, offer_id=self.offer.id, gpu=self.offer.gpu,
+                                              gpus_per_replica=g, precision=precision, kind=kind, reason=reason))
 
 
 def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE,

@@ -13,7 +13,6 @@ No pydantic, no OR-Tools here.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, replace
 
 from solver.catalog.types import Offer
@@ -31,6 +30,23 @@ class ClassPerf:
     batch: int | None = None
     binding_limit: str = ""
     reason: str = ""  # why this class cannot be served here (SLO miss), if throughput == 0
+
+
+class _computed_once:
+    """A property computed on first read and kept in the instance's __dict__ (which then
+    answers every later read): functools.cached_property without its per-read lock and
+    checks, for a frozen dataclass read on hot paths."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 @dataclass(frozen=True)
@@ -51,7 +67,7 @@ class Config:
     # for configurations a plan uses. Never dominates another in pruning while set.
     pending_cap: tuple | None = field(default=None, compare=False)
 
-    @functools.cached_property  # read millions of times by pruning and model building
+    @_computed_once  # read millions of times by pruning and model building
     def key(self) -> str:
         span = f"x{self.instances_per_replica}inst" if self.instances_per_replica > 1 else ""
         return f"{self.service}@{self.offer_id}:{self.gpus_per_replica}gpu{span}:{self.precision or 'measured'}"

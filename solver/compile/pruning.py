@@ -97,11 +97,21 @@ def prune_configs(configs: list[Config], demand: ServiceDemand) -> list[Config]:
     """Keep configurations not dominated by another on the same offer (deterministic ties)."""
     if demand.max_replicas is not None:
         return configs  # swapping one replica for several could break max_replicas
-    by_offer: dict[str, list[Config]] = defaultdict(list)
-    for c in configs:
-        by_offer[c.offer_id].append(c)
+    if len(configs) < 2:
+        return list(configs)  # nothing to compare (most offers of a service: one or no configuration)
+    first = configs[0].offer_id
+    if all(c.offer_id == first for c in configs):
+        groups = [list(configs)]  # the candidate builder prunes one offer at a time
+    else:
+        by_offer: dict[str, list[Config]] = defaultdict(list)
+        for c in configs:
+            by_offer[c.offer_id].append(c)
+        groups = list(by_offer.values())
     kept: list[Config] = []
-    for group in by_offer.values():
+    for group in groups:
+        if len(group) == 1:
+            kept.append(group[0])
+            continue
         # Prefer fewer GPUs, then more throughput, then a stable key, so ties go one way.
         group.sort(key=lambda c: (c.gpus_per_replica, -sum(x.throughput for x in c.classes), c.key))
         survivors: list[Config] = []

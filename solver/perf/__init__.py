@@ -8,6 +8,6 @@ Override constants per workload with `Calibration.from_overrides({...})`.
 """
 
 from solver.perf.api import Calibration, PerfEstimate, PerfQuery
-from solver.perf.llm import estimate, estimate_many, memory_budget
+from solver.perf.llm import estimate, estimate_many, links_read, memory_budget
 
-__all__ = ["PerfEstimate", "PerfQuery", "Calibration", "estimate", "estimate_many", "memory_budget"]
+__all__ = ["PerfEstimate", "PerfQuery", "Calibration", "estimate", "estimate_many", "links_read", "memory_budget"]

@@ -61,6 +61,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Sequence
 
+from solver.frozen import maker
 from solver.perf import calibration as _fit
 from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
 
@@ -465,6 +466,16 @@ def _stage_link(q: PerfQuery, pp: int) -> tuple[float, float]:
     return PCIE_GBS_PER_DIRECTION.get(gen, 31.5) * 1e9 * cal.link_efficiency, cal.link_latency_us("pcie") * 1e-6
 
 
+def links_read(q: PerfQuery) -> tuple[bool, bool]:
+    """Whether an estimate of `q` reads its interconnect (`_tp_link`: only with tensor
+    parallelism, tp > 1) and its inter-node bandwidth (`_stage_link`: only for pipeline
+    stages on several instances). Queries that differ only in a field that is not read get
+    the same estimate, bit for bit (a 1-GPU replica on a 1-GPU instance and on an 8-GPU
+    NVLink one): the candidate builder's estimate cache asks one of them for all."""
+    tp, pp = parallelism(q)
+    return tp > 1, pp > 1 and q.instances_per_replica > 1
+
+
 def _efficiencies(q: PerfQuery) -> tuple[float, float]:
     """(achieved fraction of datasheet bandwidth, of dense FLOP/s): AMD Instinct GPUs run
     ROCm kernels with their own fitted fractions (docs/performance-model.md, "AMD")."""
@@ -506,6 +517,9 @@ def _layer_overhead_us(q: PerfQuery) -> tuple[float, float]:
     return cal.graph_layer_overhead_us, cal.layer_overhead_us
 
 
+_new_setup = maker(_Setup)  # _Setup(**fields), made faster (one per query group)
+
+
 def _setup(q: PerfQuery) -> _Setup:
     m, cal, gpu = q.model, q.calibration, q.gpu
     tp, pp = parallelism(q)
@@ -526,7 +540,7 @@ def _setup(q: PerfQuery) -> _Setup:
     heads_per_gpu = m.attention_heads / tp
     link_bw, traffic, ar_latency = _tp_link(q, tp)
     stage_bw, stage_latency = _stage_link(q, pp)
-    return _Setup(
+    return _new_setup(
         tp=tp, pp=pp, layers=m.layers / pp,
         dense_weight_bytes=(total_bytes - expert_bytes) * per_gpu,
         expert_weight_bytes=expert_bytes * per_gpu,
@@ -901,7 +915,7 @@ def estimate_many(queries: Sequence[PerfQuery]) -> list[PerfEstimate]:
     shared = _Shared(queries)
     for i, why in enumerate(shared.unsupported):
         if why:
-            out[i] = PerfEstimate(False, why, "unsupported", **_bands(queries[i]))
+            out[i] = _new_estimate(feasible=False, reason=why, reason_kind="unsupported", **_bands(queries[i]))
     ok = [i for i, why in enumerate(shared.unsupported) if not why]
     if ok:
         s, mem, a = shared.arrays(ok)
@@ -967,6 +981,11 @@ class _Group:
 GROUPS = _GroupCache()
 
 
+_SETUP_FIELDS = tuple(f.name for f in fields(_Setup))
+_SETUP_VALUES = attrgetter(*_SETUP_FIELDS)
+_POLICY_VALUES = attrgetter(*(f.name for f in fields(EnginePolicy)))
+
+
 class _Shared:
     """Queries grouped by what their setup depends on: setups, memory budgets and the
     unsupported check once per group (`GROUPS` keeps them across calls), gathered into
@@ -1000,10 +1019,11 @@ class _Shared:
         def column(values):
             return np.array(values)[at]
 
-        setups = [p[0] for p in parts]
-        s = _Setup(**{f.name: column([getattr(u, f.name) for u in setups]) for f in fields(_Setup)})
+        # Per field, its values over the groups: the groups' rows transposed.
+        setups = list(zip(*(_SETUP_VALUES(p[0]) for p in parts)))
+        s = _Setup(**{name: column(values) for name, values in zip(_SETUP_FIELDS, setups)})
         budgets = [p[1] for p in parts]
-        policy = EnginePolicy(*(column([getattr(b.policy, f.name) for b in budgets]) for f in fields(EnginePolicy)))
+        policy = EnginePolicy(*(column(values) for values in zip(*(_POLICY_VALUES(b.policy) for b in budgets))))
         factors = [p[2] for p in parts]
         tokens = np.array([q.prompt_tokens + q.output_tokens for q in queries])
         static = np.array([q.batching == "static" for q in queries])
@@ -1064,12 +1084,12 @@ def _estimates(queries: list[PerfQuery], s: _Setup, mem: MemoryBudget, a: _Ask) 
     for i, q in enumerate(queries):
         if not fits[i]:
             need, room, fraction, memory_gib, kv = next(too_big)
-            out.append(PerfEstimate(
-                False, f"does not fit in VRAM: needs ~{need:.1f} GiB per GPU ({weights[i]:.1f} GiB weights) at "
+            out.append(_new_estimate(
+                feasible=False, reason=f"does not fit in VRAM: needs ~{need:.1f} GiB per GPU ({weights[i]:.1f} GiB weights) at "
                 f"{q.precision} with {q.gpus_per_replica} GPU(s) per replica; {q.engine} at memory fraction "
                 f"{fraction:g} of {memory_gib:.1f} GiB leaves {f'{room:.1f} GiB' if room > 0 else 'no room'} for the "
                 f"KV cache, one sequence needs {kv:.2f} GiB",
-                "vram", memory_gib_per_gpu=need, weights_gib_per_gpu=weights[i], binding_limit="vram",
+                reason_kind="vram", memory_gib_per_gpu=need, weights_gib_per_gpu=weights[i], binding_limit="vram",
                 max_batch_vram=0, tensor_parallel=tp[i], pipeline_stages=pp[i], **_bands(q)))
             continue
         (batch, used, ttft, tpot, latency, rps, tokens_per_s, limit_, most, kv_gib, bound, band, ttft_band, tpot_band,
@@ -1084,7 +1104,7 @@ def _estimates(queries: list[PerfQuery], s: _Setup, mem: MemoryBudget, a: _Ask) 
             slo = (q.ttft_slo_ms, q.tpot_slo_ms, q.latency_slo_ms)[kind_ - 1]
             reason = (f"misses the {_SLO_LABELS[kind_]} SLO: {value_:.1f} ms{margin} > {slo:g} ms "
                       f"even at batch {batch}")
-        out.append(PerfEstimate(
+        out.append(_new_estimate(
             feasible=feasible, reason=reason, reason_kind=_KINDS[kind_], batch=batch, memory_gib_per_gpu=used,
             weights_gib_per_gpu=weights[i], ttft_ms=ttft, tpot_ms=tpot, latency_ms=latency,
             requests_per_s=rps if feasible else 0.0, output_tokens_per_s=tokens_per_s if feasible else 0.0,
@@ -1092,6 +1112,9 @@ def _estimates(queries: list[PerfQuery], s: _Setup, mem: MemoryBudget, a: _Ask) 
             tensor_parallel=tp[i], pipeline_stages=pp[i], error_band=band, ttft_error_band=ttft_band,
             tpot_error_band=tpot_band))
     return out
+
+
+_new_estimate = maker(PerfEstimate)  # PerfEstimate(**fields), made faster (thousands per plan)
 
 
 def _all(a) -> bool:
