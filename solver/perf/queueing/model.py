@@ -465,8 +465,12 @@ class ReplicaLoadModel:
         def ttft(x):  # x: [X] seconds -> [X, K]
             x = np.asarray(x, dtype=float)[:, None, None, None]
             s = tp.own0[None]  # [1,K,C,A]
-            u = np.clip((x - s) / tp.cur_d[None, None, :, None], 0.0, 1.0)
-            nowait = (u * tp.pair_w[None, None]).sum(axis=(2, 3))
+            # clip((x - s) / cur_d, 0, 1) * pair_w, in place (the same operations, bit for bit)
+            u = x - s
+            u /= tp.cur_d[None, None, :, None]
+            np.clip(u, 0.0, 1.0, out=u)
+            u *= tp.pair_w[None, None]
+            nowait = u.sum(axis=(2, 3))
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
             waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
@@ -493,10 +497,17 @@ class ReplicaLoadModel:
 
         def latency(x):
             x = np.asarray(x, dtype=float)[:, None, None, None]  # [X,1,1,1]
-            a = ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :])  # [1,K,Q,H]
-            sd = np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None]
-            f = _phi((x - a) / sd)
-            return (f * _LAT_W[None, None, :, None] * lat_w.T[None, :, None, :]).sum(axis=(2, 3))
+            if "lat" not in cache:  # what does not depend on x, once per distribution
+                cache["lat"] = (ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :]),
+                                np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None])  # [1,K,Q,H], [1,K,1,1]
+            a, sd = cache["lat"]
+            # _phi((x - a) / sd) * _LAT_W * lat_w, in place (the same operations, bit for bit)
+            f = x - a
+            f /= sd
+            f = _phi(f)
+            f *= _LAT_W[None, None, :, None]
+            f *= lat_w.T[None, :, None, :]
+            return f.sum(axis=(2, 3))
 
         top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0 if need_ttft else 0.0
         top_tpot = float(tau_life.max() + 8.0 * sd_fast.max()) + 1e-6 if need_tpot else 0.0

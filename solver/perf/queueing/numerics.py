@@ -93,10 +93,35 @@ def _compress_rows(values: np.ndarray, weights: np.ndarray, rows: np.ndarray, bi
 def _phi(z):
     """Standard normal CDF (Abramowitz-Stegun 7.1.26 erf, |error| < 1.5e-7)."""
     z = np.asarray(z, dtype=float)
-    x = np.abs(z) / _SQRT2
-    t = 1.0 / (1.0 + 0.3275911 * x)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-x * x)
-    return 0.5 * (1.0 + np.sign(z) * y)
+    # In place, operation for operation the same as
+    #   x = |z| / sqrt2;  t = 1 / (1 + 0.3275911 x)
+    #   y = 1 - (((((1.061405429 t - 1.453152027) t) + 1.421413741) t - 0.284496736) t + 0.254829592) t exp(-x x)
+    #   0.5 (1 + sign(z) y)
+    # (bit for bit: each step is the same IEEE operation; only the temporary arrays go).
+    x = np.abs(z)
+    x /= _SQRT2
+    t = x * 0.3275911
+    t += 1.0
+    np.divide(1.0, t, out=t)
+    y = t * 1.061405429
+    y -= 1.453152027
+    y *= t
+    y += 1.421413741
+    y *= t
+    y -= 0.284496736
+    y *= t
+    y += 0.254829592
+    y *= t
+    np.multiply(x, x, out=x)
+    np.negative(x, out=x)  # -x x: (-x) x and -(x x) are the same number
+    np.exp(x, out=x)
+    y *= x
+    np.subtract(1.0, y, out=y)
+    out = np.sign(z)
+    out *= y
+    out += 1.0
+    out *= 0.5
+    return out
 
 
 def _mixture_quantile(dist, share: np.ndarray, p: float) -> float:
