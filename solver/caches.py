@@ -12,11 +12,13 @@ from __future__ import annotations
 def clear_all() -> None:
     """Empty every process-wide cache of the planner (the default catalog stays loaded)."""
     from solver.compile import load_caps
+    from solver.compile import candidates
     from solver.compile.candidates import ESTIMATES, SHARED_CACHE
     from solver.perf.llm import GROUPS
     from solver.perf.queueing import contents, search
 
     SHARED_CACHE.clear()
+    candidates._HARDWARE_IDS.clear()
     ESTIMATES.clear()
     GROUPS.clear()
     load_caps._llm_cap.cache_clear()

@@ -194,20 +194,20 @@ class _Key:
 
 
 class CandidateCache:
-    """service performance key -> offer hardware key -> that pair's pruned configurations,
-    rejections and dominated configurations. Two levels, so a service's (large) key is
-    compared once per service, not once per offer. Bounded in (service, offer) entries:
-    when full, the services cached first are dropped until half the room is free (dicts
-    keep insertion order, so hits cost no bookkeeping). Thread-safe."""
+    """service performance key -> offer hardware key (an int: `_hardware_id`) -> that
+    pair's pruned configurations, rejections and dominated configurations. Two levels, so
+    a service's (large) key is compared once per service, not once per offer. Bounded in
+    (service, offer) entries: when full, the services cached first are dropped until half
+    the room is free (dicts keep insertion order, so hits cost no bookkeeping). Thread-safe."""
 
     def __init__(self, max_entries: int = 100_000):  # ~1-2 KB each; 1,000 services x 67 offers fit
         self.max_entries = max_entries
-        self._services: dict[_Key, dict[_Key, tuple]] = {}
+        self._services: dict[_Key, dict[int, tuple]] = {}
         self._size = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def service(self, service_key: _Key) -> dict[_Key, tuple]:
+    def service(self, service_key: _Key) -> dict[int, tuple]:
         """The offers cached for one service key (a live dict: read it, `put` into it)."""
         found = self._services.get(service_key)
         if found is None:
@@ -215,7 +215,7 @@ class CandidateCache:
                 found = self._services.setdefault(service_key, {})
         return found
 
-    def get(self, per_service: dict[_Key, tuple], offer_key: _Key):
+    def get(self, per_service: dict[int, tuple], offer_key: int):
         found = per_service.get(offer_key)
         if found is None:
             self.misses += 1
@@ -223,7 +223,7 @@ class CandidateCache:
             self.hits += 1
         return found
 
-    def put(self, per_service: dict[_Key, tuple], offer_key: _Key, value: tuple) -> None:
+    def put(self, per_service: dict[int, tuple], offer_key: int, value: tuple) -> None:
         with self._lock:
             if self._size >= self.max_entries:
                 for key in list(self._services):
@@ -254,6 +254,30 @@ def _offer_hardware(offer: Offer, gpu: GpuType, usable_gib: float) -> tuple:
             offer.inter_node_gbs)
 
 
+# Offer hardware (`_offer_hardware`, as a _Key) -> a small int standing for it: the
+# candidate cache's offer keys, so that its lookups (thousands a plan) hash and compare
+# ints. One int per distinct hardware tuple, never reused: a tuple forgotten when the
+# table is full gets a new int, and entries cached under the old one are only unreachable.
+_HARDWARE_IDS: dict[_Key, int] = {}
+_HARDWARE_IDS_MAX = 100_000
+_next_hardware_id = [0]
+_hardware_lock = threading.Lock()
+
+
+def _hardware_id(offer: Offer, gpu: GpuType, usable_gib: float) -> int:
+    key = _Key(_offer_hardware(offer, gpu, usable_gib))
+    found = _HARDWARE_IDS.get(key)
+    if found is None:
+        with _hardware_lock:
+            found = _HARDWARE_IDS.get(key)
+            if found is None:
+                if len(_HARDWARE_IDS) >= _HARDWARE_IDS_MAX:
+                    _HARDWARE_IDS.clear()
+                found = _HARDWARE_IDS[key] = _next_hardware_id[0]
+                _next_hardware_id[0] += 1
+    return found
+
+
 class CandidateBuilder:
     def __init__(self, catalog: Catalog, offers: list[Offer] | tuple[Offer, ...], calibration: Calibration,
                  cache: CandidateCache | None = None, stop: Stop = NEVER):
@@ -264,7 +288,8 @@ class CandidateBuilder:
         self.cache = cache
         self.rejections: list[Rejection] = []
         self.dominated: list[Config] = []  # pruned; kept for explanations (closest to an SLO)
-        self._offer_keys: dict[int, _Key] = {}  # by position in self.offers
+        self._offer_keys: list[int] = []  # _hardware_id of each of self.offers, in order
+        self._keyed_offers: tuple = ()  # the offers (by identity) _offer_keys was computed for
 
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
         """The service's configurations on every offer (pruned of those another of the same
@@ -277,28 +302,41 @@ class CandidateBuilder:
         rows: list[tuple[ServiceDemand, list]] = []  # per service: per offer, a cached tuple or a _Build
         builds: dict[tuple, _Build] = {}  # one build per (service key, offer key) missing from the cache
         fresh: list[_Build] = []
+        offers = self.offers
+        offer_keys = None
         for svc in services:
+            self.stop.check("candidate configurations")
             service_key = cached = None
             if self.cache is not None and prune:
                 # Pruning inside one offer depends on max_replicas being set (see pruning.py).
                 service_key = _Key((svc.performance_key(), svc.max_replicas is None, self.calibration))
                 cached = self.cache.service(service_key)
-            mine: list = []
-            for i, offer in enumerate(self.offers):
-                self.stop.check("candidate configurations")
-                found = offer_key = None
-                if cached is not None:
-                    offer_key = self._offer_keys.get(i)
-                    if offer_key is None or offer_key.value[0] != offer.id:
-                        offer_key = self._offer_keys[i] = _Key(_offer_hardware(
-                            offer, self.catalog.gpus[offer.gpu], self.catalog.usable_memory_gib(offer)))
-                    found = builds.get((service_key, offer_key)) or self.cache.get(cached, offer_key)
-                if found is None:
-                    found = _Build(_OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), service_key, offer_key)
+            if cached is None:
+                mine: list = []
+                for offer in offers:
+                    self.stop.check("candidate configurations")
+                    found = _Build(_OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), None, None)
                     fresh.append(found)
-                    if cached is not None:
-                        builds[(service_key, offer_key)] = found
-                mine.append(found)
+                    mine.append(found)
+                rows.append((svc, mine))
+                continue
+            if offer_keys is None:
+                offer_keys = self._hardware_ids()
+            mine = [cached.get(k) for k in offer_keys]
+            missing = mine.count(None)
+            self.cache.hits += len(mine) - missing
+            self.cache.misses += missing
+            if missing:
+                for i, found in enumerate(mine):
+                    if found is not None:
+                        continue
+                    offer = offers[i]
+                    found = builds.get((service_key, offer_keys[i]))
+                    if found is None:
+                        found = builds[(service_key, offer_keys[i])] = _Build(
+                            _OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), service_key, offer_keys[i])
+                        fresh.append(found)
+                    mine[i] = found
             rows.append((svc, mine))
         self._run(fresh)
         for b in fresh:
@@ -326,6 +364,15 @@ class CandidateBuilder:
             out.append(configs)
         return out
 
+    def _hardware_ids(self) -> list[int]:
+        """The cache's offer key (`_hardware_id`) of each of self.offers, in order."""
+        offers = tuple(self.offers)
+        if len(offers) != len(self._keyed_offers) or any(a is not b for a, b in zip(offers, self._keyed_offers)):
+            self._offer_keys = [_hardware_id(o, self.catalog.gpus[o.gpu], self.catalog.usable_memory_gib(o))
+                                for o in offers]
+            self._keyed_offers = offers
+        return self._offer_keys
+
     def _run(self, builds: list[_Build]) -> None:
         """Drive the builds together: each round, every build that waits for estimates gets
         them from one bulk request (a few rounds: single instances, then 2-, then 4-instance
@@ -350,7 +397,7 @@ class _Build:
 
     offer: _OfferCandidates
     service_key: _Key | None
-    offer_key: _Key | None
+    offer_key: int | None
     steps: Generator | None = None
     asked: list[PerfQuery] = field(default_factory=list)
     configs: tuple[Config, ...] = ()
