@@ -54,7 +54,8 @@ then idle GPUs of the chosen fleet carry extra replicas (solver/optimize/headroo
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -282,7 +283,37 @@ def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tu
                   ) -> tuple[list[Group], list[Pool]]:
     """Groups (interchangeable configurations of one service) and pools, in the order their
     first configuration appears; with `pool` False every configuration is its own group;
-    with `region` (offer id -> region) a group never spans two regions."""
+    with `region` (offer id -> region) a group never spans two regions.
+
+    Remembered for the last few lists of configurations without regions, by the identity of
+    their configurations: configurations are immutable and the candidate cache hands the
+    same objects to every plan whose candidates are unchanged (review scenarios that change
+    demand, quotas or prices), so the same objects in the same order group the same way. An
+    entry holds its configurations, so their ids cannot be reused while it lives."""
+    if region is not None:
+        return _group_configs(configs, pool, region)
+    key = (pool, tuple(map(id, configs)))
+    with _GROUPINGS_LOCK:
+        hit = _GROUPINGS.get(key)
+        if hit is not None:
+            _GROUPINGS.move_to_end(key)
+    if hit is not None and len(hit[0]) == len(configs) and all(a is b for a, b in zip(hit[0], configs)):
+        return list(hit[1]), list(hit[2])
+    groups, pools = _group_configs(configs, pool, None)
+    with _GROUPINGS_LOCK:
+        _GROUPINGS[key] = (tuple(configs), tuple(groups), tuple(pools))
+        while len(_GROUPINGS) > GROUPINGS_KEPT:
+            _GROUPINGS.popitem(last=False)
+    return groups, pools
+
+
+GROUPINGS_KEPT = 16  # lists of configurations whose grouping is remembered (least recently used out)
+_GROUPINGS: OrderedDict[tuple, tuple[tuple[Config, ...], tuple[Group, ...], tuple[Pool, ...]]] = OrderedDict()
+_GROUPINGS_LOCK = threading.Lock()
+
+
+def _group_configs(configs: list[Config], pool: bool, region: dict[str, tuple] | None
+                   ) -> tuple[list[Group], list[Pool]]:
     members: dict[tuple, list[Config]] = {}
     for c in configs:
         key = (c.service, c.gpus_per_replica, c.instances_per_replica, c.precision, c.source, c.throughputs,
