@@ -161,6 +161,8 @@ class Formulation:
             slots = [[o, int(round(values[self.y[(pool.key, o)]]))] for o in pool.offer_ids]
             for group in sorted(pool.groups, key=lambda g: g.key):
                 left = int(round(values[self.r[group.key]]))
+                if left <= 0:
+                    continue
                 members = {c.offer_id: c for c in group.configs}
                 for slot in slots:
                     if left <= 0:
