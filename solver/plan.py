@@ -194,8 +194,8 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         # A configuration whose single instance costs more than a known feasible plan can
         # never be in an optimal one (strictly dearer, so ties are unaffected).
         upper = solution_cost(problem, greedy)
-        configs = [c for c in configs
-                   if problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
+        price = {o.id: o.price_usd_per_hour for o in problem.offers}
+        configs = [c for c in configs if price[c.offer_id] * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
     backend = get_backend(resolve_auto(backend_name, form.model))
     hint = form.values_from(greedy) if greedy is not None else None

@@ -72,6 +72,11 @@ class Config:
         span = f"x{self.instances_per_replica}inst" if self.instances_per_replica > 1 else ""
         return f"{self.service}@{self.offer_id}:{self.gpus_per_replica}gpu{span}:{self.precision or 'measured'}"
 
+    @_computed_once  # part of the grouping key of every model build
+    def throughputs(self) -> tuple[float, ...]:
+        """Per-class throughput."""
+        return tuple(k.throughput for k in self.classes)
+
     @property
     def throughput(self) -> float:
         """Single-class throughput (the first class)."""

@@ -157,14 +157,26 @@ def prune_whole_instance_configs(configs: list[Config], offers: dict[str, Offer]
         return _whole_dominates(d, c, offers)
 
     candidates = sorted((c for c in configs if whole(c)),
-                        key=lambda c: (price(c), c.gpus_per_replica, -sum(k.throughput for k in c.classes), c.key))
+                        key=lambda c: (price(c), c.gpus_per_replica, -sum(c.throughputs), c.key))
     dominators: list[Config] = []
     dropped: set[str] = set()
+    plain = tiers is None and not by_location  # then `dominates` is `_whole_dominates`, inlined below
     for c in candidates:
         o = offers[c.offer_id]
-        if c.offer_id not in keep and any(dominates(d, c) for d in dominators):
-            dropped.add(c.key)
-            continue
+        if c.offer_id not in keep:
+            if plain:
+                g, mine = c.gpus_per_replica, c.throughputs
+                beaten = False
+                for d in dominators:
+                    if d.gpus_per_replica <= g and d.pending_cap is None \
+                            and all(a >= b for a, b in zip(d.throughputs, mine)):
+                        beaten = True
+                        break
+            else:
+                beaten = any(dominates(d, c) for d in dominators)
+            if beaten:
+                dropped.add(c.key)
+                continue
         if c.offer_id not in limits and (o.gpu not in gpu_quotas):
             dominators.append(c)
     return [c for c in configs if c.key not in dropped]

@@ -54,8 +54,10 @@ then idle GPUs of the chosen fleet carry extra replicas (solver/optimize/headroo
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from solver.compile.problem import Config, Problem
 from solver.interrupt import NEVER, Stop
@@ -159,6 +161,8 @@ class Formulation:
             slots = [[o, int(round(values[self.y[(pool.key, o)]]))] for o in pool.offer_ids]
             for group in sorted(pool.groups, key=lambda g: g.key):
                 left = int(round(values[self.r[group.key]]))
+                if left <= 0:
+                    continue
                 members = {c.offer_id: c for c in group.configs}
                 for slot in slots:
                     if left <= 0:
@@ -205,12 +209,16 @@ def route_single_class(problem: Problem, assignments: list[Assignment], configs:
 
 def replica_upper_bound(c: Config, p: Problem) -> int:
     """Replicas of one configuration beyond this are never needed (nor allowed)."""
-    ub = _need_bound(c, p)
+    return _capped_bound(c, _need_bound(c, p), p)
+
+
+def _capped_bound(c: Config, need: int, p: Problem) -> int:
+    """`need` capped by the instances of the configuration's offer the limits allow."""
     limit = p.offer_limits.get(c.offer_id)
     if limit is not None:
         offer = p.offer(c.offer_id)
-        ub = min(ub, limit * offer.gpus_per_instance // c.gpus_per_replica)
-    return ub
+        need = min(need, limit * offer.gpus_per_instance // c.gpus_per_replica)
+    return need
 
 
 def _need_bound(c: Config, p: Problem) -> int:
@@ -224,6 +232,31 @@ def _need_bound(c: Config, p: Problem) -> int:
     if s.max_replicas is not None:
         ub = min(ub, s.max_replicas)
     return ub
+
+
+class _NeedBounds:
+    """`_need_bound` for many configurations of one problem: each service's terms once
+    (the same arithmetic, in the same order)."""
+
+    __slots__ = ("_services",)
+
+    def __init__(self, p: Problem):
+        # Per service: demand per class, the floor max(min_replicas, 1 if anything to
+        # serve) and max_replicas (the same terms, in the same order, as one at a time).
+        self._services = {s.name: (s.class_demand, max(s.min_replicas, 1 if s.total_demand > 0 or s.min_replicas
+                                                       else 0), s.max_replicas) for s in p.services}
+
+    def of(self, c: Config) -> int:
+        demand, floor, most = self._services[c.service]
+        need = 0
+        for k, d in zip(c.classes, demand):
+            t = k.throughput
+            if t > 0 and d > 0:
+                need += math.ceil(d / t - 1e-9)
+        ub = need if need > floor else floor
+        if most is not None and most < ub:
+            ub = most
+        return ub
 
 
 POOL_FROM_CONFIGS = 300
@@ -252,32 +285,81 @@ def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tu
                   ) -> tuple[list[Group], list[Pool]]:
     """Groups (interchangeable configurations of one service) and pools, in the order their
     first configuration appears; with `pool` False every configuration is its own group;
-    with `region` (offer id -> region) a group never spans two regions."""
+    with `region` (offer id -> region) a group never spans two regions.
+
+    Remembered for the last few lists of configurations without regions, by the identity of
+    their configurations: configurations are immutable and the candidate cache hands the
+    same objects to every plan whose candidates are unchanged (review scenarios that change
+    demand, quotas or prices), so the same objects in the same order group the same way. An
+    entry holds its configurations, so their ids cannot be reused while it lives."""
+    if region is not None:
+        return _group_configs(configs, pool, region)
+    key = (pool, tuple(map(id, configs)))
+    with _GROUPINGS_LOCK:
+        hit = _GROUPINGS.get(key)
+        if hit is not None:
+            _GROUPINGS.move_to_end(key)
+    if hit is not None and len(hit[0]) == len(configs) and all(a is b for a, b in zip(hit[0], configs)):
+        return list(hit[1]), list(hit[2])
+    groups, pools = _group_configs(configs, pool, None)
+    with _GROUPINGS_LOCK:
+        _GROUPINGS[key] = (tuple(configs), tuple(groups), tuple(pools))
+        while len(_GROUPINGS) > GROUPINGS_KEPT:
+            _GROUPINGS.popitem(last=False)
+    return groups, pools
+
+
+GROUPINGS_KEPT = 16  # lists of configurations whose grouping is remembered (least recently used out)
+_GROUPINGS: OrderedDict[tuple, tuple[tuple[Config, ...], tuple[Group, ...], tuple[Pool, ...]]] = OrderedDict()
+_GROUPINGS_LOCK = threading.Lock()
+
+
+def _group_configs(configs: list[Config], pool: bool, region: dict[str, tuple] | None
+                   ) -> tuple[list[Group], list[Pool]]:
     members: dict[tuple, list[Config]] = {}
     for c in configs:
-        key = (c.service, c.gpus_per_replica, c.instances_per_replica, c.precision, c.source,
-               tuple(k.throughput for k in c.classes), None if pool else c.offer_id,
-               region[c.offer_id] if region is not None else None)
-        members.setdefault(key, []).append(c)
+        key = (c.service, c.gpus_per_replica, c.instances_per_replica, c.precision, c.source, c.throughputs,
+               None if pool else c.offer_id, region[c.offer_id] if region is not None else None)
+        found = members.get(key)
+        if found is None:
+            members[key] = [c]
+        else:
+            found.append(c)
     groups = []
-    for cs in members.values():
-        cs = sorted(cs, key=lambda c: c.offer_id)
-        if len({c.offer_id for c in cs}) != len(cs):  # cannot happen: one configuration per offer and key
-            raise AssertionError(f"two configurations of one group on one offer: {[c.key for c in cs]}")
-        groups.append(Group(cs[0].key, cs[0].service, tuple(cs)))
     by_pool: dict[tuple, list[Group]] = {}
-    for g in groups:
-        by_pool.setdefault((g.gpus_per_replica, tuple(c.offer_id for c in g.configs)), []).append(g)
+    for cs in members.values():
+        if len(cs) > 1:
+            cs = sorted(cs, key=_offer_id)
+            offer_ids = tuple(c.offer_id for c in cs)
+            if len(set(offer_ids)) != len(cs):  # cannot happen: one configuration per offer and key
+                raise AssertionError(f"two configurations of one group on one offer: {[c.key for c in cs]}")
+        else:
+            offer_ids = (cs[0].offer_id,)
+        g = Group(cs[0].key, cs[0].service, tuple(cs))
+        groups.append(g)
+        pool_key = (cs[0].gpus_per_replica, offer_ids)
+        found = by_pool.get(pool_key)
+        if found is None:
+            by_pool[pool_key] = [g]
+        else:
+            found.append(g)
     return groups, [Pool(k, tuple(gs)) for k, gs in by_pool.items()]
+
+
+_offer_id = attrgetter("offer_id")
 
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
           quotas: bool = True, stop: Stop = NEVER, bounds: bool = True) -> Formulation:
     ub = {}
+    needs = _NeedBounds(problem)
+    need_of: dict[str, int] = {}  # config key -> its need bound (before the offer's limit)
     for c in (problem.configs if configs is None else configs):
-        bound = replica_upper_bound(c, problem)
+        need = needs.of(c)
+        bound = _capped_bound(c, need, problem)
         if bound > 0:
             ub[c.key] = (c, bound)
+            need_of[c.key] = need
     configs = [c for c, _ in ub.values()]
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
@@ -288,7 +370,7 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         f.by_service.setdefault(g.service, []).append(g)
         for c in g.configs:
             f.group_of[c.key] = g
-    group_ub = {g.key: _group_bound(g, problem, ub) for g in f.groups}
+    group_ub = {g.key: _group_bound(g, problem, ub, need_of) for g in f.groups}
     hosted_ub = _hosted_bounds(f, problem, group_ub)
     for o in problem.offers:
         if o.id not in hosted_ub:
@@ -305,9 +387,10 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     for pool in f.pools:
         if len(pool.offer_ids) == 1:
             continue
+        total = sum(group_ub[g.key] for g in pool.groups)
         for oid in pool.offer_ids:
             limit = problem.offer_limits.get(oid)
-            ub = sum(group_ub[g.key] for g in pool.groups)
+            ub = total
             if limit is not None:
                 ub = min(ub, limit * problem.offer(oid).gpus_per_instance // pool.gpus_per_replica)
             f.y[(pool.key, oid)] = lm.var(f"y[{pool.gpus_per_replica}gpu@{oid}#{len(f.y)}]", 0, ub, integer=True)
@@ -332,12 +415,12 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     return f
 
 
-def _group_bound(g: Group, p: Problem, ub: dict[str, tuple[Config, int]]) -> int:
+def _group_bound(g: Group, p: Problem, ub: dict[str, tuple[Config, int]], need_of: dict[str, int]) -> int:
     """The need bound, and the members' availability when every member offer is limited
     (a member's bound is the smaller of the two, so the sum is right in both cases)."""
     if len(g.configs) == 1:
         return ub[g.rep.key][1]
-    need = _need_bound(g.rep, p)
+    need = need_of[g.rep.key]
     if all(c.offer_id in p.offer_limits for c in g.configs):
         need = min(need, sum(ub[c.key][1] for c in g.configs))
     return need
@@ -347,8 +430,9 @@ def _hosted_bounds(f: Formulation, p: Problem, group_ub: dict[str, int]) -> dict
     """GPUs that replicas could ever take on each offer (for the instance variables' bounds)."""
     gpus: dict[str, int] = defaultdict(int)
     for pool in f.pools:
+        hosted = pool.gpus_per_replica * sum(group_ub[g.key] for g in pool.groups)
         for oid in pool.offer_ids:
-            gpus[oid] += pool.gpus_per_replica * sum(group_ub[g.key] for g in pool.groups)
+            gpus[oid] += hosted
     return gpus
 
 

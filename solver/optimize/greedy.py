@@ -27,6 +27,7 @@ def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution
     by_service: dict[str, list[Config]] = {}
     for c in configs:
         by_service.setdefault(c.service, []).append(c)
+    offers = {o.id: (o.price_usd_per_hour, o.gpus_per_instance) for o in p.offers}
     for s in p.services:
         mine = by_service.get(s.name, [])
         if not mine:
@@ -40,7 +41,8 @@ def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution
                 if t <= 0:
                     continue
                 r = math.ceil(d / t - 1e-9)
-                cost, _ = _alone_cost(c, r, p)
+                price, per_instance = offers[c.offer_id]  # _alone_cost, inlined
+                cost = math.ceil(r * c.gpus_per_replica / per_instance - 1e-9) * price
                 key = (cost, r * c.gpus_per_replica, c.key)
                 if best is None or key < best[0]:
                     best = (key, c, r)

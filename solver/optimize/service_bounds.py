@@ -43,6 +43,17 @@ def group_cost(group, problem) -> float:
     return best
 
 
+def _group_cost(group, offers: dict[str, tuple[float, int]]) -> float:
+    """`group_cost` with the offers' (price, GPUs per instance) looked up in `offers`."""
+    best = math.inf
+    for c in group.configs:
+        price, gpus = offers[c.offer_id]
+        cost = price * c.gpus_per_replica / gpus
+        if cost < best:
+            best = cost
+    return best
+
+
 def single_class_bound(demand: float, items: list[tuple[float, float, int]], min_replicas: int,
                        max_replicas: int | None, node_limit: int = NODE_LIMIT) -> float | None:
     bound, _ = single_class_solution(demand, items, min_replicas, max_replicas, node_limit)
@@ -141,13 +152,14 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
 
     p = form.problem
     out: dict[str, ServiceBound] = {}
+    offers = {o.id: (o.price_usd_per_hour, o.gpus_per_instance) for o in p.offers}
     for i, s in enumerate(p.services):
         if i % 64 == 0:
             stop.check("model building")
         groups = form.by_service.get(s.name, [])
         if not groups or (s.total_demand <= 0 and not s.min_replicas):
             continue
-        costs = {g.key: group_cost(g, p) for g in groups}
+        costs = {g.key: _group_cost(g, offers) for g in groups}
         ubs = {g.key: int(form.model.variables[form.r[g.key]].ub) for g in groups}
         replicas: dict[str, int] = {}
         routed: dict[tuple[str, int], float] = {}

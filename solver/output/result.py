@@ -309,8 +309,15 @@ class PlanResult:
 def plain(value):
     """Dataclasses, lists and dicts as plain JSON-ready data: what dataclasses.asdict does,
     several times faster (no deep copies of strings and numbers, which are immutable)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    t = type(value)
+    if t in _LEAVES:
+        return value
+    names = _FIELD_NAMES.get(t)
+    if names is None:
+        # A dataclass instance's field names (a dataclass type itself is a value, not converted).
+        names = _FIELD_NAMES[t] = tuple(f.name for f in fields(t)) if is_dataclass(t) else False
+    if names is not False:
+        return {name: plain(getattr(value, name)) for name in names}
     if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, tuple):
@@ -318,6 +325,10 @@ def plain(value):
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     return value
+
+
+_LEAVES = frozenset((str, int, float, bool, type(None)))  # exactly these types: returned as they are
+_FIELD_NAMES: dict[type, tuple[str, ...] | bool] = {}  # type -> its dataclass fields' names; False if none
 
 
 def _round(x: float | None, digits: int = 6) -> float | None:

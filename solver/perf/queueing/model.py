@@ -9,6 +9,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _size_groups
+from solver.perf.queueing.exp import exp
 from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _LAT_W, _compress_atoms,
                                            _compress_entries, _compress_nodes, _mixture_quantile, _phi,
                                            _quantile_near)
@@ -347,7 +348,7 @@ class ReplicaLoadModel:
         logr = base_logr - temper * (math.log(rate) + math.log(float(np.interp(centre, ns, L))) - math.log(centre))
         logp = np.concatenate([[0.0], np.cumsum(logr)])
         logp -= logp.max()
-        p = np.exp(logp)  # n = 0..N
+        p = exp(logp, inplace=True)  # n = 0..N (np.exp bit for bit, without its slow underflow path)
         tail = p[-1] * rho / (1.0 - rho)  # the queue beyond N: geometric, as M/M/N
         total = p.sum() + tail
         p /= total

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from solver.perf.queueing.contents import _Atoms
+from solver.perf.queueing.exp import exp
 
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(8)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
@@ -98,8 +99,11 @@ def _phi(z):
         t = 1.0 / (1.0 + 0.3275911 * x)
         y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-x * x)
         return 0.5 * (1.0 + np.sign(z) * y)
-    # The same operations in the same order as above, in place (no temporary arrays: the
-    # latency CDFs call this on ~10^4 values at a time): the same bits.
+    # In place, operation for operation the same as
+    #   x = |z| / sqrt2;  t = 1 / (1 + 0.3275911 x)
+    #   y = 1 - (((((1.061405429 t - 1.453152027) t) + 1.421413741) t - 0.284496736) t + 0.254829592) t exp(-x x)
+    #   0.5 (1 + sign(z) y)
+    # (bit for bit: each step is the same IEEE operation; only the temporary arrays go).
     x = np.abs(z)
     x /= _SQRT2
     t = x * 0.3275911
@@ -115,8 +119,8 @@ def _phi(z):
     y += 0.254829592
     y *= t
     np.multiply(x, x, out=x)
-    np.negative(x, out=x)
-    np.exp(x, out=x)
+    np.negative(x, out=x)  # -x x: (-x) x and -(x x) are the same number
+    x = exp(x, inplace=True)  # bit for bit np.exp, without its slow underflow path
     y *= x
     np.subtract(1.0, y, out=y)
     out = np.sign(z)
