@@ -1,7 +1,7 @@
 """Every cache a process keeps between plans, in one place, to empty them all at once.
 
 Plans reuse work across calls (candidate configurations, performance estimates, setups
-per query group, queueing models, caps and values under load). Each is keyed on what it
+per query group, queueing models, caps and values under load, solves that ended in a proof). Each is keyed on what it
 depends on, so a warm process answers exactly as a cold one; `clear_all` exists so that
 tests can check that, and benchmarks can measure cold plans without a new process.
 """
@@ -13,6 +13,7 @@ def clear_all() -> None:
     """Empty every process-wide cache of the planner (the default catalog stays loaded)."""
     from solver.compile import load_caps
     from solver.compile.candidates import ESTIMATES, SHARED_CACHE
+    from solver.optimize.backends.mathopt_backend import SOLVES
     from solver.perf.llm import GROUPS
     from solver.perf.queueing import contents, search
 
@@ -23,3 +24,4 @@ def clear_all() -> None:
     search.load_model.cache_clear()
     search._at_rate.cache_clear()
     contents._atoms.cache_clear()
+    SOLVES.clear()
