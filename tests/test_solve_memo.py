@@ -100,3 +100,23 @@ def test_plans_are_the_same_from_a_cold_and_a_warm_memo():
         d["solver"].pop("total_time_s", None)
         d["solver"].pop("solve_time_s", None)
     assert cold == warm
+
+
+def test_a_tiny_solve_is_not_watched_for_a_cancel_but_the_plan_still_stops():
+    import pytest
+
+    from solver.errors import Cancelled
+
+    clear_all()
+    cancel = threading.Event()
+    cancel.set()
+    out = get_backend("scip").solve(_knapsack(23), SolveOptions(cancel=cancel))  # 3 variables: not watched
+    assert out.status == "optimal"
+
+    def on_stage(name: str) -> None:
+        if name == "solve":
+            cancel.set()
+
+    cancel.clear()
+    with pytest.raises(Cancelled):
+        plan(parse_workload(SMALL), PlanOptions(cancel=cancel, on_stage=on_stage))

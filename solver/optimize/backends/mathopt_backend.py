@@ -40,6 +40,18 @@ _CALLBACKS = {"scip", "cp-sat"}
 _NODE_CALLBACKS = {"scip"}
 _INF_BOUND = 1e30
 _R = result_pb2
+# Watching for a cancel costs a Python callback at every SCIP node and solution, or the
+# interrupter and its watcher thread: ~0.7 ms a solve, more than a model this small takes to
+# solve. Such a solve ends within milliseconds (well inside the pool's COOPERATIVE_STOP_S),
+# and plan() looks at the cancel as soon as it returns.
+TINY_VARIABLES = 64
+TINY_INTEGER_VARIABLES = 8
+TINY_ROWS = 64
+
+
+def _tiny(lm: LinearModel) -> bool:
+    return (len(lm.variables) <= TINY_VARIABLES and len(lm.rows) <= TINY_ROWS
+            and sum(v.integer for v in lm.variables) <= TINY_INTEGER_VARIABLES)
 
 
 class SolveMemo:
@@ -165,6 +177,8 @@ class MathOptBackend:
         watch_callbacks = not relax and self.name in _CALLBACKS
         report = _Reporter(lm, options, start) if options.on_progress is not None and watch_callbacks else None
         cancel = options.cancel
+        if cancel is not None and _tiny(lm):
+            cancel = None  # not watched (see TINY_VARIABLES); options.cancel still decides a "cancelled" status
         cancel_by_callback = cancel is not None and not relax and self.name in _NODE_CALLBACKS
         # gSCIP takes no objective limit: a plan at least that cheap ends the solve from the callback.
         limit = options.objective_limit if watch_callbacks else None
