@@ -1,4 +1,4 @@
-"""Solves that ended in a proof are remembered by their exact input (mathopt_backend.SOLVES)."""
+"""What a process remembers by exact input: solves that ended in a proof (mathopt_backend.SOLVES), pruned offers."""
 
 from __future__ import annotations
 
@@ -120,3 +120,22 @@ def test_a_tiny_solve_is_not_watched_for_a_cancel_but_the_plan_still_stops():
     cancel.clear()
     with pytest.raises(Cancelled):
         plan(parse_workload(SMALL), PlanOptions(cancel=cancel, on_stage=on_stage))
+
+
+def test_pruned_offers_are_remembered_by_their_exact_input():
+    from solver.catalog import default_catalog
+    from solver.compile.candidates import PrunedOffers
+    from solver.compile.pruning import prune_offers
+
+    catalog = default_catalog()
+    offers = list(catalog.offers)
+    memo = PrunedOffers(max_entries=4)
+    for limits, keep, tiers, by_location in [({}, set(), None, False), ({offers[0].id: 2}, set(), None, False),
+                                             ({}, {offers[1].id}, None, True)]:
+        want = prune_offers(offers, limits, catalog, keep=keep, tiers=tiers, by_location=by_location)
+        assert memo.prune(offers, limits, catalog, keep, tiers, by_location) == want
+        assert memo.prune(list(offers), dict(limits), catalog, set(keep), tiers, by_location) == want
+    assert memo.hits == 3 and memo.misses == 3
+    cheaper = [o.with_price(o.price_usd_per_hour / 2) if i % 2 else o for i, o in enumerate(offers)]  # new objects
+    assert memo.prune(cheaper, {}, catalog, set(), None, False) == prune_offers(cheaper, {}, catalog)
+    assert memo.misses == 4 and len(memo) == 4
