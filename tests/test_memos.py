@@ -139,3 +139,29 @@ def test_pruned_offers_are_remembered_by_their_exact_input():
     cheaper = [o.with_price(o.price_usd_per_hour / 2) if i % 2 else o for i, o in enumerate(offers)]  # new objects
     assert memo.prune(cheaper, {}, catalog, set(), None, False) == prune_offers(cheaper, {}, catalog)
     assert memo.misses == 4 and len(memo) == 4
+
+
+def test_a_services_whole_row_of_candidates_from_the_cache_is_what_building_it_gives():
+    import sys
+    from pathlib import Path
+
+    from solver.compile.candidates import CandidateCache, build_problem
+    from solver.compile.resolve import resolve_catalog
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from solve_scaling import generate
+
+    doc = generate(6, 3)
+    doc["services"].append(dict(doc["services"][0], name="twin"))  # the same performance, another name
+    workload = parse_workload(doc)
+    catalog = resolve_catalog(workload)
+    cache = CandidateCache()
+    fresh = build_problem(workload, catalog, None)
+    first = build_problem(workload, catalog, cache)
+    again = build_problem(workload, catalog, cache)  # every row whole from the cache
+    assert len(cache._rows) == len(workload.services)
+    for p in (first, again):
+        assert (p.configs, p.rejections, p.dominated, p.offers) == \
+               (fresh.configs, fresh.rejections, fresh.dominated, fresh.offers)
+    cache.clear()
+    assert len(cache._rows) == 0
