@@ -306,11 +306,27 @@ class PlanResult:
         return out
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}  # per type: its dataclass fields, or None
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    names = _FIELD_NAMES.get(cls, False)
+    if names is False:
+        names = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else None
+        _FIELD_NAMES[cls] = names
+    return names
+
+
 def plain(value):
     """Dataclasses, lists and dicts as plain JSON-ready data: what dataclasses.asdict does,
-    several times faster (no deep copies of strings and numbers, which are immutable)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    several times faster (no deep copies of strings and numbers, which are immutable; each
+    type's fields looked up once)."""
+    cls = type(value)
+    if cls is float or cls is int or cls is str or value is None:
+        return value
+    names = _field_names(cls)
+    if names is not None:  # a dataclass instance (a dataclass type itself is a `type`: no fields here)
+        return {name: plain(getattr(value, name)) for name in names}
     if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, tuple):
