@@ -165,3 +165,25 @@ def test_a_services_whole_row_of_candidates_from_the_cache_is_what_building_it_g
                (fresh.configs, fresh.rejections, fresh.dominated, fresh.offers)
     cache.clear()
     assert len(cache._rows) == 0
+
+
+def test_the_memos_keep_no_catalog_sent_with_a_request_alive():
+    import gc
+    import json
+    import weakref
+    from pathlib import Path
+
+    offers = json.loads((Path(__file__).resolve().parents[1] / "examples/catalogs/seed-a10-a100.json").read_text())
+    doc = dict(SMALL, catalog={"offers": offers["offers"]})
+    refs = []
+    for _ in range(3):
+        workload = parse_workload(doc)
+        from solver.compile.resolve import resolve_catalog
+
+        catalog = resolve_catalog(workload)  # a new catalog object, as for each request
+        result = plan(workload, PlanOptions(catalog=catalog, cancel=threading.Event()))
+        assert result.status == "optimal"
+        refs.append(weakref.ref(catalog))
+        del catalog, workload, result
+    gc.collect()
+    assert all(r() is None for r in refs)

@@ -22,6 +22,7 @@ Estimates are also cached by query across calls (`ESTIMATES`, least recently use
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
@@ -212,12 +213,13 @@ class CandidateCache:
         self._rows: OrderedDict[tuple, tuple] = OrderedDict()
 
     def row(self, key: tuple, catalog: Catalog, offers: Sequence[Offer]) -> tuple | None:
-        """(configurations, rejections, dominated) of one service over exactly these offer
-        objects, as put by put_row; the entries it was made of are in the cache's
-        two levels too (their values never change: they depend only on their keys)."""
+        """(configurations, rejections, dominated) of one service over exactly these catalog
+        and offer objects, as put by put_row: the entries it was made of, put together
+        (their values depend only on their keys). Held by weak references (nothing here
+        keeps a catalog alive): a dead object's id reused by a new one fails the check."""
         found = self._rows.get(key)
-        if found is None or found[0] is not catalog or len(found[1]) != len(offers) \
-                or not all(a is b for a, b in zip(found[1], offers)):
+        if found is None or found[0]() is not catalog or len(found[1]) != len(offers) \
+                or not all(r() is o for r, o in zip(found[1], offers)):
             return None
         with self._lock:
             if key in self._rows:
@@ -225,8 +227,9 @@ class CandidateCache:
         return found[2]
 
     def put_row(self, key: tuple, catalog: Catalog, offers: Sequence[Offer], value: tuple) -> None:
+        entry = (weakref.ref(catalog), tuple(weakref.ref(o) for o in offers), value)
         with self._lock:
-            self._rows[key] = (catalog, tuple(offers), value)  # holds the objects: their ids are not reused
+            self._rows[key] = entry
             while len(self._rows) > self.max_rows:
                 self._rows.popitem(last=False)
 
@@ -278,20 +281,21 @@ def _offer_hardware(offer: Offer, gpu: GpuType, usable_gib: float) -> tuple:
             offer.inter_node_gbs)
 
 
-_OFFER_KEYS: dict[tuple[int, int], tuple[Catalog, Offer, _Key]] = {}  # see _offer_key
+_OFFER_KEYS: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, _Key]] = {}  # see _offer_key
 
 
 def _offer_key(catalog: Catalog, offer: Offer) -> _Key:
     """The offer's hardware key, remembered per (catalog, offer) object: making it hashes the
-    GPU type's every field, ~70 offers a plan. The entry holds both objects, so their ids
-    are not reused while it lives."""
+    GPU type's every field, ~70 offers a plan. The entry holds weak references (a catalog
+    sent with each request is not kept alive by this): a dead object's id reused by a new
+    one fails the identity check."""
     hit = _OFFER_KEYS.get((id(catalog), id(offer)))
-    if hit is not None and hit[0] is catalog and hit[1] is offer:
+    if hit is not None and hit[0]() is catalog and hit[1]() is offer:
         return hit[2]
-    if len(_OFFER_KEYS) >= 8192:
+    if len(_OFFER_KEYS) >= 4096:
         _OFFER_KEYS.clear()
     key = _Key(_offer_hardware(offer, catalog.gpus[offer.gpu], catalog.usable_memory_gib(offer)))
-    _OFFER_KEYS[(id(catalog), id(offer))] = (catalog, offer, key)
+    _OFFER_KEYS[(id(catalog), id(offer))] = (weakref.ref(catalog), weakref.ref(offer), key)
     return key
 
 
@@ -639,7 +643,7 @@ class PrunedOffers:
     within their groups costs ~0.4 ms a plan; a repeated call, or one that changes only
     demand, has the same offers. The least recently used go first. Thread-safe."""
 
-    def __init__(self, max_entries: int = 64):
+    def __init__(self, max_entries: int = 16):  # its answers hold offers: a few catalogs' worth at most
         self.max_entries = max_entries
         self._data: OrderedDict[tuple, tuple] = OrderedDict()
         self._lock = threading.Lock()
@@ -651,15 +655,16 @@ class PrunedOffers:
                by_location)
         with self._lock:
             found = self._data.get(key)
-            # The entry holds the catalog and offers it was made for, so their ids are not reused.
-            if found is not None and found[0] is catalog and all(a is b for a, b in zip(found[1], offers)):
+            # The entry holds the offers it was made for (their ids are not reused while it
+            # lives) and a weak reference to the catalog (not kept alive by this).
+            if found is not None and found[0]() is catalog and all(a is b for a, b in zip(found[1], offers)):
                 self._data.move_to_end(key)
                 self.hits += 1
                 return list(found[2]), list(found[3])
             self.misses += 1
         kept, dropped = prune_offers(offers, limits, catalog, keep=keep, tiers=tiers, by_location=by_location)
         with self._lock:
-            self._data[key] = (catalog, tuple(offers), tuple(kept), tuple(dropped))
+            self._data[key] = (weakref.ref(catalog), tuple(offers), tuple(kept), tuple(dropped))
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)
         return kept, dropped

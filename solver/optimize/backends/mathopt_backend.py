@@ -60,7 +60,10 @@ class SolveMemo:
     it), hints and callback registration. The least recently used go first when it holds
     `max_entries` results or `max_bytes` of models and results. Thread-safe."""
 
-    def __init__(self, max_entries: int = 1024, max_bytes: int = 32 * 2**20, max_model_bytes: int = 256 * 2**10):
+    # Small and medium models only (a ModelProto of 64 KiB is ~1,500 variables): for larger
+    # ones SCIP's start is a small part of the solve, and a few MiB keep a worker well below
+    # the growth that makes it give memory back after every job (server/worker.py).
+    def __init__(self, max_entries: int = 1024, max_bytes: int = 4 * 2**20, max_model_bytes: int = 64 * 2**10):
         self.max_entries, self.max_bytes, self.max_model_bytes = max_entries, max_bytes, max_model_bytes
         self._data: OrderedDict[bytes, tuple[result_pb2.SolveResultProto, int]] = OrderedDict()
         self._bytes = 0
