@@ -15,14 +15,23 @@ on a server that has been up for a while.
 
 Workloads: "small" is one LLM service (the CLI's minimal example); "medium" is
 examples/llm-platform.json (three services, two request classes, measured profiles).
+
+With --jitter F, every call scales each service's demand by its own factor, drawn
+uniformly from [1 - F, 1 + F] (4 significant digits): no two calls are likely to send the
+same request, so nothing that a process remembers by its exact input (the solves that
+ended in a proof, solver/optimize/backends/mathopt_backend.py) answers for them, while
+what depends only on the services' performance (candidate configurations, estimates)
+still does. Without it, every call sends the same request.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import queue
+import random
 import subprocess
 import sys
 import threading
@@ -74,21 +83,36 @@ def tree_cpu_s(pid: int) -> tuple[float, float]:
     return cpu_s(pid), below
 
 
-def run_load(target: str, workload: dict, clients: int, duration_s: float, server_pid: int | None = None) -> dict:
+def jittered(workload: dict, rng: random.Random, fraction: float) -> dict:
+    """The workload with each service's demand scaled by a factor from [1 - fraction, 1 + fraction]."""
+    out = copy.deepcopy(workload)
+    for service in out["services"]:
+        demand = service["demand"]
+        factor = rng.uniform(1 - fraction, 1 + fraction)
+        for key in ("requests_per_s", "items_per_min"):
+            if demand.get(key) is not None:
+                demand[key] = float(f"{demand[key] * factor:.4g}")
+    return out
+
+
+def run_load(target: str, workload: dict, clients: int, duration_s: float, server_pid: int | None = None,
+             jitter: float = 0.0) -> dict:
     latencies_s: list[float] = []
     errors: Counter = Counter()
     lock = threading.Lock()
     start = threading.Barrier(clients + 1)
     stop_at: list[float] = []
 
-    def client_loop() -> None:
+    def client_loop(seed: int) -> None:
+        rng = random.Random(seed)
         with PlannerClient(target, timeout_s=300) as c:
             c.health()  # connect before the clock starts
             start.wait()
             while time.monotonic() < stop_at[0]:
+                request = jittered(workload, rng, jitter) if jitter else workload
                 t0 = time.perf_counter()
                 try:
-                    c.solve(workload)
+                    c.solve(request)
                 except PlannerClientError as exc:
                     with lock:
                         errors[exc.code] += 1
@@ -96,7 +120,7 @@ def run_load(target: str, workload: dict, clients: int, duration_s: float, serve
                 with lock:
                     latencies_s.append(time.perf_counter() - t0)
 
-    threads = [threading.Thread(target=client_loop) for _ in range(clients)]
+    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     t_start = time.monotonic()
@@ -116,7 +140,8 @@ def run_load(target: str, workload: dict, clients: int, duration_s: float, serve
         cpu["server_cpu_ms"] = round((server1[0] - server0[0]) * 1000 / n, 2)
         cpu["workers_cpu_ms"] = round((server1[1] - server0[1]) * 1000 / n, 2)
     return {
-        "clients": clients, "solves": len(latencies_s), "errors": dict(errors), "elapsed_s": round(elapsed_s, 2),
+        "clients": clients, "jitter": jitter, "solves": len(latencies_s), "errors": dict(errors),
+        "elapsed_s": round(elapsed_s, 2),
         "solves_per_s": round(len(latencies_s) / elapsed_s, 2),
         "p50_ms": round(_quantile(latencies_s, 0.50) * 1000, 1) if latencies_s else None,
         "p99_ms": round(_quantile(latencies_s, 0.99) * 1000, 1) if latencies_s else None,
@@ -204,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-nice", type=int, default=5,
                    help="for the spawned server (default 5, the server's; 0 gives the workers a fair share "
                         "against other programs on a shared machine)")
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="scale each call's demand by a random factor in [1-F, 1+F], so that calls differ (default 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per measurement instead of a table")
     args = p.parse_args(argv)
 
@@ -214,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.json:
             print(f"server {target}, {os.cpu_count()} CPUs here, {args.duration_s:g} s per row"
+                  + (f", demand jittered by up to {args.jitter:.0%} per call" if args.jitter else "")
                   + (f", max {args.max_concurrent_solves} concurrent solves, code in {code_under_test()}" if proc else ""))
             print(f"{'workload':<9}{'clients':>8}{'solves':>8}{'errors':>8}{'solves/s':>10}{'p50 ms':>10}{'p99 ms':>10}"
                   f"{'CPU ms/solve: client':>22}{'server':>8}{'workers':>9}{'load':>7}")
@@ -226,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             with PlannerClient(target, timeout_s=300) as c:
                 c.solve(workload)  # warm-up
             for clients in (int(n) for n in args.clients.split(",")):
-                row = run_load(target, workload, clients, args.duration_s, proc.pid if proc else None)
+                row = run_load(target, workload, clients, args.duration_s, proc.pid if proc else None, args.jitter)
                 if args.json:
                     print(json.dumps({"workload": name, **row}))
                 else:

@@ -208,6 +208,7 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
                limit_from="deadline" if by_deadline else "request", explain=request.explain)
     result = plan(workload, PlanOptions(time_limit_s=limit_s, backend=backend, explain=request.explain,
                                         on_progress=on_progress, cancel=job.cancel, catalog=catalog,
+                                        references_checked=True,  # read_workload checked them
                                         on_stage=job.stage,
                                         # leave time to convert and send the answer
                                         answer_by=None if deadline is None else deadline - 0.1))

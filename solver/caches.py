@@ -1,10 +1,10 @@
 """Every cache a process keeps between plans, in one place, to empty them all at once.
 
-Plans reuse work across calls (candidate configurations, performance estimates, setups
-per query group, queueing models, caps and values under load, groupings of
-configurations). Each is keyed on what it depends on, so a warm process answers exactly
-as a cold one; `clear_all` exists so that tests can check that, and benchmarks can
-measure cold plans without a new process.
+Plans reuse work across calls (candidate configurations, pruned offers, performance
+estimates, setups per query group, queueing models, caps and values under load, groupings
+of configurations, solves that ended in a proof). Each is keyed on what it depends on, so
+a warm process answers exactly as a cold one; `clear_all` exists so that tests can check
+that, and benchmarks can measure cold plans without a new process.
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ from __future__ import annotations
 def clear_all() -> None:
     """Empty every process-wide cache of the planner (the default catalog stays loaded)."""
     from solver.compile import load_caps
-    from solver.compile.candidates import ESTIMATES, SHARED_CACHE
+    from solver.compile.candidates import ESTIMATES, PRUNED_OFFERS, SHARED_CACHE
     from solver.optimize import formulation
+    from solver.optimize.backends.mathopt_backend import SOLVES
     from solver.perf.llm import GROUPS
     from solver.perf.queueing import contents, search
 
     SHARED_CACHE.clear()
     ESTIMATES.clear()
+    PRUNED_OFFERS.clear()
     GROUPS.clear()
     load_caps._llm_cap.cache_clear()
     search.load_model.cache_clear()
@@ -27,3 +29,4 @@ def clear_all() -> None:
     contents._atoms.cache_clear()
     with formulation._GROUPINGS_LOCK:
         formulation._GROUPINGS.clear()
+    SOLVES.clear()

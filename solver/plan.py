@@ -48,6 +48,9 @@ class PlanOptions:
     cancel: threading.Event | None = None
     base_dir: str | None = None  # where relative catalog files are resolved
     catalog: Catalog | None = None  # pre-resolved catalog (reviews reuse one)
+    # The caller has already run check_references(workload, catalog) on this catalog (the
+    # server reads every request with it): not run again.
+    references_checked: bool = False
     check: bool = True  # run the independent evaluator on the answer
     # Candidate configurations by (service performance, offer hardware): shared across
     # calls in this process; None recomputes everything.
@@ -70,7 +73,8 @@ def _plan(workload: Workload, options: PlanOptions | None) -> PlanResult:
     options = options or PlanOptions()
     t0 = time.monotonic()
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
-    check_references(workload, catalog)
+    if not (options.references_checked and options.catalog is not None):
+        check_references(workload, catalog)
     time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
     deadline = t0 + time_limit
     stop = Stop(options.cancel, deadline, time_limit)

@@ -9,6 +9,12 @@ to a scheduler calling in a loop and to a CLI run.
 Cancelling SCIP goes through a MIP-node/solution callback that asks SCIP to terminate:
 MathOpt's interrupter makes SCIP print a spurious `SCIPcatchEvent` error line on every
 solve. HiGHS and CP-SAT take the interrupter (imported only when a cancel is given).
+
+Solves that end in a proof (optimal or infeasible) are remembered by their exact input
+(`SOLVES`): a single-threaded solver answers the same model, parameters and hints the same
+way every time, so a repeated call (a scheduler asking again, the same one-service request
+from many clients) gets the solver's own answer without paying again for SCIP's start
+(~5 ms: creating a SCIP instance and its ~2,000 parameters, even for a 2-variable model).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 
 from google.protobuf import duration_pb2
 from ortools.math_opt import (callback_pb2, model_parameters_pb2, model_pb2, parameters_pb2, result_pb2,
@@ -33,6 +40,70 @@ _CALLBACKS = {"scip", "cp-sat"}
 _NODE_CALLBACKS = {"scip"}
 _INF_BOUND = 1e30
 _R = result_pb2
+# Watching for a cancel costs a Python callback at every SCIP node and solution, or the
+# interrupter and its watcher thread: ~0.7 ms a solve, more than a model this small takes to
+# solve. Such a solve ends within milliseconds (well inside the pool's COOPERATIVE_STOP_S),
+# and plan() looks at the cancel as soon as it returns.
+TINY_VARIABLES = 64
+TINY_INTEGER_VARIABLES = 8
+TINY_ROWS = 64
+
+
+def _tiny(lm: LinearModel) -> bool:
+    return (len(lm.variables) <= TINY_VARIABLES and len(lm.rows) <= TINY_ROWS
+            and sum(v.integer for v in lm.variables) <= TINY_INTEGER_VARIABLES)
+
+
+class SolveMemo:
+    """The results of solves that ended in a proof (optimal or infeasible), by their exact
+    input: solver, model, parameters other than the time limit (a proof did not depend on
+    it), hints and callback registration. The least recently used go first when it holds
+    `max_entries` results or `max_bytes` of models and results. Thread-safe."""
+
+    # Small and medium models only (a ModelProto of 64 KiB is ~1,500 variables): for larger
+    # ones SCIP's start is a small part of the solve, and a few MiB keep a worker well below
+    # the growth that makes it give memory back after every job (server/worker.py).
+    def __init__(self, max_entries: int = 1024, max_bytes: int = 4 * 2**20, max_model_bytes: int = 64 * 2**10):
+        self.max_entries, self.max_bytes, self.max_model_bytes = max_entries, max_bytes, max_model_bytes
+        self._data: OrderedDict[bytes, tuple[result_pb2.SolveResultProto, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: bytes) -> result_pb2.SolveResultProto | None:
+        with self._lock:
+            found = self._data.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return found[0]
+
+    def put(self, key: bytes, result: result_pb2.SolveResultProto) -> None:
+        size = len(key) + result.ByteSize()
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._data:
+                return
+            self._data[key] = (result, size)
+            self._bytes += size
+            while len(self._data) > self.max_entries or self._bytes > self.max_bytes:
+                self._bytes -= self._data.popitem(last=False)[1][1]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+
+SOLVES = SolveMemo()
+_PROVEN = (_R.TERMINATION_REASON_OPTIMAL, _R.TERMINATION_REASON_INFEASIBLE)
 
 
 class MathOptBackend:
@@ -109,6 +180,8 @@ class MathOptBackend:
         watch_callbacks = not relax and self.name in _CALLBACKS
         report = _Reporter(lm, options, start) if options.on_progress is not None and watch_callbacks else None
         cancel = options.cancel
+        if cancel is not None and _tiny(lm):
+            cancel = None  # not watched (see TINY_VARIABLES); options.cancel still decides a "cancelled" status
         cancel_by_callback = cancel is not None and not relax and self.name in _NODE_CALLBACKS
         # gSCIP takes no objective limit: a plan at least that cheap ends the solve from the callback.
         limit = options.objective_limit if watch_callbacks else None
@@ -127,6 +200,14 @@ class MathOptBackend:
                         values = _dense(data.primal_solution_vector, len(lm.variables))
                         reached[0] = reached[0] or sum(c * values[i] for i, c in lm.objective.items()) <= limit
                 return callback_pb2.CallbackResultProto(terminate=reached[0] or (cancel is not None and cancel.is_set()))
+        params = self._parameters(options)
+        # Progress reports come from the solve itself: a caller that wants them gets a solve.
+        memo_key = None
+        if options.on_progress is None and proto.ByteSize() <= SOLVES.max_model_bytes:
+            memo_key = _memo_key(solver_type, proto, params, model_params, registration)
+            remembered = SOLVES.get(memo_key)
+            if remembered is not None:
+                return self._outcome(remembered, lm, options, time.monotonic() - start)
         if cancel is not None and not cancel_by_callback:
             from ortools.util.python import pybind_solve_interrupter
 
@@ -134,10 +215,13 @@ class MathOptBackend:
             stop_watch = _watch_cancel(cancel, interrupter)
         try:
             result = core_solver.solve(proto, solver_type, parameters_pb2.SolverInitializerProto(),
-                                       self._parameters(options), model_params, None, registration, proto_cb,
-                                       interrupter)
+                                       params, model_params, None, registration, proto_cb, interrupter)
         finally:
             stop_watch.set()
+        # A solve that a cancel or the objective limit ended is not a proof (its termination
+        # reason says so); one that ended in a proof would end the same way again.
+        if memo_key is not None and result.termination.reason in _PROVEN and not reached[0]:
+            SOLVES.put(memo_key, result)
         return self._outcome(result, lm, options, time.monotonic() - start)
 
     def _outcome(self, result: result_pb2.SolveResultProto, lm: LinearModel, options: SolveOptions,
@@ -172,6 +256,17 @@ class MathOptBackend:
             if dual.feasibility_status == solution_pb2.SOLUTION_STATUS_FEASIBLE:
                 duals = _dense(dual.dual_values, len(lm.rows))  # row prices of the LP (a lower-bound certificate)
         return SolveOutcome(status, values, objective, bound, elapsed, self.name, result.termination.detail, duals)
+
+
+def _memo_key(solver_type: int, proto: model_pb2.ModelProto, params: parameters_pb2.SolveParametersProto,
+              model_params: model_parameters_pb2.ModelSolveParametersProto,
+              registration: callback_pb2.CallbackRegistrationProto) -> bytes:
+    """The exact input of a solve, as bytes (deterministic serialization), time limit left out."""
+    params = parameters_pb2.SolveParametersProto.FromString(params.SerializeToString())
+    params.ClearField("time_limit")
+    parts = [proto.SerializeToString(deterministic=True), params.SerializeToString(deterministic=True),
+             model_params.SerializeToString(deterministic=True), registration.SerializeToString(deterministic=True)]
+    return b"".join([solver_type.to_bytes(2, "little")] + [len(p).to_bytes(8, "little") + p for p in parts])
 
 
 def _dense(vector: sparse_containers_pb2.SparseDoubleVectorProto, size: int) -> list[float]:
