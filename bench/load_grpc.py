@@ -175,13 +175,14 @@ def reference_plan_ms(workload: dict, runs: int = 50) -> tuple[float, float]:
     return statistics.median(walls) * 1000, (time.process_time() - cpu0) * 1000 / runs
 
 
-def spawn_server(max_concurrent_solves: int, max_queue: int, worker_nice: int = 5) -> tuple[subprocess.Popen, str]:
+def spawn_server(max_concurrent_solves: int, max_queue: int, worker_nice: int = 5,
+                 extra_args: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     """`solver-cli serve --port 0`; the port comes from its "server.listening" log line. It
     runs this interpreter with this environment (PYTHONPATH included), so it serves the
     same code as `code_under_test()` names."""
     cli = Path(sys.executable).with_name("solver-cli")
     proc = subprocess.Popen([str(cli), "serve", "--port", "0", "--max-concurrent-solves", str(max_concurrent_solves),
-                             "--max-queue", str(max_queue), "--worker-nice", str(worker_nice)],
+                             "--max-queue", str(max_queue), "--worker-nice", str(worker_nice), *extra_args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ))
     ports: queue.Queue = queue.Queue()
 
@@ -229,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-nice", type=int, default=5,
                    help="for the spawned server (default 5, the server's; 0 gives the workers a fair share "
                         "against other programs on a shared machine)")
+    p.add_argument("--server-args", default="",
+                   help='more `solver-cli serve` flags for the spawned server, e.g. "--worker-max-jobs 10000"')
     p.add_argument("--jitter", type=float, default=0.0,
                    help="scale each call's demand by a random factor in [1-F, 1+F], so that calls differ (default 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per measurement instead of a table")
@@ -237,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     target = args.target
     if target is None:
-        proc, target = spawn_server(args.max_concurrent_solves, args.max_queue, args.worker_nice)
+        proc, target = spawn_server(args.max_concurrent_solves, args.max_queue, args.worker_nice,
+                                    tuple(args.server_args.split()))
     try:
         if not args.json:
             print(f"server {target}, {os.cpu_count()} CPUs here, {args.duration_s:g} s per row"
