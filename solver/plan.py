@@ -214,7 +214,7 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         from solver.optimize.warm_start import warm_starts
 
         t1 = time.monotonic()
-        extra = warm_starts(form, backend, extra[0], relative_gap, stop, SolveOptions) + extra
+        extra = warm_starts(form, backend, extra[0], relative_gap, stop) + extra
         timings["warm_start_s"] = time.monotonic() - t1
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
                         relative_gap=relative_gap,

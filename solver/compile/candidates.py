@@ -35,6 +35,7 @@ from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejectio
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
 from solver.frozen import maker
 from solver.interrupt import NEVER, Stop
+from solver.lru import LockedLru
 from solver.models.library import ModelArch
 from solver.perf import Calibration, PerfEstimate, PerfQuery, estimate_many, links_read
 from solver.workload.schema import Workload
@@ -171,17 +172,14 @@ class _QueryKey:
         return self._hash == other._hash and self._parts == other._parts
 
 
-class EstimateCache:
+class EstimateCache(LockedLru):
     """PerfQuery -> PerfEstimate, shared by services, calls and threads; the least recently
     used entries go first when full. Misses are estimated together (`estimate_many`)."""
 
     CHUNK = 2048  # queries per batch: tens of ms each, so a cancel or deadline bites between them
 
-    def __init__(self, max_entries: int = 200_000):
-        self.max_entries = max_entries
-        self._data: OrderedDict[_QueryKey, PerfEstimate] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
+    def __init__(self, max_entries: int = 200_000):  # _QueryKey -> PerfEstimate
+        super().__init__(max_entries)
 
     def get_many(self, queries: Sequence[PerfQuery], stop: Stop = NEVER) -> list[PerfEstimate]:
         out: list[PerfEstimate | None] = [None] * len(queries)
@@ -217,13 +215,6 @@ class EstimateCache:
                     out[i] = e
         return out
 
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self.hits = self.misses = 0
 
 
 ESTIMATES = EstimateCache()
@@ -715,7 +706,7 @@ class _OfferCandidates:
                                               gpus_per_replica=g, precision=precision, kind=kind, reason=reason))
 
 
-class PrunedOffers:
+class PrunedOffers(LockedLru):
     """prune_offers' answers by their exact input: the same catalog and offer objects (by
     identity: catalogs and offers are frozen, and each process's default catalog is loaded
     once), limits, kept offers, tiers and location rule. Comparing ~70 offers pairwise
@@ -723,10 +714,7 @@ class PrunedOffers:
     demand, has the same offers. The least recently used go first. Thread-safe."""
 
     def __init__(self, max_entries: int = 16):  # its answers hold offers: a few catalogs' worth at most
-        self.max_entries = max_entries
-        self._data: OrderedDict[tuple, tuple] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
+        super().__init__(max_entries)
 
     def prune(self, offers: list[Offer], limits: dict[str, int], catalog: Catalog, keep: set[str],
               tiers: tuple[str, ...] | None, by_location: bool) -> tuple[list[Offer], list[tuple[str, str]]]:
@@ -748,13 +736,6 @@ class PrunedOffers:
                 self._data.popitem(last=False)
         return kept, dropped
 
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self.hits = self.misses = 0
 
 
 PRUNED_OFFERS = PrunedOffers()

@@ -23,6 +23,7 @@ import math
 from dataclasses import replace
 
 from solver.interrupt import Stop
+from solver.optimize.backends.base import SolveOptions
 from solver.optimize.linear import LinearModel
 from solver.optimize.service_bounds import group_cost
 
@@ -46,38 +47,33 @@ def _cost(model: LinearModel, values: list[float]) -> float:
     return sum(c * values[i] for i, c in model.objective.items())
 
 
-def warm_starts(form, backend, start: list[float], relative_gap: float, stop: Stop, solve_options) -> list[list[float]]:
+def warm_starts(form, backend, start: list[float], relative_gap: float, stop: Stop) -> list[list[float]]:
     """Hints better than `start` (the services' own best plans), best first; [] when the
-    small MIPs find nothing better in their time. `solve_options(**kw)` makes the options
-    of a backend solve (the caller's SolveOptions class)."""
-    found: list[list[float]] = []
+    small MIPs find nothing better in their time."""
     limit = form.lower_bound * (1 + relative_gap) if form.lower_bound is not None else None
     fixed = {i: (start[i], start[i]) for i in form.r.values()}
-    packed = backend.solve(_with_bounds(form.model, fixed), solve_options(
+    packed = backend.solve(_with_bounds(form.model, fixed), SolveOptions(
         time_limit_s=max(stop.seconds_left(_CAP_S) * PACKING_SHARE, 0.05), hint=start, cancel=stop.cancel))
-    best = start
-    if packed.values is not None and _cost(form.model, packed.values) < _cost(form.model, start) - 1e-9:
-        best = packed.values
-        found.append(best)
-    if stop.cancelled or (limit is not None and _cost(form.model, best) <= limit):
+    best, best_cost = start, _cost(form.model, start)
+    if packed.values is not None and _cost(form.model, packed.values) < best_cost - 1e-9:
+        best, best_cost = packed.values, _cost(form.model, packed.values)
+    found = [best] if best is not start else []
+    if stop.cancelled or (limit is not None and best_cost <= limit):
         return found
-    ratio = {}
-    for groups in form.by_service.values():
-        for g in groups:
-            t = g.rep.classes[0].throughput
-            ratio[g.key] = group_cost(g, form.problem) / t if t > 0 else math.inf
     closed = {}
     for groups in form.by_service.values():
         if any(len(g.rep.classes) > 1 for g in groups):
             continue  # several request classes: no single throughput to compare by
-        top = min(ratio[g.key] for g in groups) * (1 + NEIGHBOURHOOD)
+        ratio = {g.key: group_cost(g, form.problem) / g.rep.classes[0].throughput
+                 if g.rep.classes[0].throughput > 0 else math.inf for g in groups}
+        top = min(ratio.values()) * (1 + NEIGHBOURHOOD)
         for g in groups:
             i = form.r[g.key]
             if ratio[g.key] > top and best[i] == 0:
                 closed[i] = (0.0, 0.0)
-    near = backend.solve(_with_bounds(form.model, closed), solve_options(
+    near = backend.solve(_with_bounds(form.model, closed), SolveOptions(
         time_limit_s=max(stop.seconds_left(_CAP_S) * NEIGHBOURHOOD_SHARE, 0.05), hint=best,
         relative_gap=relative_gap, objective_limit=limit, cancel=stop.cancel))
-    if near.values is not None and _cost(form.model, near.values) < _cost(form.model, best) - 1e-9:
+    if near.values is not None and _cost(form.model, near.values) < best_cost - 1e-9:
         found.insert(0, near.values)
     return found

@@ -22,13 +22,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
 
 from google.protobuf import duration_pb2
 from ortools.math_opt import (callback_pb2, model_parameters_pb2, model_pb2, parameters_pb2, result_pb2,
                               solution_pb2, sparse_containers_pb2)
 from ortools.math_opt.core.python import solver as core_solver
 
+from solver.lru import LockedLru
 from solver.optimize.backends.base import SolveOptions
 from solver.optimize.linear import LinearModel, Progress, SolveOutcome
 
@@ -54,7 +54,7 @@ def _tiny(lm: LinearModel) -> bool:
             and sum(v.integer for v in lm.variables) <= TINY_INTEGER_VARIABLES)
 
 
-class SolveMemo:
+class SolveMemo(LockedLru):
     """The results of solves that ended in a proof (optimal or infeasible), by their exact
     input: solver, model, parameters other than the time limit (a proof did not depend on
     it), hints and callback registration. The least recently used go first when it holds
@@ -64,11 +64,9 @@ class SolveMemo:
     # ones SCIP's start is a small part of the solve, and a few MiB keep a worker well below
     # the growth that makes it give memory back after every job (server/worker.py).
     def __init__(self, max_entries: int = 1024, max_bytes: int = 4 * 2**20, max_model_bytes: int = 64 * 2**10):
-        self.max_entries, self.max_bytes, self.max_model_bytes = max_entries, max_bytes, max_model_bytes
-        self._data: OrderedDict[bytes, tuple[result_pb2.SolveResultProto, int]] = OrderedDict()
+        super().__init__(max_entries)  # key bytes -> (result, its size in bytes)
+        self.max_bytes, self.max_model_bytes = max_bytes, max_model_bytes
         self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
 
     def get(self, key: bytes) -> result_pb2.SolveResultProto | None:
         with self._lock:
@@ -92,14 +90,8 @@ class SolveMemo:
             while len(self._data) > self.max_entries or self._bytes > self.max_bytes:
                 self._bytes -= self._data.popitem(last=False)[1][1]
 
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._bytes = 0
-            self.hits = self.misses = 0
+    def _cleared(self) -> None:
+        self._bytes = 0
 
 
 SOLVES = SolveMemo()
