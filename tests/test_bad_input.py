@@ -325,3 +325,11 @@ def test_change_costs_without_a_running_fleet_are_refused(tmp_path: Path) -> Non
     # With a fleet (even an empty one) they are accepted.
     ok = solve_dict(tmp_path, {**w, "current_fleet": []})
     assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.parametrize("value, fix", [([0.0001], "use a number"), (0.5, "use a smaller value"),
+                                         (-0.1, "use a larger value"), ("x", "use a number")])
+def test_a_bad_relative_gap_names_the_field_and_the_fix(tmp_path: Path, value, fix: str) -> None:
+    # relative_gap > 0 also starts large solves from warm starts: bad values never get that far.
+    proc = solve_dict(tmp_path, {"services": [service()], "solver": {"relative_gap": value}})
+    assert_bad_input(proc, "solver.relative_gap", f"To fix: {fix}")

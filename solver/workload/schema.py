@@ -81,6 +81,7 @@ _FIXES = {
     "int_type": "use a whole number",
     "int_from_float": "use a whole number",
     "float_parsing": "use a number",
+    "float_type": "use a number",
     "too_short": "add at least one entry",
     "list_type": "use a list ([...])",
     "model_type": "use an object ({...})",
