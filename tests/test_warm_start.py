@@ -4,6 +4,7 @@ bound; plans solved with them stay within the requested gap of the exact optimum
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from pathlib import Path
@@ -15,8 +16,8 @@ from solver.compile.resolve import resolve_catalog
 from solver.interrupt import Stop
 from solver.optimize import formulation
 from solver.optimize.backends import get_backend
-from solver.optimize.service_bounds import bound_plan_values
-from solver.optimize.warm_start import warm_starts
+from solver.optimize.service_bounds import bound_plan_values, group_cost
+from solver.optimize.warm_start import NEIGHBOURHOOD, _neighbourhood_solve, closed_groups, warm_starts
 from solver.plan import PlanOptions, plan
 from solver.workload.documents import parse_workload
 
@@ -84,3 +85,38 @@ def test_gap_limited_plans_stay_within_the_gap_of_the_exact_optimum(seed, monkey
     assert loose.solver.gap is not None and loose.solver.gap <= 1e-4
     assert exact.total_price_usd_per_hour - 1e-6 <= loose.total_price_usd_per_hour \
         <= exact.total_price_usd_per_hour * (1 + 1e-4) + 1e-9
+
+
+def test_the_widened_neighbourhood_only_opens_groups_and_keeps_each_services_cheapest_alone(monkeypatch):
+    form = _pooled_form(40, 2, monkeypatch)
+    start = bound_plan_values(form, form.service_bounds)
+    narrow = closed_groups(form, start, widened=False)
+    wide = closed_groups(form, start, widened=True)
+    assert set(wide) <= set(narrow) and all(b == (0.0, 0.0) for b in wide.values())
+    assert not any(start[i] > 0 for i in narrow)  # the start plan's groups stay open
+    services = {s.name: s for s in form.problem.services}
+    for name, groups in form.by_service.items():
+        if any(len(g.rep.classes) > 1 for g in groups):
+            assert not any(form.r[g.key] in narrow for g in groups)  # several classes: never restricted
+            continue
+        s = services[name]
+        alone = {g.key: group_cost(g, form.problem) * max(math.ceil(s.class_demand[0] / g.rep.classes[0].throughput - 1e-9),
+                                                          s.min_replicas, 1)
+                 for g in groups if g.rep.classes[0].throughput > 0}
+        assert form.r[min(alone, key=alone.get)] not in wide  # each service's cheapest way to serve it alone
+        for g in groups:
+            if form.r[g.key] in narrow and form.r[g.key] not in wide:  # reopened: within 30 % of that
+                assert alone[g.key] <= min(alone.values()) * (1 + NEIGHBOURHOOD) + 1e-9
+    # On this workload some groups are opened only by the cost of serving a service alone.
+    assert len(wide) < len(narrow)
+
+
+def test_the_widened_neighbourhood_solve_returns_a_plan_no_dearer_than_its_start(monkeypatch):
+    form = _pooled_form(40, 2, monkeypatch)
+    start = bound_plan_values(form, form.service_bounds)
+    found = _neighbourhood_solve(form, get_backend("scip"), start, 0.0, None, Stop(None, None, None), widened=True)
+    assert found is not None
+    values, cost = found
+    assert not _violations(form.model, values)
+    assert cost == pytest.approx(_cost(form.model, values))
+    assert form.lower_bound - 1e-6 <= cost <= _cost(form.model, start) + 1e-9

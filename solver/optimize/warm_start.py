@@ -9,7 +9,14 @@ instances (0.64 % above the bound on the 1,000-service benchmark, where the opti
 1. packing: the services' best replica counts fixed, only where they run (pool -> offer)
    and how many instances free: the cheapest way to host exactly those replicas;
 2. neighbourhood: every group allowed whose cost per unit of throughput is within
-   NEIGHBOURHOOD of the service's best, and the groups of the start plan, started from (1).
+   NEIGHBOURHOOD of the service's best, and the groups of the start plan, started from (1);
+3. when (2) ends above the gap: the neighbourhood widened by each service's groups whose
+   cost to serve the service alone (one replica's cost x the replicas its demand and
+   min_replicas need) is within NEIGHBOURHOOD of the cheapest such group's, solved to its
+   optimum or to the first plan within the gap, started from (2). Cost per throughput
+   misjudges services that need fewer replicas than one of their best group serves
+   (min_replicas, small demand): there, the cheapest replica is what counts. On the
+   1,000-service benchmark the optimum uses such a group and (3) finds the optimum itself.
 
 Both are restrictions of the full model, so any plan they find is a plan of it; they only
 give the full MIP its incumbents (hints). Optimality claims are unchanged: the full MIP
@@ -60,20 +67,60 @@ def warm_starts(form, backend, start: list[float], relative_gap: float, stop: St
     found = [best] if best is not start else []
     if stop.cancelled or (limit is not None and best_cost <= limit):
         return found
-    closed = {}
-    for groups in form.by_service.values():
-        if any(len(g.rep.classes) > 1 for g in groups):
-            continue  # several request classes: no single throughput to compare by
-        ratio = {g.key: group_cost(g, form.problem) / g.rep.classes[0].throughput
-                 if g.rep.classes[0].throughput > 0 else math.inf for g in groups}
-        top = min(ratio.values()) * (1 + NEIGHBOURHOOD)
-        for g in groups:
-            i = form.r[g.key]
-            if ratio[g.key] > top and best[i] == 0:
-                closed[i] = (0.0, 0.0)
+    near = _neighbourhood_solve(form, backend, best, relative_gap, limit, stop, widened=False)
+    if near is not None and near[1] < best_cost - 1e-9:
+        best, best_cost = near
+        found.insert(0, best)
+    if stop.cancelled or (limit is not None and best_cost <= limit):
+        return found
+    wide = _neighbourhood_solve(form, backend, best, 0.0, limit, stop, widened=True)
+    if wide is not None and wide[1] < best_cost - 1e-9:
+        found.insert(0, wide[0])
+    return found
+
+
+def _neighbourhood_solve(form, backend, best: list[float], relative_gap: float, limit: float | None, stop: Stop,
+                         widened: bool) -> tuple[list[float], float] | None:
+    """The model restricted to the neighbourhood of step 2 (or 3 when `widened`), from `best`:
+    its plan and cost, or None when it found none in its time."""
+    closed = closed_groups(form, best, widened)
+    if stop.cancelled:
+        return None
     near = backend.solve(_with_bounds(form.model, closed), SolveOptions(
         time_limit_s=max(stop.seconds_left(_CAP_S) * NEIGHBOURHOOD_SHARE, 0.05), hint=best,
         relative_gap=relative_gap, objective_limit=limit, cancel=stop.cancel))
-    if near.values is not None and _cost(form.model, near.values) < best_cost - 1e-9:
-        found.insert(0, near.values)
-    return found
+    return None if near.values is None else (near.values, _cost(form.model, near.values))
+
+
+def closed_groups(form, best: list[float], widened: bool) -> dict[int, tuple[float, float]]:
+    """The replica variables a neighbourhood fixes at 0: groups of single-class services
+    outside NEIGHBOURHOOD of their service's best by cost per throughput (and, `widened`,
+    by cost to serve the service alone) that `best` does not use."""
+    closed = {}
+    demand = {s.name: s for s in form.problem.services}
+    for name, groups in form.by_service.items():
+        if any(len(g.rep.classes) > 1 for g in groups):
+            continue  # several request classes: no single throughput to compare by
+        cost = {g.key: group_cost(g, form.problem) for g in groups}
+        ratio = {g.key: cost[g.key] / g.rep.classes[0].throughput if g.rep.classes[0].throughput > 0 else math.inf
+                 for g in groups}
+        top = min(ratio.values()) * (1 + NEIGHBOURHOOD)
+        alone = _alone_cost(groups, cost, demand[name]) if widened else {}
+        alone_top = min(alone.values()) * (1 + NEIGHBOURHOOD) if alone else -math.inf
+        for g in groups:
+            i = form.r[g.key]
+            if ratio[g.key] > top and best[i] == 0 and not alone.get(g.key, math.inf) <= alone_top:
+                closed[i] = (0.0, 0.0)
+    return closed
+
+
+def _alone_cost(groups, cost: dict[str, float], service) -> dict[str, float]:
+    """Per group: what serving the service with that group alone costs (its replicas at the
+    cheapest price per GPU), counting the replicas the demand and min_replicas need."""
+    demand = service.class_demand[0]
+    out = {}
+    for g in groups:
+        throughput = g.rep.classes[0].throughput
+        if throughput > 0:
+            out[g.key] = cost[g.key] * max(math.ceil(demand / throughput - 1e-9), service.min_replicas, 1)
+    return out
