@@ -24,7 +24,6 @@ from solver.evaluate import evaluate
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
-from solver.optimize.service_bounds import bound_plan_values
 from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
@@ -205,7 +204,12 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     hint = form.values_from(greedy) if greedy is not None else None
     # Pooled models: the services' own best plans, combined, are usually within a few
     # instances of the optimum: a far better start than the greedy plan.
-    extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None] if form.service_bounds else []
+    extra = []
+    if form.service_bounds:
+        # Imported here: a formulation without service bounds (one service, say) never needs it.
+        from solver.optimize.service_bounds import bound_plan_values
+
+        extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None]
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
     relative_gap = problem.relative_gap
