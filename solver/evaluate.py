@@ -24,6 +24,8 @@ TOL = 1e-6
 
 @dataclass
 class Placement:
+    """One instance of an offer and the replicas the evaluator packs onto it."""
+
     offer_id: str
     instance: int  # 0-based index among this offer's instances
     replicas: list[tuple[str, int]]  # (config key, GPUs it takes on this instance)
@@ -36,6 +38,8 @@ class Placement:
 
 @dataclass
 class EvalReport:
+    """The independent evaluator's verdict on a plan: violations, cost, GPUs, capacity, placements."""
+
     violations: list[str] = field(default_factory=list)
     cost_usd_per_hour: float = 0.0
     gpus: int = 0

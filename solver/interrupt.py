@@ -17,6 +17,8 @@ from solver.errors import Cancelled, SolverTimeout
 
 @dataclass
 class Stop:
+    """When planning must stop: a cancel event, a deadline, or both."""
+
     cancel: threading.Event | None = None
     deadline: float | None = None  # time.monotonic() value; None: no deadline
     time_limit_s: float | None = None  # for messages

@@ -40,6 +40,8 @@ EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
 
 @dataclass
 class PlanOptions:
+    """How to run plan(): the caller's overrides and hooks (CLI, server, reviews)."""
+
     time_limit_s: float | None = None  # overrides workload.solver.time_limit_s (e.g. a gRPC deadline)
     backend: str | None = None
     explain: bool = False

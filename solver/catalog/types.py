@@ -22,6 +22,8 @@ def default_int4_support(vendor: str, architecture: str) -> bool:
 
 @dataclass(frozen=True)
 class GpuType:
+    """One GPU model's datasheet figures and capabilities (a catalog GPU type)."""
+
     name: str
     memory_gib: float
     memory_bandwidth_gbs: float | None = None
@@ -130,6 +132,8 @@ class Offer:
 
 @dataclass(frozen=True)
 class Catalog:
+    """The GPU types and instance offers a plan chooses from, and where they came from."""
+
     gpus: dict[str, GpuType]
     offers: tuple[Offer, ...]
     description: str = ""

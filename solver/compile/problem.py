@@ -237,6 +237,9 @@ class ServiceDemand:
 
 @dataclass(frozen=True)
 class Problem:
+    """What the optimizer solves: the services' demands, the offers, the candidate configurations and the
+    constraints."""
+
     services: tuple[ServiceDemand, ...]
     offers: tuple[Offer, ...]  # filtered, priced for the chosen tier
     configs: tuple[Config, ...]

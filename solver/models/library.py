@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class ModelArch:
+    """A transformer's shape and sizes, as the performance model needs them (a model library entry)."""
+
     name: str
     params_b: float  # total parameters, billions (all experts for MoE; text and vision)
     layers: int

@@ -100,6 +100,9 @@ class Pool:
 
 @dataclass
 class Formulation:
+    """The MIP built from a Problem: its linear model and the indices that map its variables back to offers
+    and configurations."""
+
     problem: Problem
     model: LinearModel
     configs: list[Config]

@@ -178,6 +178,9 @@ def _engine_key(key: str) -> str | None:
 
 @dataclass(frozen=True)
 class PerfQuery:
+    """One question to the performance model: a model on a GPU configuration, with its precision, engine and
+    request sizes."""
+
     model: ModelArch
     gpu: GpuType
     gpus_per_replica: int  # total GPUs of one replica (tensor x pipeline)
@@ -208,6 +211,8 @@ class PerfQuery:
 
 @dataclass(frozen=True)
 class PerfEstimate:
+    """The performance model's answer to a PerfQuery: feasible or why not, and its figures."""
+
     feasible: bool
     reason: str = ""  # why infeasible, in words a user reads
     reason_kind: str = ""  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | ""

@@ -226,6 +226,8 @@ class BenchmarkCase:
 
 @dataclass(frozen=True)
 class SkippedRow:
+    """A benchmark row the calibration leaves out, and why."""
+
     row: int
     label: str
     reason: str
@@ -441,6 +443,8 @@ def _no_queue_case(i: int, label: str, r: dict[str, str], calibration, dataset: 
 # ---------------------------------------------------------------- residuals
 @dataclass(frozen=True)
 class Residual:
+    """A benchmark case and the model's prediction for it."""
+
     case: BenchmarkCase
     predicted: float
     regime: str = ""  # "memory" | "compute": what bounds the phase the metric measures
