@@ -9,10 +9,11 @@ replica on a concrete instance (first-fit decreasing), and checks every constrai
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from solver.compile.candidates import CandidateBuilder
 from solver.compile.compiled import calibration_of, compile_service
+from solver.dataclass_repr import dataclass
 from solver.compile.load_caps import at_load, exact_cap
 from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-
+from solver.dataclass_repr import dataclass
 from solver.errors import Cancelled, SolverTimeout
 
 

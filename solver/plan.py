@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
@@ -18,6 +18,7 @@ from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_proble
 from solver.compile.load_caps import at_load
 from solver.catalog.types import Catalog
 from solver.collector import paused as collector_paused
+from solver.dataclass_repr import dataclass
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
 from solver.evaluate import evaluate

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+
+from solver.dataclass_repr import dataclass
 
 # Weight precisions a service may allow. fp4 = NVFP4/MXFP4 on FP4 tensor cores (Blackwell);
 # int4 = weight-only AWQ/GPTQ (4-bit weights, 16-bit activations and GEMMs).

@@ -13,9 +13,10 @@ No pydantic, no OR-Tools here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from solver.catalog.types import Offer
+from solver.dataclass_repr import dataclass
 from solver.models.library import ModelArch
 
 

@@ -15,7 +15,9 @@ with common suffixes stripped (see `get_model`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from solver.dataclass_repr import dataclass
 
 
 @dataclass(frozen=True)

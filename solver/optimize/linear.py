@@ -6,7 +6,9 @@ OR-Tools solver. Keeping the two apart lets us swap SCIP/HiGHS/CP-SAT freely.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from solver.dataclass_repr import dataclass
 
 INF = float("inf")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from solver.dataclass_repr import dataclass
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import field, fields, is_dataclass
 from typing import TYPE_CHECKING
 
+from solver.dataclass_repr import dataclass
 from solver.errors import InfeasibilityReason
 
 if TYPE_CHECKING:

@@ -7,10 +7,11 @@ values in `solver/perf/calibration.py`; docs/performance-model.md explains each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Mapping
 
 from solver.catalog.types import GpuType
+from solver.dataclass_repr import dataclass
 from solver.models.library import ModelArch
 from solver.perf import calibration as _fit
 

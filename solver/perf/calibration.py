@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from solver.dataclass_repr import dataclass
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BENCHMARKS_CSV = DATA_DIR / "llm_benchmarks.csv"

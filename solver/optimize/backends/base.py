@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
 
+from solver.dataclass_repr import dataclass
 from solver.optimize.linear import LinearModel, Progress, SolveOutcome
 
 
