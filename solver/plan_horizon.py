@@ -30,10 +30,9 @@ from solver.optimize.period_model import offer_prices
 from solver.optimize.replan import solve_replan
 from solver.optimize.rollout import Target, changes, plan_rollout
 from solver.optimize.solution import Assignment, Solution
-from solver.output.horizon_result import (Change, HorizonResult, HorizonSolverInfo, PeriodAssignment, PeriodResult,
-                                          PeriodService, Replan, Reservation, Rollout, RolloutStep, Savings,
-                                          TierFleetLine, UnusedReservation)
-from solver.output.result import FleetLine, PlanResult, SolverInfo
+from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolverInfo, PeriodAssignment,
+                                  PeriodResult, PeriodService, PlanResult, Replan, Reservation, Rollout, RolloutStep,
+                                  Savings, SolverInfo, TierFleetLine, UnusedReservation)
 from solver.workload.schema import Workload
 
 PEAK_SHARE = 0.15  # of the time left after candidates, at most, for the peak fleet (baseline and fallback)

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import field, fields, is_dataclass
-from typing import TYPE_CHECKING
 
 from solver.dataclass_repr import dataclass
 from solver.errors import InfeasibilityReason
-
-if TYPE_CHECKING:
-    from solver.output.horizon_result import HorizonResult
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12, the cloud billing convention
 
@@ -136,6 +132,143 @@ class SolverInfo:
 
 
 @dataclass
+class TierFleetLine:
+    """Instances of one offer in one pricing tier, in one period of a multi-period plan."""
+
+    offer_id: str
+    provider: str
+    name: str
+    region: str
+    gpu: str
+    gpus_per_instance: int
+    instances: int
+    tier: str  # "on_demand" | "spot" | "reserved_1y" | "reserved_3y"
+    price_usd_per_hour: float  # per instance, in this tier
+    subtotal_usd_per_hour: float
+
+
+@dataclass
+class PeriodAssignment:
+    config: str
+    offer_id: str
+    spot: bool
+    replicas: int
+
+
+@dataclass
+class PeriodService:
+    name: str
+    unit: str
+    demand: float  # in this period, before headroom
+    demand_with_headroom: float
+    capacity: list[float]  # per request class
+    firm_capacity: list[float]  # per class, on on-demand and reserved instances (spot left out)
+    replicas: int
+    assignments: list[PeriodAssignment]
+
+
+@dataclass
+class UnusedReservation:
+    offer_id: str
+    instances: int  # reserved, paid, and idle in this period
+
+
+@dataclass
+class PeriodResult:
+    name: str
+    hours: float
+    fleet: list[TierFleetLine]
+    total_price_usd_per_hour: float  # every reservation (used or not) + on-demand + spot
+    gpus: int  # running
+    services: list[PeriodService]
+    evaluation: dict  # the independent evaluator's verdict on this period: {ok, violations, cost_usd_per_hour}
+    unused_reservations: list[UnusedReservation] = field(default_factory=list)
+    expected_spot_interruptions_per_hour: float | None = None  # where the catalog knows the rates
+
+
+@dataclass
+class Reservation:
+    offer_id: str
+    instances: int
+    term: str  # "reserved_1y" | "reserved_3y"
+    price_usd_per_hour: float  # per instance, effective
+    gpus: int
+
+
+@dataclass
+class Savings:
+    baseline: str  # what the plan is compared with
+    baseline_usd_per_hour: float
+    baseline_usd: float  # over the horizon
+    baseline_status: str
+    savings_usd: float
+    savings_fraction: float
+
+
+@dataclass
+class Change:
+    offer_id: str
+    action: str  # "add" | "remove" | "keep"
+    instances: int
+    spot: bool
+
+
+@dataclass
+class RolloutStep:
+    step: int
+    action: str  # "launch" | "start" | "stop" | "terminate"
+    offer_id: str
+    spot: bool
+    instance: str  # "aws/g6.xlarge#2" (running), "aws/g6.xlarge+1" (launched), "...+surge1" (temporary)
+    service: str | None = None  # start and stop: the replica's service
+    config: str | None = None
+    gpus: int | None = None
+    temporary: bool = False  # a surge instance or its replica copy
+
+
+@dataclass
+class Rollout:
+    steps: list[RolloutStep]
+    surge_instances: int  # temporary instances launched to break a wait cycle
+    note: str = ""
+
+
+@dataclass
+class Replan:
+    changes: list[Change]
+    rollout: Rollout
+
+
+@dataclass
+class HorizonSolverInfo:
+    status: str
+    horizon_cost_usd: float
+    bound_usd: float
+    gap: float
+    method: str
+    distinct_periods: int
+    nodes: int
+    period_solves: int
+    change_cost_usd: float
+    detail: str = ""
+
+
+@dataclass
+class HorizonResult:
+    """What a multi-period plan adds to the JSON (top-level keys)."""
+
+    periods: list[PeriodResult]
+    reservations: list[Reservation]
+    horizon_hours: float
+    horizon_cost_usd: float
+    average_price_usd_per_hour: float
+    pricing_tiers: list[str]
+    savings: Savings | None  # against the cheapest all-on-demand fleet sized for each service's peak
+    replan: Replan | None  # with a running fleet: the changes and the rollout
+    solver: HorizonSolverInfo
+
+
+@dataclass
 class PlanResult:
     """The planner's answer for a workload (one period; a multi-period plan adds `horizon`)."""
 
@@ -215,19 +348,3 @@ _FIELD_NAMES: dict[type, tuple[str, ...] | bool] = {}  # type -> its dataclass f
 
 def _round(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else round(x, digits)
-
-
-# The multi-period classes live in solver/output/horizon_result.py: a one-period plan (most
-# CLI solves) does not pay for creating their 13 dataclasses (~7 ms of a cold start). Old
-# imports from here still work.
-_HORIZON_NAMES = frozenset(("TierFleetLine", "PeriodAssignment", "PeriodService", "UnusedReservation", "PeriodResult",
-                            "Reservation", "Savings", "Change", "RolloutStep", "Rollout", "Replan",
-                            "HorizonSolverInfo", "HorizonResult"))
-
-
-def __getattr__(name: str):
-    if name in _HORIZON_NAMES:
-        from solver.output import horizon_result
-
-        return getattr(horizon_result, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
