@@ -10,6 +10,7 @@ import server.worker  # noqa: F401 - the workers' code and its imports (protobuf
 import solver.optimize.backends.mathopt_backend  # noqa: F401 - OR-Tools: about half a second to import
 import solver.plan  # noqa: F401
 import solver.explain.alternatives  # noqa: F401 - solver.plan imports it only when a plan is explained
+import solver.optimize.service_bounds  # noqa: F401 - solver.plan imports it only for formulations with service bounds
 import solver.review  # noqa: F401 - review documents are parsed in workers too
 from solver.catalog import default_catalog
 

@@ -9,10 +9,11 @@ replica on a concrete instance (first-fit decreasing), and checks every constrai
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from solver.compile.candidates import CandidateBuilder
 from solver.compile.compiled import calibration_of, compile_service
+from solver.dataclass_repr import dataclass
 from solver.compile.load_caps import at_load, exact_cap
 from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits
@@ -24,6 +25,8 @@ TOL = 1e-6
 
 @dataclass
 class Placement:
+    """One instance of an offer and the replicas the evaluator packs onto it."""
+
     offer_id: str
     instance: int  # 0-based index among this offer's instances
     replicas: list[tuple[str, int]]  # (config key, GPUs it takes on this instance)
@@ -36,6 +39,8 @@ class Placement:
 
 @dataclass
 class EvalReport:
+    """The independent evaluator's verdict on a plan: violations, cost, GPUs, capacity, placements."""
+
     violations: list[str] = field(default_factory=list)
     cost_usd_per_hour: float = 0.0
     gpus: int = 0

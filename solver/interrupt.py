@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-
+from solver.dataclass_repr import dataclass
 from solver.errors import Cancelled, SolverTimeout
 
 
 @dataclass
 class Stop:
+    """When planning must stop: a cancel event, a deadline, or both."""
+
     cancel: threading.Event | None = None
     deadline: float | None = None  # time.monotonic() value; None: no deadline
     time_limit_s: float | None = None  # for messages

@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
@@ -18,13 +18,13 @@ from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_proble
 from solver.compile.load_caps import at_load
 from solver.catalog.types import Catalog
 from solver.collector import paused as collector_paused
+from solver.dataclass_repr import dataclass
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
-from solver.optimize.service_bounds import bound_plan_values
 from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
@@ -41,6 +41,8 @@ EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
 
 @dataclass
 class PlanOptions:
+    """How to run plan(): the caller's overrides and hooks (CLI, server, reviews)."""
+
     time_limit_s: float | None = None  # overrides workload.solver.time_limit_s (e.g. a gRPC deadline)
     backend: str | None = None
     explain: bool = False
@@ -205,7 +207,12 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     hint = form.values_from(greedy) if greedy is not None else None
     # Pooled models: the services' own best plans, combined, are usually within a few
     # instances of the optimum: a far better start than the greedy plan.
-    extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None] if form.service_bounds else []
+    extra = []
+    if form.service_bounds:
+        # Imported here: a formulation without service bounds (one service, say) never needs it.
+        from solver.optimize.service_bounds import bound_plan_values
+
+        extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None]
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
     relative_gap = problem.relative_gap

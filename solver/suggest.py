@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    import difflib  # here, not at the top: only a mistyped name needs it (~2 ms of every CLI start)
+
     choices = list(choices)
     lowered = {c.lower(): c for c in choices}
     close = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)

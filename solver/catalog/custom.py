@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from solver.catalog.loader import default_catalog, interconnect_for
+from solver.catalog.loader import default_catalog, default_gpus, interconnect_for
 from solver.catalog.types import Catalog, GpuType, Offer, default_int4_support
 from solver.errors import FieldViolation, InputError
 from solver.suggest import did_you_mean
@@ -23,11 +23,10 @@ def gpu_from_spec(s) -> GpuType:
 
 def catalog_from_spec(gpus_spec, offers_spec, *, include_default_gpus: bool = True,
                       include_default_offers: bool = False, description: str = "", prefix: str = "catalog") -> Catalog:
-    base = default_catalog()
-    gpus: dict[str, GpuType] = dict(base.gpus) if include_default_gpus else {}
+    gpus: dict[str, GpuType] = dict(default_gpus()) if include_default_gpus else {}
     for g in gpus_spec:
         gpus[g.name] = gpu_from_spec(g)
-    offers: list[Offer] = list(base.offers) if include_default_offers else []
+    offers: list[Offer] = list(default_catalog().offers) if include_default_offers else []
     problems: list[FieldViolation] = []
     seen = {o.id for o in offers}
     for i, s in enumerate(offers_spec):

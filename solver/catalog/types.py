@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+
+from solver.dataclass_repr import dataclass
 
 # Weight precisions a service may allow. fp4 = NVFP4/MXFP4 on FP4 tensor cores (Blackwell);
 # int4 = weight-only AWQ/GPTQ (4-bit weights, 16-bit activations and GEMMs).
@@ -22,6 +24,8 @@ def default_int4_support(vendor: str, architecture: str) -> bool:
 
 @dataclass(frozen=True)
 class GpuType:
+    """One GPU model's datasheet figures and capabilities (a catalog GPU type)."""
+
     name: str
     memory_gib: float
     memory_bandwidth_gbs: float | None = None
@@ -130,6 +134,8 @@ class Offer:
 
 @dataclass(frozen=True)
 class Catalog:
+    """The GPU types and instance offers a plan chooses from, and where they came from."""
+
     gpus: dict[str, GpuType]
     offers: tuple[Offer, ...]
     description: str = ""

@@ -13,9 +13,10 @@ No pydantic, no OR-Tools here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from solver.catalog.types import Offer
+from solver.dataclass_repr import dataclass
 from solver.models.library import ModelArch
 
 
@@ -237,6 +238,9 @@ class ServiceDemand:
 
 @dataclass(frozen=True)
 class Problem:
+    """What the optimizer solves: the services' demands, the offers, the candidate configurations and the
+    constraints."""
+
     services: tuple[ServiceDemand, ...]
     offers: tuple[Offer, ...]  # filtered, priced for the chosen tier
     configs: tuple[Config, ...]

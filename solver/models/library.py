@@ -15,11 +15,15 @@ with common suffixes stripped (see `get_model`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from solver.dataclass_repr import dataclass
 
 
 @dataclass(frozen=True)
 class ModelArch:
+    """A transformer's shape and sizes, as the performance model needs them (a model library entry)."""
+
     name: str
     params_b: float  # total parameters, billions (all experts for MoE; text and vision)
     layers: int

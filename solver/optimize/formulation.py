@@ -56,10 +56,11 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import attrgetter
 
 from solver.compile.problem import Config, Problem
+from solver.dataclass_repr import dataclass
 from solver.interrupt import NEVER, Stop
 from solver.optimize.linear import INF, LinearModel
 from solver.optimize.solution import Assignment, Solution, regions_used
@@ -100,6 +101,9 @@ class Pool:
 
 @dataclass
 class Formulation:
+    """The MIP built from a Problem: its linear model and the indices that map its variables back to offers
+    and configurations."""
+
     problem: Problem
     model: LinearModel
     configs: list[Config]

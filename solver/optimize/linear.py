@@ -6,13 +6,17 @@ OR-Tools solver. Keeping the two apart lets us swap SCIP/HiGHS/CP-SAT freely.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from solver.dataclass_repr import dataclass
 
 INF = float("inf")
 
 
 @dataclass
 class Variable:
+    """One variable of a LinearModel: its bounds and whether it is integer."""
+
     name: str
     lb: float
     ub: float
@@ -21,6 +25,8 @@ class Variable:
 
 @dataclass
 class Row:
+    """One constraint of a LinearModel: lb <= sum of coefficient x variable <= ub."""
+
     name: str  # deterministic label, e.g. "demand[chat]", "pack[aws/p5.48xlarge]"
     terms: list[tuple[int, float]]
     lb: float = -INF
@@ -29,6 +35,8 @@ class Row:
 
 @dataclass
 class LinearModel:
+    """A solver-independent MIP: variables, constraint rows and an objective to minimise."""
+
     variables: list[Variable] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     objective: dict[int, float] = field(default_factory=dict)  # minimised
@@ -63,6 +71,8 @@ class Progress:
 
 @dataclass
 class SolveOutcome:
+    """What a backend's solve returned: status, values, objective, bound and time."""
+
     status: str  # "optimal" | "feasible" | "infeasible" | "no_solution" | "cancelled"
     values: list[float] | None
     objective: float | None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from solver.dataclass_repr import dataclass
 
 
 @dataclass(frozen=True)
 class Assignment:
+    """Replicas of one service on one configuration (offer, GPUs per replica, precision)."""
+
     config_key: str
     service: str
     offer_id: str
@@ -20,6 +22,8 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Solution:
+    """A plan in the optimizer's terms: instances per offer and the replicas' assignments."""
+
     fleet: tuple[tuple[str, int], ...]  # (offer id, instances), instances > 0, sorted by id
     assignments: tuple[Assignment, ...]  # replicas > 0, sorted by (service, key)
     spot_fleet: tuple[tuple[str, int], ...] = ()  # spot instances per offer (multi-period plans); `fleet` is the rest

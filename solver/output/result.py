@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import field, fields, is_dataclass
 
+from solver.dataclass_repr import dataclass
 from solver.errors import InfeasibilityReason
 
 HOURS_PER_MONTH = 730.0  # 365 x 24 / 12, the cloud billing convention
@@ -11,6 +12,8 @@ HOURS_PER_MONTH = 730.0  # 365 x 24 / 12, the cloud billing convention
 
 @dataclass
 class FleetLine:
+    """Instances of one offer in the plan, and their price."""
+
     offer_id: str
     provider: str
     name: str
@@ -26,6 +29,8 @@ class FleetLine:
 
 @dataclass
 class SloCheck:
+    """One latency bound of a service and the predicted time checked against it."""
+
     name: str  # "ttft_ms" | "tpot_ms" | "latency_ms"
     predicted_ms: float | None
     slo_ms: float
@@ -47,6 +52,8 @@ class AtLoad:
 
 @dataclass
 class AssignmentView:
+    """Replicas of one service on one configuration, as the plan reports them."""
+
     config: str
     offer_id: str
     gpu: str
@@ -73,6 +80,8 @@ class AssignmentView:
 
 @dataclass
 class Alternative:
+    """A configuration the plan did not take for a service, and why (--explain)."""
+
     config: str
     gpu: str
     gpus_per_replica: int
@@ -88,6 +97,8 @@ class Alternative:
 
 @dataclass
 class ServiceResult:
+    """One service in the plan: demand, capacity, assignments, alternatives and warnings."""
+
     name: str
     unit: str
     demand: float
@@ -104,6 +115,8 @@ class ServiceResult:
 
 @dataclass
 class SolverInfo:
+    """How the plan was solved: backend, times, gap, bound and model size."""
+
     backend: str
     solve_time_s: float
     total_time_s: float
@@ -257,6 +270,8 @@ class HorizonResult:
 
 @dataclass
 class PlanResult:
+    """The planner's answer for a workload (one period; a multi-period plan adds `horizon`)."""
+
     status: str  # "optimal" | "feasible" | "infeasible"
     workload: str
     total_price_usd_per_hour: float | None

@@ -7,10 +7,11 @@ values in `solver/perf/calibration.py`; docs/performance-model.md explains each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Mapping
 
 from solver.catalog.types import GpuType
+from solver.dataclass_repr import dataclass
 from solver.models.library import ModelArch
 from solver.perf import calibration as _fit
 
@@ -178,6 +179,9 @@ def _engine_key(key: str) -> str | None:
 
 @dataclass(frozen=True)
 class PerfQuery:
+    """One question to the performance model: a model on a GPU configuration, with its precision, engine and
+    request sizes."""
+
     model: ModelArch
     gpu: GpuType
     gpus_per_replica: int  # total GPUs of one replica (tensor x pipeline)
@@ -208,6 +212,8 @@ class PerfQuery:
 
 @dataclass(frozen=True)
 class PerfEstimate:
+    """The performance model's answer to a PerfQuery: feasible or why not, and its figures."""
+
     feasible: bool
     reason: str = ""  # why infeasible, in words a user reads
     reason_kind: str = ""  # "vram" | "ttft" | "tpot" | "latency" | "unsupported" | ""

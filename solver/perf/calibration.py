@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from solver.dataclass_repr import dataclass
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BENCHMARKS_CSV = DATA_DIR / "llm_benchmarks.csv"
@@ -226,6 +227,8 @@ class BenchmarkCase:
 
 @dataclass(frozen=True)
 class SkippedRow:
+    """A benchmark row the calibration leaves out, and why."""
+
     row: int
     label: str
     reason: str
@@ -441,6 +444,8 @@ def _no_queue_case(i: int, label: str, r: dict[str, str], calibration, dataset: 
 # ---------------------------------------------------------------- residuals
 @dataclass(frozen=True)
 class Residual:
+    """A benchmark case and the model's prediction for it."""
+
     case: BenchmarkCase
     predicted: float
     regime: str = ""  # "memory" | "compute": what bounds the phase the metric measures

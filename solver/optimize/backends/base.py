@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
 
+from solver.dataclass_repr import dataclass
 from solver.optimize.linear import LinearModel, Progress, SolveOutcome
 
 
 @dataclass
 class SolveOptions:
+    """Limits and hints for one MIP solve, whatever the backend."""
+
     time_limit_s: float = 60.0
     absolute_gap: float = 1e-6  # $/hour: below any real price difference
     relative_gap: float = 0.0
