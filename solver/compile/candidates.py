@@ -358,6 +358,7 @@ class CandidateBuilder:
         # keeps those objects alive, so that their ids are never reused meanwhile.
         self._queries: dict[tuple, PerfQuery] = {}
         self._held: list[tuple] = []
+        self._shapes: dict[tuple, _Shape] = {}  # one for_services call's (see _OfferCandidates._shape)
 
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
         """The service's configurations on every offer (pruned of those another of the same
@@ -375,6 +376,9 @@ class CandidateBuilder:
         builds: dict[_Key, dict[int, _Build]] = {}
         fresh: list[_Build] = []
         offer_ids = tuple(map(id, self.offers)) if self.cache is not None and prune else ()
+        # Shapes by the ids of this call's services (held by `rows`); a cancelled call may
+        # leave some asked and never estimated, so each call starts afresh.
+        self._shapes = {}
         for svc in services:
             self.stop.check("candidate configurations")  # (nothing below runs long: builds run later)
             service_key = cached = pending = row_key = None
@@ -442,6 +446,7 @@ class CandidateBuilder:
             out.append(configs)
             self.rejections.extend(rejections)
             self.dominated.extend(dominated_all)
+        self._shapes = {}
         return out
 
     def _run(self, builds: list[_Build]) -> None:
@@ -452,8 +457,13 @@ class CandidateBuilder:
         for b in builds:
             self.stop.check("candidate configurations")
             b.advance(None, waiting)
+        idle = 0  # rounds in a row that asked nothing: builds waiting on shapes others asked for
         while waiting:
-            estimates = ESTIMATES.get_many([q for b in waiting for q in b.asked], self.stop)
+            queries = [q for b in waiting for q in b.asked]
+            idle = 0 if queries else idle + 1
+            if idle > 1:  # every shape's asker resumes in the round after it asked: never twice
+                raise RuntimeError("candidate builds wait on shapes nobody asked for")
+            estimates = ESTIMATES.get_many(queries, self.stop)
             now, waiting, at = waiting, [], 0
             for b in now:
                 self.stop.check("candidate configurations")
@@ -498,6 +508,23 @@ class _Plan:
     estimates: list[PerfEstimate] = field(default_factory=list)
 
 
+class _Shape:
+    """One service's estimated configurations of one replica shape (GPUs per replica x
+    instances it spans) on one GPU type with its usable memory and the links its estimates
+    read: per precision, a rejection (kind, reason) or a configuration's (classes, memory,
+    error band), with no offer in them. Every offer with that hardware shares one: the
+    8-GPU instance's 1-GPU replicas are the 1-GPU instance's. Offers stamp their own
+    configurations and rejections from it (`_OfferCandidates._stamped`)."""
+
+    __slots__ = ("plans", "items", "state")
+    NEW, ASKED, DONE = 0, 1, 2
+
+    def __init__(self, plans: list[_Plan]):
+        self.plans = plans
+        self.items: list[tuple] = []  # per plan: ("reject", precision, kind, reason) or ("config", precision, classes, memory, band)
+        self.state = _Shape.NEW
+
+
 class _OfferCandidates:
     """The configurations (and rejections) of one service on one offer."""
 
@@ -518,14 +545,14 @@ class _OfferCandidates:
         offer, model = self.offer, self.svc.model
         configs: list[Config] = []
         sizes = _replica_sizes(offer.gpus_per_instance)
-        plans = {g: self._plan(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
-        yield from self._estimate(plans.values())
+        shapes = {g: self._shape(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
+        yield from self._estimate(shapes.values())
         measured = bool(self.svc.profiles) or model is None  # else _measured finds nothing (and says nothing)
         for g in sizes:
             if measured:
                 configs.extend(self._measured(g))
-            if g in plans:
-                configs.extend(self._estimated(g, 1, plans[g]))
+            if g in shapes:
+                configs.extend(self._stamped(g, 1, shapes[g]))
         if model is not None and offer.inter_node_fabric:
             configs.extend((yield from self._spanning(model)))
         self._unplannable_profiles(sizes)
@@ -609,59 +636,86 @@ class _OfferCandidates:
             plans.append(_Plan(precision, why, queries))
         return plans
 
-    @staticmethod
-    def _estimate(plans_per_size) -> Generator[list[PerfQuery], list[PerfEstimate], None]:
-        """Ask for the plans' queries at once; hand each plan its estimates."""
-        plans = [p for per_size in plans_per_size for p in per_size]
-        queries = [q for p in plans for q in p.queries]
-        if not queries:
-            return
-        estimates = yield queries
-        at = 0
-        for p in plans:
-            p.estimates = estimates[at:at + len(p.queries)]
-            at += len(p.queries)
+    def _shape(self, model: ModelArch, g: int, span: int) -> _Shape:
+        """The service's shape of g GPUs x span instances on this offer's hardware: made
+        once per builder call for every offer that shares it. An estimate reads the
+        interconnect only with tensor parallelism (g > 1) and the inter-node bandwidth only
+        across instances (span > 1; see `solver.perf.links_read`), so only then do they part
+        offers; the GPU type, its name and the usable memory always do."""
+        offer = self.offer
+        key = (id(self.svc), id(self.gpu), offer.gpu, self.usable_gib, g, span,
+               offer.interconnect if g > 1 else None, offer.inter_node_gbs if span > 1 else None)
+        shapes = self.b._shapes
+        found = shapes.get(key)
+        if found is None:
+            found = shapes[key] = _Shape(self._plan(model, g, span))
+        return found
 
-    def _estimated(self, g: int, span: int, plans: list[_Plan]) -> list[Config]:
-        svc, offer = self.svc, self.offer
+    def _estimate(self, shapes) -> Generator[list[PerfQuery], list[PerfEstimate], None]:
+        """Ask for the queries of the shapes nobody has asked for yet, all at once; wait
+        (yield nothing new) for those another build asked for, which that build finishes
+        in the same round, before this one resumes (builds resume in the order they asked)."""
+        mine = [s for s in shapes if s.state == _Shape.NEW]
+        for s in mine:
+            s.state = _Shape.ASKED
+        plans = [p for s in mine for p in s.plans]
+        queries = [q for p in plans for q in p.queries]
+        while queries or any(s.state != _Shape.DONE for s in shapes):
+            estimates = yield queries
+            at = 0
+            for p in plans:
+                p.estimates = estimates[at:at + len(p.queries)]
+                at += len(p.queries)
+            for s in mine:
+                s.items = [self._outcome(p) for p in s.plans]
+                s.state = _Shape.DONE
+            mine, plans, queries = [], [], []
+
+    def _outcome(self, plan: _Plan) -> tuple:
+        """One precision's rejection or configuration data, from its estimates (one per
+        request class, in class order): what every offer of the shape stamps."""
+        svc = self.svc
+        precision = plan.precision
+        if plan.why is not None:
+            return ("reject", precision, *plan.why)
+        perfs: list[ClassPerf] = []
+        mem, band = None, 0.0
+        for e in plan.estimates:
+            if not e.feasible and e.reason_kind in ("vram", "unsupported"):
+                return ("reject", precision, e.reason_kind, e.reason)
+            band = e.error_band
+            if not e.feasible:
+                perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
+                                        batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
+                continue
+            mem = max(mem or 0.0, e.memory_gib_per_gpu)
+            if svc.size_with_error_band:
+                # Size for the pessimistic end of the bands (of the estimate's regimes):
+                # slower tokens, fewer requests - as the model checked the SLOs.
+                ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
+                latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
+                perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
+                                        tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
+                                        batch=e.batch, binding_limit=e.binding_limit))
+            else:
+                perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
+                                        latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
+        if all(c.throughput <= 0 for c in perfs):
+            first = next(c for c in perfs if c.reason)
+            return ("reject", precision, _slo_kind(first.reason) or "latency", first.reason)
+        return ("config", precision, tuple(perfs), mem, band)
+
+    def _stamped(self, g: int, span: int, shape: _Shape) -> list[Config]:
+        """This offer's configurations of the shape; its rejections recorded (in precision order)."""
+        svc, offer_id = self.svc, self.offer.id
         out = []
-        for plan in plans:
-            precision = plan.precision
-            if plan.why is not None:
-                self._reject(g * span, precision, *plan.why)
+        for item in shape.items:
+            if item[0] == "reject":
+                self._reject(g * span, item[1], item[2], item[3])
                 continue
-            perfs: list[ClassPerf] = []
-            mem, band, fail = None, 0.0, None
-            for e in plan.estimates:  # one per request class, in class order
-                if not e.feasible and e.reason_kind in ("vram", "unsupported"):
-                    fail = (e.reason_kind, e.reason)
-                    break
-                band = e.error_band
-                if not e.feasible:
-                    perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
-                                            batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
-                    continue
-                mem = max(mem or 0.0, e.memory_gib_per_gpu)
-                if svc.size_with_error_band:
-                    # Size for the pessimistic end of the bands (of the estimate's regimes):
-                    # slower tokens, fewer requests - as the model checked the SLOs.
-                    ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
-                    latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
-                    perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
-                                            tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
-                                            batch=e.batch, binding_limit=e.binding_limit))
-                else:
-                    perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
-                                            latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
-            if fail is not None:
-                self._reject(g * span, precision, fail[0], fail[1])
-                continue
-            if all(c.throughput <= 0 for c in perfs):
-                first = next(c for c in perfs if c.reason)
-                self._reject(g * span, precision, _slo_kind(first.reason) or "latency", first.reason)
-                continue
-            out.append(_new_config(service=svc.name, offer_id=offer.id, gpus_per_replica=g * span, precision=precision,
-                                   source="estimate", classes=tuple(perfs), memory_gib_per_gpu=mem, error_band=band,
+            _, precision, perfs, mem, band = item
+            out.append(_new_config(service=svc.name, offer_id=offer_id, gpus_per_replica=g * span, precision=precision,
+                                   source="estimate", classes=perfs, memory_gib_per_gpu=mem, error_band=band,
                                    instances_per_replica=span))
         return out
 
@@ -673,9 +727,9 @@ class _OfferCandidates:
             return []
         out: list[Config] = []
         for span in (2, 4):
-            plans = self._plan(model, whole, span)
-            yield from self._estimate([plans])
-            found = self._estimated(whole, span, plans)
+            shape = self._shape(model, whole, span)
+            yield from self._estimate([shape])
+            found = self._stamped(whole, span, shape)
             out.extend(found)
             if found:
                 break
