@@ -379,6 +379,8 @@ class CandidateBuilder:
         # Shapes by the ids of this call's services (held by `rows`); a cancelled call may
         # leave some asked and never estimated, so each call starts afresh.
         self._shapes = {}
+        gpus = self.catalog.gpus
+        hardware = [(gpus[o.gpu], self.catalog.usable_memory_gib(o)) for o in self.offers]  # once, not per service
         for svc in services:
             self.stop.check("candidate configurations")  # (nothing below runs long: builds run later)
             service_key = cached = pending = row_key = None
@@ -403,19 +405,18 @@ class CandidateBuilder:
                         offer_key = self._offer_keys[i] = _offer_key(self.catalog, offer)
                     found = pending.get(i) or self.cache.get(cached, offer_key)
                 if found is None:
-                    found = _Build(_OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), service_key, offer_key)
+                    found = _Build(_OfferCandidates(self, svc, offer, *hardware[i]), service_key, offer_key)
                     fresh.append(found)
                     if cached is not None:
                         pending[i] = found
                 mine.append(found)
             rows.append((svc, mine, row_key, None))
         self._run(fresh)
+        pruned: dict[tuple, tuple] = {}  # see _pruned
         for b in fresh:
             self.stop.check("candidate configurations")
-            svc = b.offer.svc
-            kept = tuple(prune_configs(list(b.configs), svc)) if prune else b.configs
-            kept_ids = {id(c) for c in kept}
-            b.found = (kept, b.rejections, tuple(c for c in b.configs if id(c) not in kept_ids))
+            kept, dominated = self._pruned(b, pruned) if prune else (b.configs, ())
+            b.found = (kept, b.rejections, dominated)
             if b.service_key is not None:
                 self.cache.put(self.cache.service(b.service_key), b.offer_key, b.found)
         out: list[list[Config]] = []
@@ -449,6 +450,25 @@ class CandidateBuilder:
         self._shapes = {}
         return out
 
+    @staticmethod
+    def _pruned(b: _Build, done: dict[tuple, tuple]) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
+        """(kept, dominated) of one build's configurations (`prune_configs`). Builds whose
+        configurations all come from the same list of shapes differ only in their offer,
+        which pruning (within one offer) never reads: their positions are pruned once."""
+        configs = b.configs
+        if len(configs) < 2:
+            return configs, ()
+        signature = b.offer.signature
+        at = done.get(tuple(signature)) if signature is not None else None
+        if at is None:
+            position = {id(c): i for i, c in enumerate(configs)}  # prune_configs keeps the objects it is given
+            kept_at = tuple(position[id(c)] for c in prune_configs(list(configs), b.offer.svc))  # in its order
+            kept = set(kept_at)
+            at = (kept_at, tuple(i for i in range(len(configs)) if i not in kept))
+            if signature is not None:
+                done[tuple(signature)] = at
+        return tuple(configs[i] for i in at[0]), tuple(configs[i] for i in at[1])
+
     def _run(self, builds: list[_Build]) -> None:
         """Drive the builds together: each round, every build that waits for estimates gets
         them from one bulk request (a few rounds: single instances, then 2-, then 4-instance
@@ -472,18 +492,20 @@ class CandidateBuilder:
                 at += n
 
 
-@dataclass(eq=False)
 class _Build:
     """One (service, offer) pair's configurations being built (see _OfferCandidates.build)."""
 
-    offer: _OfferCandidates
-    service_key: _Key | None
-    offer_key: _Key | None
-    steps: Generator | None = None
-    asked: list[PerfQuery] = field(default_factory=list)
-    configs: tuple[Config, ...] = ()
-    rejections: tuple[Rejection, ...] = ()
-    found: tuple | None = None  # (kept, rejected, dominated) once built
+    __slots__ = ("offer", "service_key", "offer_key", "steps", "asked", "configs", "rejections", "found")
+
+    def __init__(self, offer: _OfferCandidates, service_key: _Key | None, offer_key: _Key | None):
+        self.offer = offer
+        self.service_key = service_key
+        self.offer_key = offer_key
+        self.steps: Generator | None = None
+        self.asked: list[PerfQuery] = []
+        self.configs: tuple[Config, ...] = ()
+        self.rejections: tuple[Rejection, ...] = ()
+        self.found: tuple | None = None  # (kept, rejected, dominated) once built
 
     def advance(self, estimates: list[PerfEstimate] | None, waiting: list[_Build]) -> None:
         """Send the estimates asked for; the build asks for more (and waits) or finishes."""
@@ -528,13 +550,15 @@ class _Shape:
 class _OfferCandidates:
     """The configurations (and rejections) of one service on one offer."""
 
-    def __init__(self, builder: CandidateBuilder, svc: ServiceDemand, offer: Offer, gpu: GpuType):
+    def __init__(self, builder: CandidateBuilder, svc: ServiceDemand, offer: Offer, gpu: GpuType,
+                 usable_gib: float | None = None):
         self.b = builder
         self.svc = svc
         self.offer = offer
         self.gpu = gpu
-        self.usable_gib = builder.catalog.usable_memory_gib(offer)
+        self.usable_gib = builder.catalog.usable_memory_gib(offer) if usable_gib is None else usable_gib
         self.rejections: list[Rejection] = []
+        self.signature: list[_Shape] | None = None  # see build
         # What `_query`'s memo key takes from the service and offer (see CandidateBuilder._queries).
         self._query_key = (id(svc), id(gpu), id(builder.calibration), offer.interconnect, self.usable_gib,
                            offer.inter_node_gbs)
@@ -548,6 +572,9 @@ class _OfferCandidates:
         shapes = {g: self._shape(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
         yield from self._estimate(shapes.values())
         measured = bool(self.svc.profiles) or model is None  # else _measured finds nothing (and says nothing)
+        # Configurations from shapes alone: then which shapes decides them up to the offer,
+        # and their pruning is done once per list of shapes (see CandidateBuilder._pruned).
+        self.signature = None if measured else []
         for g in sizes:
             if measured:
                 configs.extend(self._measured(g))
@@ -556,8 +583,10 @@ class _OfferCandidates:
         if model is not None and offer.inter_node_fabric:
             configs.extend((yield from self._spanning(model)))
         self._unplannable_profiles(sizes)
-        configs = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
-        return tuple(configs), tuple(self.rejections)
+        capped = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
+        if capped is not configs:
+            self.signature = None  # capped per offer (its own queries): not shared
+        return tuple(capped), tuple(self.rejections)
 
     def _unplannable_profiles(self, sizes: Sequence[int]) -> None:
         """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
@@ -708,6 +737,8 @@ class _OfferCandidates:
     def _stamped(self, g: int, span: int, shape: _Shape) -> list[Config]:
         """This offer's configurations of the shape; its rejections recorded (in precision order)."""
         svc, offer_id = self.svc, self.offer.id
+        if self.signature is not None:
+            self.signature.append(shape)
         out = []
         for item in shape.items:
             if item[0] == "reject":
