@@ -53,6 +53,8 @@ def _services(seed: int, n: int, percentile: bool):
     for s in doc["services"]:
         if s.get("model") and rng.random() < 0.3:
             s["model"] = rng.choice(["llama-3.1-70b", "qwen2.5-72b", "llama-3.1-405b"])  # some span instances
+        if rng.random() < 0.2:
+            s["max_replicas"] = 50  # then no configuration of an offer prunes another
         if percentile and s.get("slo"):
             s["slo"] = dict(s["slo"], percentile=rng.choice([90, 99]))
     return compile_problem(parse_workload(copy.deepcopy(doc)), default_catalog())
