@@ -33,7 +33,7 @@ from solver.compile.compiled import compile_problem
 from solver.compile.load_caps import cap_under_load
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
-from solver.frozen import maker
+from solver.frozen import maker, stamper
 from solver.interrupt import NEVER, Stop
 from solver.lru import LockedLru
 from solver.models.library import ModelArch
@@ -131,9 +131,10 @@ def _object_hashes(model, gpu, calibration) -> tuple[int, int, int]:
 
 
 _new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
-_new_config = maker(Config)
 _new_class = maker(ClassPerf)
 _new_rejection = maker(Rejection)
+_config_on = stamper(Config, "offer_id")  # (fields but the offer id, offer id) -> Config: offers of one shape
+_rejection_on = stamper(Rejection, "offer_id")
 
 _QUERY_OBJECTS = ("model", "gpu", "calibration")
 _VALUE_FIELDS = tuple(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS)
@@ -341,6 +342,11 @@ def _offer_key(catalog: Catalog, offer: Offer) -> _Key:
     return key
 
 
+# Builds between checks for a cancel or deadline: each takes tens of microseconds, so a
+# stop still bites within milliseconds, and the check's clock read is not paid per build.
+_CHECK_EVERY = 64
+
+
 class CandidateBuilder:
     def __init__(self, catalog: Catalog, offers: list[Offer] | tuple[Offer, ...], calibration: Calibration,
                  cache: CandidateCache | None = None, stop: Stop = NEVER):
@@ -413,8 +419,9 @@ class CandidateBuilder:
             rows.append((svc, mine, row_key, None))
         self._run(fresh)
         pruned: dict[tuple, tuple] = {}  # see _pruned
-        for b in fresh:
-            self.stop.check("candidate configurations")
+        for i, b in enumerate(fresh):
+            if not i % _CHECK_EVERY:
+                self.stop.check("candidate configurations")
             kept, dominated = self._pruned(b, pruned) if prune else (b.configs, ())
             b.found = (kept, b.rejections, dominated)
             if b.service_key is not None:
@@ -474,8 +481,9 @@ class CandidateBuilder:
         them from one bulk request (a few rounds: single instances, then 2-, then 4-instance
         replicas where a model fits no single instance)."""
         waiting: list[_Build] = []
-        for b in builds:
-            self.stop.check("candidate configurations")
+        for i, b in enumerate(builds):
+            if not i % _CHECK_EVERY:
+                self.stop.check("candidate configurations")
             b.advance(None, waiting)
         idle = 0  # rounds in a row that asked nothing: builds waiting on shapes others asked for
         while waiting:
@@ -485,8 +493,9 @@ class CandidateBuilder:
                 raise RuntimeError("candidate builds wait on shapes nobody asked for")
             estimates = ESTIMATES.get_many(queries, self.stop)
             now, waiting, at = waiting, [], 0
-            for b in now:
-                self.stop.check("candidate configurations")
+            for i, b in enumerate(now):
+                if not i % _CHECK_EVERY:
+                    self.stop.check("candidate configurations")
                 n = len(b.asked)
                 b.advance(estimates[at:at + n], waiting)
                 at += n
@@ -538,12 +547,13 @@ class _Shape:
     8-GPU instance's 1-GPU replicas are the 1-GPU instance's. Offers stamp their own
     configurations and rejections from it (`_OfferCandidates._stamped`)."""
 
-    __slots__ = ("plans", "items", "state")
+    __slots__ = ("plans", "g", "span", "items", "state")
     NEW, ASKED, DONE = 0, 1, 2
 
-    def __init__(self, plans: list[_Plan]):
+    def __init__(self, plans: list[_Plan], g: int, span: int):
         self.plans = plans
-        self.items: list[tuple] = []  # per plan: ("reject", precision, kind, reason) or ("config", precision, classes, memory, band)
+        self.g, self.span = g, span
+        self.items: list[tuple[bool, dict]] = []  # per plan: (whether a configuration, its fields but the offer id)
         self.state = _Shape.NEW
 
 
@@ -677,7 +687,7 @@ class _OfferCandidates:
         shapes = self.b._shapes
         found = shapes.get(key)
         if found is None:
-            found = shapes[key] = _Shape(self._plan(model, g, span))
+            found = shapes[key] = _Shape(self._plan(model, g, span), g, span)
         return found
 
     def _estimate(self, shapes) -> Generator[list[PerfQuery], list[PerfEstimate], None]:
@@ -696,22 +706,28 @@ class _OfferCandidates:
                 p.estimates = estimates[at:at + len(p.queries)]
                 at += len(p.queries)
             for s in mine:
-                s.items = [self._outcome(p) for p in s.plans]
+                s.items = [self._outcome(p, s.g, s.span) for p in s.plans]
                 s.state = _Shape.DONE
             mine, plans, queries = [], [], []
 
-    def _outcome(self, plan: _Plan) -> tuple:
-        """One precision's rejection or configuration data, from its estimates (one per
-        request class, in class order): what every offer of the shape stamps."""
+    def _outcome(self, plan: _Plan, g: int, span: int) -> tuple[bool, dict]:
+        """One precision's rejection or configuration, from its estimates (one per request
+        class, in class order): (whether a configuration, every field but the offer id) -
+        what every offer of the shape stamps."""
         svc = self.svc
         precision = plan.precision
+
+        def rejected(kind: str, reason: str) -> tuple[bool, dict]:
+            return False, {"service": svc.name, "gpu": self.offer.gpu, "gpus_per_replica": g * span,
+                           "precision": precision, "kind": kind, "reason": reason}
+
         if plan.why is not None:
-            return ("reject", precision, *plan.why)
+            return rejected(*plan.why)
         perfs: list[ClassPerf] = []
         mem, band = None, 0.0
         for e in plan.estimates:
             if not e.feasible and e.reason_kind in ("vram", "unsupported"):
-                return ("reject", precision, e.reason_kind, e.reason)
+                return rejected(e.reason_kind, e.reason)
             band = e.error_band
             if not e.feasible:
                 perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
@@ -731,23 +747,22 @@ class _OfferCandidates:
                                         latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
         if all(c.throughput <= 0 for c in perfs):
             first = next(c for c in perfs if c.reason)
-            return ("reject", precision, _slo_kind(first.reason) or "latency", first.reason)
-        return ("config", precision, tuple(perfs), mem, band)
+            return rejected(_slo_kind(first.reason) or "latency", first.reason)
+        return True, {"service": svc.name, "gpus_per_replica": g * span, "precision": precision, "source": "estimate",
+                      "classes": tuple(perfs), "memory_gib_per_gpu": mem, "error_band": band,
+                      "instances_per_replica": span, "pending_cap": None}
 
     def _stamped(self, g: int, span: int, shape: _Shape) -> list[Config]:
         """This offer's configurations of the shape; its rejections recorded (in precision order)."""
-        svc, offer_id = self.svc, self.offer.id
+        offer_id = self.offer.id
         if self.signature is not None:
             self.signature.append(shape)
         out = []
-        for item in shape.items:
-            if item[0] == "reject":
-                self._reject(g * span, item[1], item[2], item[3])
-                continue
-            _, precision, perfs, mem, band = item
-            out.append(_new_config(service=svc.name, offer_id=offer_id, gpus_per_replica=g * span, precision=precision,
-                                   source="estimate", classes=perfs, memory_gib_per_gpu=mem, error_band=band,
-                                   instances_per_replica=span))
+        for is_config, template in shape.items:
+            if is_config:
+                out.append(_config_on(template, offer_id))
+            else:
+                self.rejections.append(_rejection_on(template, offer_id))
         return out
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
