@@ -25,7 +25,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields, replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Generator, Sequence
 
 from solver.catalog.types import Catalog, GpuType, Offer
@@ -347,6 +347,16 @@ def _offer_key(catalog: Catalog, offer: Offer) -> _Key:
 _CHECK_EVERY = 64
 
 
+def _picker(positions: list[int]):
+    """A function: a sequence -> the tuple of its items at these positions, in this order."""
+    if not positions:
+        return lambda items: ()
+    if len(positions) == 1:
+        at = positions[0]
+        return lambda items: (items[at],)
+    return itemgetter(*positions)
+
+
 class CandidateBuilder:
     def __init__(self, catalog: Catalog, offers: list[Offer] | tuple[Offer, ...], calibration: Calibration,
                  cache: CandidateCache | None = None, stop: Stop = NEVER):
@@ -466,15 +476,17 @@ class CandidateBuilder:
         if len(configs) < 2:
             return configs, ()
         signature = b.offer.signature
-        at = done.get(tuple(signature)) if signature is not None else None
+        key = tuple(signature) if signature is not None else None
+        at = done.get(key) if key is not None else None
         if at is None:
             position = {id(c): i for i, c in enumerate(configs)}  # prune_configs keeps the objects it is given
-            kept_at = tuple(position[id(c)] for c in prune_configs(list(configs), b.offer.svc))  # in its order
+            kept_at = [position[id(c)] for c in prune_configs(list(configs), b.offer.svc)]  # in its order
             kept = set(kept_at)
-            at = (kept_at, tuple(i for i in range(len(configs)) if i not in kept))
-            if signature is not None:
-                done[tuple(signature)] = at
-        return tuple(configs[i] for i in at[0]), tuple(configs[i] for i in at[1])
+            dropped_at = [i for i in range(len(configs)) if i not in kept]
+            at = (_picker(kept_at), _picker(dropped_at))
+            if key is not None:
+                done[key] = at
+        return at[0](configs), at[1](configs)
 
     def _run(self, builds: list[_Build]) -> None:
         """Drive the builds together: each round, every build that waits for estimates gets
