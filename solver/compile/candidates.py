@@ -17,6 +17,13 @@ performance queries it needs, the builder estimates all of them at once
 (a cancel or deadline is checked between chunks), and the builds then finish with the
 results - the same configurations and rejections, in the same order, as one at a time.
 Estimates are also cached by query across calls (`ESTIMATES`, least recently used out).
+
+Within one call, offers of one GPU type share a service's replica shapes (`_Shape`: g GPUs
+per replica x instances spanned, on that GPU with its usable memory and the links the
+estimates read): the queries, their estimates and each precision's outcome are made once,
+and every offer stamps its own configurations and rejections from it (a 1-GPU replica on
+1-, 2-, 4- and 8-GPU instances is one shape). Offers whose configurations come from the
+same list of shapes are pruned once.
 """
 
 from __future__ import annotations
