@@ -40,3 +40,25 @@ def maker(cls: type[T]) -> Callable[..., T]:
         return obj
 
     return make
+
+
+def stamper(cls: type[T], name: str) -> Callable[[dict, object], T]:
+    """A function (template, value) -> the object of `cls` whose fields are the template's
+    with `name` set to value: the same object `cls(**template, name=value)` makes, for the
+    many objects that differ in one field only (a configuration on each offer of one GPU).
+    The template holds every other field (unchecked here: `maker`'s rules, and callers'
+    tests compare with the dataclass's own constructor); it is copied, never kept."""
+    if hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: stamper() needs a plain dataclass")
+    if name not in {f.name for f in fields(cls)}:
+        raise TypeError(f"{cls.__name__} has no field {name!r}")
+    new = object.__new__
+
+    def stamp(template: dict, value) -> T:
+        obj = new(cls)
+        d = obj.__dict__
+        d.update(template)
+        d[name] = value
+        return obj
+
+    return stamp

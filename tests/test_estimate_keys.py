@@ -13,7 +13,7 @@ import pytest
 from solver.catalog.loader import default_catalog
 from solver.compile.candidates import EstimateCache, _QueryKey
 from solver.compile.problem import ClassPerf, Config, Rejection
-from solver.frozen import maker
+from solver.frozen import maker, stamper
 from solver.models.library import get_model
 from solver.perf import estimate, estimate_many, links_read
 from solver.perf.api import PerfEstimate, PerfQuery
@@ -108,3 +108,20 @@ def test_maker_makes_the_same_objects():
         maker(Rejection)(service="s")  # fields without defaults left out
     with pytest.raises(TypeError):
         maker(ClassPerf)(throughput=1.0, speed=2.0)  # not a field
+
+
+def test_stamper_makes_the_same_objects():
+    perf = ClassPerf(1.5, 20.0, 30.0, None, 8, "slo", "")
+    template = dict(service="s", gpus_per_replica=2, precision="fp16", source="estimate", classes=(perf,),
+                    memory_gib_per_gpu=30.0, error_band=0.1, instances_per_replica=2, pending_cap=None)
+    stamp = stamper(Config, "offer_id")
+    for offer in ("o", "p"):
+        got, want = stamp(template, offer), Config(**template, offer_id=offer)
+        assert type(got) is Config and got == want and hash(got) == hash(want) and repr(got) == repr(want)
+        assert vars(got) == {f.name: getattr(want, f.name) for f in dataclasses.fields(Config)}
+        assert got.key == want.key
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.__setattr__("offer_id", None)
+    assert "offer_id" not in template and template["service"] == "s"  # copied, never changed
+    with pytest.raises(TypeError):
+        stamper(Config, "offer")  # not a field

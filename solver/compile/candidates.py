@@ -17,6 +17,13 @@ performance queries it needs, the builder estimates all of them at once
 (a cancel or deadline is checked between chunks), and the builds then finish with the
 results - the same configurations and rejections, in the same order, as one at a time.
 Estimates are also cached by query across calls (`ESTIMATES`, least recently used out).
+
+Within one call, offers of one GPU type share a service's replica shapes (`_Shape`: g GPUs
+per replica x instances spanned, on that GPU with its usable memory and the links the
+estimates read): the queries, their estimates and each precision's outcome are made once,
+and every offer stamps its own configurations and rejections from it (a 1-GPU replica on
+1-, 2-, 4- and 8-GPU instances is one shape). Offers whose configurations come from the
+same list of shapes are pruned once.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields, replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Generator, Sequence
 
 from solver.catalog.types import Catalog, GpuType, Offer
@@ -33,7 +40,7 @@ from solver.compile.compiled import compile_problem
 from solver.compile.load_caps import cap_under_load
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
-from solver.frozen import maker
+from solver.frozen import maker, stamper
 from solver.interrupt import NEVER, Stop
 from solver.lru import LockedLru
 from solver.models.library import ModelArch
@@ -131,9 +138,10 @@ def _object_hashes(model, gpu, calibration) -> tuple[int, int, int]:
 
 
 _new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
-_new_config = maker(Config)
 _new_class = maker(ClassPerf)
 _new_rejection = maker(Rejection)
+_config_on = stamper(Config, "offer_id")  # (fields but the offer id, offer id) -> Config: offers of one shape
+_rejection_on = stamper(Rejection, "offer_id")
 
 _QUERY_OBJECTS = ("model", "gpu", "calibration")
 _VALUE_FIELDS = tuple(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS)
@@ -341,6 +349,21 @@ def _offer_key(catalog: Catalog, offer: Offer) -> _Key:
     return key
 
 
+# Builds between checks for a cancel or deadline: each takes tens of microseconds, so a
+# stop still bites within milliseconds, and the check's clock read is not paid per build.
+_CHECK_EVERY = 64
+
+
+def _picker(positions: list[int]):
+    """A function: a sequence -> the tuple of its items at these positions, in this order."""
+    if not positions:
+        return lambda items: ()
+    if len(positions) == 1:
+        at = positions[0]
+        return lambda items: (items[at],)
+    return itemgetter(*positions)
+
+
 class CandidateBuilder:
     def __init__(self, catalog: Catalog, offers: list[Offer] | tuple[Offer, ...], calibration: Calibration,
                  cache: CandidateCache | None = None, stop: Stop = NEVER):
@@ -358,6 +381,7 @@ class CandidateBuilder:
         # keeps those objects alive, so that their ids are never reused meanwhile.
         self._queries: dict[tuple, PerfQuery] = {}
         self._held: list[tuple] = []
+        self._shapes: dict[tuple, _Shape] = {}  # one for_services call's (see _OfferCandidates._shape)
 
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
         """The service's configurations on every offer (pruned of those another of the same
@@ -375,6 +399,11 @@ class CandidateBuilder:
         builds: dict[_Key, dict[int, _Build]] = {}
         fresh: list[_Build] = []
         offer_ids = tuple(map(id, self.offers)) if self.cache is not None and prune else ()
+        # Shapes by the ids of this call's services (held by `rows`); a cancelled call may
+        # leave some asked and never estimated, so each call starts afresh.
+        self._shapes = {}
+        gpus = self.catalog.gpus
+        hardware = [(gpus[o.gpu], self.catalog.usable_memory_gib(o)) for o in self.offers]  # once, not per service
         for svc in services:
             self.stop.check("candidate configurations")  # (nothing below runs long: builds run later)
             service_key = cached = pending = row_key = None
@@ -399,19 +428,19 @@ class CandidateBuilder:
                         offer_key = self._offer_keys[i] = _offer_key(self.catalog, offer)
                     found = pending.get(i) or self.cache.get(cached, offer_key)
                 if found is None:
-                    found = _Build(_OfferCandidates(self, svc, offer, self.catalog.gpus[offer.gpu]), service_key, offer_key)
+                    found = _Build(_OfferCandidates(self, svc, offer, *hardware[i]), service_key, offer_key)
                     fresh.append(found)
                     if cached is not None:
                         pending[i] = found
                 mine.append(found)
             rows.append((svc, mine, row_key, None))
         self._run(fresh)
-        for b in fresh:
-            self.stop.check("candidate configurations")
-            svc = b.offer.svc
-            kept = tuple(prune_configs(list(b.configs), svc)) if prune else b.configs
-            kept_ids = {id(c) for c in kept}
-            b.found = (kept, b.rejections, tuple(c for c in b.configs if id(c) not in kept_ids))
+        pruned: dict[tuple, tuple] = {}  # see _pruned
+        for i, b in enumerate(fresh):
+            if not i % _CHECK_EVERY:
+                self.stop.check("candidate configurations")
+            kept, dominated = self._pruned(b, pruned) if prune else (b.configs, ())
+            b.found = (kept, b.rejections, dominated)
             if b.service_key is not None:
                 self.cache.put(self.cache.service(b.service_key), b.offer_key, b.found)
         out: list[list[Config]] = []
@@ -442,38 +471,69 @@ class CandidateBuilder:
             out.append(configs)
             self.rejections.extend(rejections)
             self.dominated.extend(dominated_all)
+        self._shapes = {}
         return out
+
+    @staticmethod
+    def _pruned(b: _Build, done: dict[tuple, tuple]) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
+        """(kept, dominated) of one build's configurations (`prune_configs`). Builds whose
+        configurations all come from the same list of shapes differ only in their offer,
+        which pruning (within one offer) never reads: their positions are pruned once."""
+        configs = b.configs
+        if len(configs) < 2:
+            return configs, ()
+        signature = b.offer.signature
+        key = tuple(signature) if signature is not None else None
+        at = done.get(key) if key is not None else None
+        if at is None:
+            position = {id(c): i for i, c in enumerate(configs)}  # prune_configs keeps the objects it is given
+            kept_at = [position[id(c)] for c in prune_configs(list(configs), b.offer.svc)]  # in its order
+            kept = set(kept_at)
+            dropped_at = [i for i in range(len(configs)) if i not in kept]
+            at = (_picker(kept_at), _picker(dropped_at))
+            if key is not None:
+                done[key] = at
+        return at[0](configs), at[1](configs)
 
     def _run(self, builds: list[_Build]) -> None:
         """Drive the builds together: each round, every build that waits for estimates gets
         them from one bulk request (a few rounds: single instances, then 2-, then 4-instance
         replicas where a model fits no single instance)."""
         waiting: list[_Build] = []
-        for b in builds:
-            self.stop.check("candidate configurations")
-            b.advance(None, waiting)
-        while waiting:
-            estimates = ESTIMATES.get_many([q for b in waiting for q in b.asked], self.stop)
-            now, waiting, at = waiting, [], 0
-            for b in now:
+        for i, b in enumerate(builds):
+            if not i % _CHECK_EVERY:
                 self.stop.check("candidate configurations")
+            b.advance(None, waiting)
+        idle = 0  # rounds in a row that asked nothing: builds waiting on shapes others asked for
+        while waiting:
+            queries = [q for b in waiting for q in b.asked]
+            idle = 0 if queries else idle + 1
+            if idle > 1:  # every shape's asker resumes in the round after it asked: never twice
+                raise RuntimeError("candidate builds wait on shapes nobody asked for")
+            estimates = ESTIMATES.get_many(queries, self.stop)
+            now, waiting, at = waiting, [], 0
+            for i, b in enumerate(now):
+                if not i % _CHECK_EVERY:
+                    self.stop.check("candidate configurations")
                 n = len(b.asked)
                 b.advance(estimates[at:at + n], waiting)
                 at += n
 
 
-@dataclass(eq=False)
 class _Build:
     """One (service, offer) pair's configurations being built (see _OfferCandidates.build)."""
 
-    offer: _OfferCandidates
-    service_key: _Key | None
-    offer_key: _Key | None
-    steps: Generator | None = None
-    asked: list[PerfQuery] = field(default_factory=list)
-    configs: tuple[Config, ...] = ()
-    rejections: tuple[Rejection, ...] = ()
-    found: tuple | None = None  # (kept, rejected, dominated) once built
+    __slots__ = ("offer", "service_key", "offer_key", "steps", "asked", "configs", "rejections", "found")
+
+    def __init__(self, offer: _OfferCandidates, service_key: _Key | None, offer_key: _Key | None):
+        self.offer = offer
+        self.service_key = service_key
+        self.offer_key = offer_key
+        self.steps: Generator | None = None
+        self.asked: list[PerfQuery] = []
+        self.configs: tuple[Config, ...] = ()
+        self.rejections: tuple[Rejection, ...] = ()
+        self.found: tuple | None = None  # (kept, rejected, dominated) once built
 
     def advance(self, estimates: list[PerfEstimate] | None, waiting: list[_Build]) -> None:
         """Send the estimates asked for; the build asks for more (and waits) or finishes."""
@@ -498,16 +558,36 @@ class _Plan:
     estimates: list[PerfEstimate] = field(default_factory=list)
 
 
+class _Shape:
+    """One service's estimated configurations of one replica shape (GPUs per replica x
+    instances it spans) on one GPU type with its usable memory and the links its estimates
+    read: per precision, a rejection (kind, reason) or a configuration's (classes, memory,
+    error band), with no offer in them. Every offer with that hardware shares one: the
+    8-GPU instance's 1-GPU replicas are the 1-GPU instance's. Offers stamp their own
+    configurations and rejections from it (`_OfferCandidates._stamped`)."""
+
+    __slots__ = ("plans", "g", "span", "items", "state")
+    NEW, ASKED, DONE = 0, 1, 2
+
+    def __init__(self, plans: list[_Plan], g: int, span: int):
+        self.plans = plans
+        self.g, self.span = g, span
+        self.items: list[tuple[bool, dict]] = []  # per plan: (whether a configuration, its fields but the offer id)
+        self.state = _Shape.NEW
+
+
 class _OfferCandidates:
     """The configurations (and rejections) of one service on one offer."""
 
-    def __init__(self, builder: CandidateBuilder, svc: ServiceDemand, offer: Offer, gpu: GpuType):
+    def __init__(self, builder: CandidateBuilder, svc: ServiceDemand, offer: Offer, gpu: GpuType,
+                 usable_gib: float | None = None):
         self.b = builder
         self.svc = svc
         self.offer = offer
         self.gpu = gpu
-        self.usable_gib = builder.catalog.usable_memory_gib(offer)
+        self.usable_gib = builder.catalog.usable_memory_gib(offer) if usable_gib is None else usable_gib
         self.rejections: list[Rejection] = []
+        self.signature: list[_Shape] | None = None  # see build
         # What `_query`'s memo key takes from the service and offer (see CandidateBuilder._queries).
         self._query_key = (id(svc), id(gpu), id(builder.calibration), offer.interconnect, self.usable_gib,
                            offer.inter_node_gbs)
@@ -518,19 +598,24 @@ class _OfferCandidates:
         offer, model = self.offer, self.svc.model
         configs: list[Config] = []
         sizes = _replica_sizes(offer.gpus_per_instance)
-        plans = {g: self._plan(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
-        yield from self._estimate(plans.values())
+        shapes = {g: self._shape(model, g, 1) for g in sizes if model is not None and not self._has_profile(g)}
+        yield from self._estimate(shapes.values())
         measured = bool(self.svc.profiles) or model is None  # else _measured finds nothing (and says nothing)
+        # Configurations from shapes alone: then which shapes decides them up to the offer,
+        # and their pruning is done once per list of shapes (see CandidateBuilder._pruned).
+        self.signature = None if measured else []
         for g in sizes:
             if measured:
                 configs.extend(self._measured(g))
-            if g in plans:
-                configs.extend(self._estimated(g, 1, plans[g]))
+            if g in shapes:
+                configs.extend(self._stamped(g, 1, shapes[g]))
         if model is not None and offer.inter_node_fabric:
             configs.extend((yield from self._spanning(model)))
         self._unplannable_profiles(sizes)
-        configs = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
-        return tuple(configs), tuple(self.rejections)
+        capped = cap_under_load(self, configs)  # percentile SLOs: the usable rate under load
+        if capped is not configs:
+            self.signature = None  # capped per offer (its own queries): not shared
+        return tuple(capped), tuple(self.rejections)
 
     def _unplannable_profiles(self, sizes: Sequence[int]) -> None:
         """Profiles of this offer's GPU whose replica size this offer cannot host exactly:
@@ -609,60 +694,94 @@ class _OfferCandidates:
             plans.append(_Plan(precision, why, queries))
         return plans
 
-    @staticmethod
-    def _estimate(plans_per_size) -> Generator[list[PerfQuery], list[PerfEstimate], None]:
-        """Ask for the plans' queries at once; hand each plan its estimates."""
-        plans = [p for per_size in plans_per_size for p in per_size]
-        queries = [q for p in plans for q in p.queries]
-        if not queries:
-            return
-        estimates = yield queries
-        at = 0
-        for p in plans:
-            p.estimates = estimates[at:at + len(p.queries)]
-            at += len(p.queries)
+    def _shape(self, model: ModelArch, g: int, span: int) -> _Shape:
+        """The service's shape of g GPUs x span instances on this offer's hardware: made
+        once per builder call for every offer that shares it. An estimate reads the
+        interconnect only with tensor parallelism (g > 1) and the inter-node bandwidth only
+        across instances (span > 1; see `solver.perf.links_read`), so only then do they part
+        offers; the GPU type, its name and the usable memory always do."""
+        offer = self.offer
+        key = (id(self.svc), id(self.gpu), offer.gpu, self.usable_gib, g, span,
+               offer.interconnect if g > 1 else None, offer.inter_node_gbs if span > 1 else None)
+        shapes = self.b._shapes
+        found = shapes.get(key)
+        if found is None:
+            found = shapes[key] = _Shape(self._plan(model, g, span), g, span)
+        return found
 
-    def _estimated(self, g: int, span: int, plans: list[_Plan]) -> list[Config]:
-        svc, offer = self.svc, self.offer
+    def _estimate(self, shapes) -> Generator[list[PerfQuery], list[PerfEstimate], None]:
+        """Ask for the queries of the shapes nobody has asked for yet, all at once; wait
+        (yield nothing new) for those another build asked for, which that build finishes
+        in the same round, before this one resumes (builds resume in the order they asked)."""
+        mine = [s for s in shapes if s.state == _Shape.NEW]
+        for s in mine:
+            s.state = _Shape.ASKED
+        plans = [p for s in mine for p in s.plans]
+        queries = [q for p in plans for q in p.queries]
+        while queries or any(s.state != _Shape.DONE for s in shapes):
+            estimates = yield queries
+            at = 0
+            for p in plans:
+                p.estimates = estimates[at:at + len(p.queries)]
+                at += len(p.queries)
+            for s in mine:
+                s.items = [self._outcome(p, s.g, s.span) for p in s.plans]
+                s.state = _Shape.DONE
+            mine, plans, queries = [], [], []
+
+    def _outcome(self, plan: _Plan, g: int, span: int) -> tuple[bool, dict]:
+        """One precision's rejection or configuration, from its estimates (one per request
+        class, in class order): (whether a configuration, every field but the offer id) -
+        what every offer of the shape stamps."""
+        svc = self.svc
+        precision = plan.precision
+
+        def rejected(kind: str, reason: str) -> tuple[bool, dict]:
+            return False, {"service": svc.name, "gpu": self.offer.gpu, "gpus_per_replica": g * span,
+                           "precision": precision, "kind": kind, "reason": reason}
+
+        if plan.why is not None:
+            return rejected(*plan.why)
+        perfs: list[ClassPerf] = []
+        mem, band = None, 0.0
+        for e in plan.estimates:
+            if not e.feasible and e.reason_kind in ("vram", "unsupported"):
+                return rejected(e.reason_kind, e.reason)
+            band = e.error_band
+            if not e.feasible:
+                perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
+                                        batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
+                continue
+            mem = max(mem or 0.0, e.memory_gib_per_gpu)
+            if svc.size_with_error_band:
+                # Size for the pessimistic end of the bands (of the estimate's regimes):
+                # slower tokens, fewer requests - as the model checked the SLOs.
+                ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
+                latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
+                perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
+                                        tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
+                                        batch=e.batch, binding_limit=e.binding_limit))
+            else:
+                perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
+                                        latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
+        if all(c.throughput <= 0 for c in perfs):
+            first = next(c for c in perfs if c.reason)
+            return rejected(_slo_kind(first.reason) or "latency", first.reason)
+        return True, {"service": svc.name, "gpus_per_replica": g * span, "precision": precision, "source": "estimate",
+                      "classes": tuple(perfs), "memory_gib_per_gpu": mem, "error_band": band,
+                      "instances_per_replica": span, "pending_cap": None}
+
+    def _stamped(self, g: int, span: int, shape: _Shape) -> list[Config]:
+        """This offer's configurations of the shape; its rejections recorded (in precision order)."""
+        offer_id = self.offer.id
+        if self.signature is not None:
+            self.signature.append(shape)
         out = []
-        for plan in plans:
-            precision = plan.precision
-            if plan.why is not None:
-                self._reject(g * span, precision, *plan.why)
-                continue
-            perfs: list[ClassPerf] = []
-            mem, band, fail = None, 0.0, None
-            for e in plan.estimates:  # one per request class, in class order
-                if not e.feasible and e.reason_kind in ("vram", "unsupported"):
-                    fail = (e.reason_kind, e.reason)
-                    break
-                band = e.error_band
-                if not e.feasible:
-                    perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
-                                            batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
-                    continue
-                mem = max(mem or 0.0, e.memory_gib_per_gpu)
-                if svc.size_with_error_band:
-                    # Size for the pessimistic end of the bands (of the estimate's regimes):
-                    # slower tokens, fewer requests - as the model checked the SLOs.
-                    ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
-                    latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
-                    perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
-                                            tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
-                                            batch=e.batch, binding_limit=e.binding_limit))
-                else:
-                    perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
-                                            latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
-            if fail is not None:
-                self._reject(g * span, precision, fail[0], fail[1])
-                continue
-            if all(c.throughput <= 0 for c in perfs):
-                first = next(c for c in perfs if c.reason)
-                self._reject(g * span, precision, _slo_kind(first.reason) or "latency", first.reason)
-                continue
-            out.append(_new_config(service=svc.name, offer_id=offer.id, gpus_per_replica=g * span, precision=precision,
-                                   source="estimate", classes=tuple(perfs), memory_gib_per_gpu=mem, error_band=band,
-                                   instances_per_replica=span))
+        for is_config, template in shape.items:
+            if is_config:
+                out.append(_config_on(template, offer_id))
+            else:
+                self.rejections.append(_rejection_on(template, offer_id))
         return out
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
@@ -673,9 +792,9 @@ class _OfferCandidates:
             return []
         out: list[Config] = []
         for span in (2, 4):
-            plans = self._plan(model, whole, span)
-            yield from self._estimate([plans])
-            found = self._estimated(whole, span, plans)
+            shape = self._shape(model, whole, span)
+            yield from self._estimate([shape])
+            found = self._stamped(whole, span, shape)
             out.extend(found)
             if found:
                 break

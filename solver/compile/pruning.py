@@ -113,7 +113,7 @@ def prune_configs(configs: list[Config], demand: ServiceDemand) -> list[Config]:
             kept.append(group[0])
             continue
         # Prefer fewer GPUs, then more throughput, then a stable key, so ties go one way.
-        group.sort(key=lambda c: (c.gpus_per_replica, -sum(x.throughput for x in c.classes), c.key))
+        group.sort(key=lambda c: (c.gpus_per_replica, -sum(c.throughputs), c.key))  # throughputs: kept on c
         survivors: list[Config] = []
         for c in group:
             if not any(_dominates(s, c) for s in survivors):

@@ -27,9 +27,14 @@ def fill_idle_gpus(form: Formulation, sol: Solution) -> tuple[Solution, int]:
         capacity[a.service] += a.replicas * sum(k.throughput for k in by_key[a.config_key].classes)
         replicas[a.service] += a.replicas
     added = 0
+    # The fleet's offers' configurations, in model order: one pass over them all, not one per offer.
+    on_offer: dict[str, list] = {offer_id: [] for offer_id in free}
+    for c in form.configs:
+        mine = on_offer.get(c.offer_id)
+        if mine is not None and c.instances_per_replica == 1 and demand[c.service].total_demand > 0:
+            mine.append(c)
     for offer_id in sorted(free):
-        candidates = [c for c in form.configs if c.offer_id == offer_id and c.instances_per_replica == 1
-                      and demand[c.service].total_demand > 0]
+        candidates = on_offer[offer_id]
         while candidates and free[offer_id] > 0:
             fitting = [c for c in candidates if c.gpus_per_replica <= free[offer_id]
                        and (demand[c.service].max_replicas is None
