@@ -91,9 +91,33 @@ def _compress_rows(values: np.ndarray, weights: np.ndarray, rows: np.ndarray, bi
     return out_v, out_w[keep], out_r
 
 
+# Beyond |z| = 12 the formula below gives exactly 1.0 (z > 0) or 0.0 (z < 0): there
+# exp(-z^2 / 2) < 6e-32 and the polynomial x t < 1.2, so y = 1 - (a number < 2^-54) rounds
+# to 1.0 (checked numerically: every |z| above 8.38 already gives exactly 0 or 1).
+_PHI_EXACT_BEYOND = 12.0
+_PHI_SPARSE_MIN_SIZE = 2048  # below this many elements the mask costs more than it saves
+
+
 def _phi(z):
-    """Standard normal CDF (Abramowitz-Stegun 7.1.26 erf, |error| < 1.5e-7)."""
+    """Standard normal CDF (Abramowitz-Stegun 7.1.26 erf, |error| < 1.5e-7).
+
+    Large arrays of which most elements lie in the exact tails (the latency CDF's grid
+    against every TTFT atom and TPOT node: ~96 % of them in plans) evaluate the formula
+    only on the others and set the tails to their exact 0.0 / 1.0: the same numbers bit
+    for bit, at a fraction of the cost."""
     z = np.asarray(z, dtype=float)
+    if z.ndim and z.size >= _PHI_SPARSE_MIN_SIZE:
+        near = ~(np.abs(z) >= _PHI_EXACT_BEYOND)  # NaN counts as near: the formula keeps it NaN
+        count = int(np.count_nonzero(near))
+        if count < z.size // 4:
+            out = (z > 0).astype(float)  # the formula's exact tails: +1.0 above, +0.0 below
+            out[near] = _phi_formula(z[near])
+            return out
+    return _phi_formula(z)
+
+
+def _phi_formula(z: np.ndarray):
+    """`_phi` evaluated on every element."""
     if z.ndim == 0:
         x = np.abs(z) / _SQRT2
         t = 1.0 / (1.0 + 0.3275911 * x)
