@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _size_groups
+from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _count_values, _size_groups
 from solver.perf.queueing.exp import exp
 from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _LAT_W, _compress_atoms,
                                            _compress_entries, _compress_nodes, _mixture_quantile, _phi,
@@ -88,7 +88,7 @@ class ReplicaLoadModel:
 
     def _weights(self, means, at: _Atoms, palm: bool = False) -> np.ndarray:
         pmf = _count_pmf(means, self.cv, at.j_max, palm=palm)
-        return pmf[..., at.count.astype(int)] * at.comp
+        return pmf[..., at.count_index] * at.comp
 
     def _decodes(self, n):
         return np.asarray(n, dtype=float) * self.decode_fraction
@@ -119,12 +119,25 @@ class ReplicaLoadModel:
         means = np.asarray(means, dtype=float)
         at = self.atoms(float(means.max()))
         pmf = _count_pmf(means, self.cv, at.j_max, lump_tail=False)  # [M, J+1]
-        w = pmf[:, at.count.astype(int)] * at.comp
-        d, k = self._superstep(dec, ctx, at)
+        w = pmf[:, at.count_index] * at.comp
         tail = np.maximum(1.0 - pmf.sum(axis=1), 0.0)
-        j_in = pmf @ np.arange(at.j_max + 1, dtype=float)
+        j_in = pmf @ _count_values(at.j_max)
         j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), at.j_max + 1.0)
-        dt, kt = self._superstep_tokens(dec, ctx, j_tail * self.mean_prompt, j_tail * self.mean_pairs)
+        # The atoms' contents and the tail's (its last column) in one super-step evaluation:
+        # elementwise the same operations as two (`_superstep` of the atoms, `_superstep_tokens`
+        # of the tail), at half the numpy calls. Where only one part spills beyond the token
+        # budget, the other adds 0 x (a finite full step) = exactly 0, as in `_superstep_tokens`.
+        dec = np.asarray(dec, dtype=float)
+        atoms = len(at.tokens)
+        tokens = np.empty((len(means), atoms + 1))
+        tokens[:, :atoms] = at.tokens
+        tokens[:, atoms] = j_tail * self.mean_prompt
+        pairs = np.empty((len(means), atoms + 1))
+        pairs[:, :atoms] = at.pairs
+        pairs[:, atoms] = j_tail * self.mean_pairs
+        seconds, steps = self._superstep_tokens(dec.reshape(-1, 1), np.asarray(ctx, dtype=float).reshape(-1, 1),
+                                                tokens, pairs)
+        d, dt, k, kt = seconds[:, :atoms], seconds[:, atoms], steps[:, :atoms], steps[:, atoms]
         return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
 
     def prefill_limit(self, n: float) -> float:
