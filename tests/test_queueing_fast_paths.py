@@ -5,6 +5,8 @@ several shortcuts that must not move a single bit of what a plan reports:
 
 * `_phi` evaluates its formula only off the exact tails (|z| >= 12) of large arrays;
 * `_linspace` is np.linspace(lo, hi, 33) without numpy's dispatch;
+* `_mixture_quantile` takes the CDF at its final bracket from the last grid's rows (a
+  row depends on its own point only) instead of evaluating it again;
 * `_superstep_tokens` evaluates the last and the full steps in one `StepCost.seconds`
   call, and `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call.
 
@@ -33,6 +35,26 @@ def _phi_plain(z):
 
 def _linspace_plain(lo, hi):
     return np.linspace(lo, hi, 33)
+
+
+def _mixture_quantile_plain(dist, share, p):
+    cdf, top = dist
+    hi = max(top, 1e-6)
+    for _ in range(60):
+        if float(np.dot(cdf(np.array([hi]))[0], share)) >= p:
+            break
+        hi *= 2.0
+    lo = 0.0
+    for _ in range(3):
+        xs = np.linspace(lo, hi, 33)
+        f = cdf(xs) @ share
+        i = int(np.searchsorted(f, p - 1e-12))
+        i = min(max(i, 1), len(xs) - 1)
+        lo, hi = xs[i - 1], xs[i]
+    f_lo, f_hi = (cdf(np.array([lo, hi])) @ share).tolist()
+    if f_hi > f_lo:
+        return float(lo + (hi - lo) * min(max((p - f_lo) / (f_hi - f_lo), 0.0), 1.0))
+    return float(hi)
 
 
 def _superstep_tokens_plain(self, dec, ctx, tokens, pairs, outer: bool = False):
@@ -66,6 +88,7 @@ def _expected_superstep_plain(self, dec, ctx, means):
 def plain(monkeypatch):
     """Every fast path replaced by its plain computation."""
     monkeypatch.setattr(numerics, "_linspace", _linspace_plain)
+    monkeypatch.setattr(model_mod, "_mixture_quantile", _mixture_quantile_plain)
     monkeypatch.setattr(model_mod, "_phi", _phi_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_superstep_tokens", _superstep_tokens_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_expected_superstep", _expected_superstep_plain)
@@ -172,3 +195,23 @@ def test_at_rate_and_saturation_match_the_plain_computation(plain, fast_results)
     """The whole model with every plain computation patched in: the same reprs."""
     for i, (replica, classes, cv, _) in enumerate(_cases(2026, len(CASES))):
         assert _evaluate(replica, classes, cv, i) == fast_results[i], i
+
+
+def test_cdf_rows_depend_on_their_own_point_only():
+    """What `_mixture_quantile` relies on: the CDFs' rows for two points, evaluated alone,
+    are bit for bit those of a 33-point grid (and so is their product with the shares)."""
+    for replica, classes, cv, rng in _cases(99, 30):
+        classes = classes + tuple(TrafficClass(float(rng.uniform(0.05, 1.0)), int(rng.integers(0, 9000)),
+                                               int(rng.integers(1, 1200))) for _ in range(int(rng.integers(0, 6))))
+        model = ReplicaLoadModel(replica, classes, cv)
+        sat = model.saturation_rate()
+        if model.slots < 1 or sat <= 0:
+            continue
+        cdfs = model._cdfs(model._state(float(rng.uniform(0.05, 0.97)) * sat))
+        for cdf, top in cdfs.values():
+            xs = numerics._linspace(0.0, top * float(rng.uniform(0.2, 1.5)))
+            rows = cdf(xs)
+            for i in (1, int(rng.integers(2, 32)), 32):
+                pair = cdf(np.array([xs[i - 1], xs[i]]))
+                assert pair.tobytes() == rows[[i - 1, i]].tobytes()
+                assert (pair @ model.share).tobytes() == (rows[[i - 1, i]] @ model.share).tobytes()

@@ -165,11 +165,15 @@ def _mixture_quantile(dist, share: np.ndarray, p: float) -> float:
     lo = 0.0
     for _ in range(3):
         xs = _linspace(lo, hi)
-        f = cdf(xs) @ share
+        rows = cdf(xs)
+        f = rows @ share
         i = int(np.searchsorted(f, p - 1e-12))
         i = min(max(i, 1), len(xs) - 1)
         lo, hi = xs[i - 1], xs[i]
-    f_lo, f_hi = (cdf(np.array([lo, hi])) @ share).tolist()
+    # The CDF at lo and hi, the last grid's points i - 1 and i: a CDF's row depends on its
+    # own point only (tests/test_queueing_fast_paths.py), so the rows just computed are the
+    # ones a new evaluation would give; the same [2, K] product with the shares as before.
+    f_lo, f_hi = (rows[[i - 1, i]] @ share).tolist()
     if f_hi > f_lo:
         return float(lo + (hi - lo) * min(max((p - f_lo) / (f_hi - f_lo), 0.0), 1.0))
     return float(hi)
