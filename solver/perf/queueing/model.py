@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -326,7 +327,7 @@ class ReplicaLoadModel:
     # -- state at a rate
     def _state(self, rate: float) -> "_State":
         N = self.slots
-        grid = _sorted_unique(np.round(np.geomspace(1, N, min(N, 8)))) if N > 1 else np.array([1.0])
+        grid = _batch_grid(N)
         tau_grid = self.mean_step(grid, rate)
         ns = np.arange(1, N + 1, dtype=float)
         L = np.interp(ns, grid, self.slot_seconds(grid, rate, tau_grid))  # seconds a request holds its slot
@@ -617,6 +618,15 @@ class _TtftParts:
     @property
     def pair_w(self) -> np.ndarray:
         return self.cur_w[:, None] * self.same
+
+
+@lru_cache(maxsize=1024)
+def _batch_grid(slots: int) -> np.ndarray:
+    """The batches at which `_state` solves the mean step: up to 8, geometric in 1..N.
+    Depends on N alone, so kept (read-only: every state at that N shares it)."""
+    grid = _sorted_unique(np.round(np.geomspace(1, slots, min(slots, 8)))) if slots > 1 else np.array([1.0])
+    grid.flags.writeable = False
+    return grid
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
