@@ -8,7 +8,8 @@ several shortcuts that must not move a single bit of what a plan reports:
 * `_mixture_quantile` takes the CDF at its final bracket from the last grid's rows (a
   row depends on its own point only) instead of evaluating it again;
 * `_superstep_tokens` evaluates the last and the full steps in one `StepCost.seconds`
-  call, and `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call.
+  call, `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call,
+  and `slot_seconds` every class's prefill step in one.
 
 Each is checked against the plain computation (the code before the shortcut, kept here
 as the reference) on randomised inputs, and the whole `at_rate` / `saturation_rate`
@@ -84,6 +85,26 @@ def _expected_superstep_plain(self, dec, ctx, means):
     return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
 
 
+def _slot_seconds_plain(self, n, rate, tau=None):
+    n = np.asarray(n, dtype=float)
+    tau = self.mean_step(n, rate) if tau is None else tau
+    finite = np.isfinite(tau)
+    if not finite.all():
+        out = np.full(len(n), np.inf)
+        if finite.any():
+            out[finite] = _slot_seconds_plain(self, n[finite], rate, tau[finite])
+        return out
+    dec = self._decodes(n)
+    ctx = dec * self.context_per_decode
+    with_me = rate * tau * self.mean_prompt
+    first = np.zeros_like(n)
+    for k in range(len(self.share)):
+        sec, _ = _superstep_tokens_plain(self, dec, ctx, self.prompt[k] + with_me,
+                                         self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)
+        first += self.share[k] * sec
+    return self.decode_steps_per_request * tau + first
+
+
 @pytest.fixture
 def plain(monkeypatch):
     """Every fast path replaced by its plain computation."""
@@ -92,6 +113,7 @@ def plain(monkeypatch):
     monkeypatch.setattr(model_mod, "_phi", _phi_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_superstep_tokens", _superstep_tokens_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_expected_superstep", _expected_superstep_plain)
+    monkeypatch.setattr(ReplicaLoadModel, "slot_seconds", _slot_seconds_plain)
 
 
 # ---------------------------------------------------------------- random inputs
@@ -176,6 +198,9 @@ def test_superstep_parts_match_the_plain_ones_bit_for_bit():
         means = rng.uniform(0.0, 60.0, len(n)) * rng.choice([0.01, 1.0, 5.0])
         for got, want in zip(model._expected_superstep(dec, ctx, means), _expected_superstep_plain(model, dec, ctx, means)):
             assert got.tobytes() == want.tobytes()
+        tau = model.mean_step(n, 0.0) * rng.uniform(1.0, 3.0, len(n))
+        rate = float(rng.uniform(0.0, 50.0))
+        assert model.slot_seconds(n, rate, tau).tobytes() == _slot_seconds_plain(model, n, rate, tau).tobytes()
         tokens = rng.uniform(0.0, 4.0, len(n)) * model.budget  # spills past the token budget too
         pairs = tokens * rng.uniform(0.0, 3000.0, len(n))
         for args in ((dec, ctx, tokens, pairs), (float(dec[0]), float(ctx[0]), tokens, pairs)):

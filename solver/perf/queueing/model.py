@@ -230,11 +230,13 @@ class ReplicaLoadModel:
         dec = self._decodes(n)
         ctx = dec * self.context_per_decode
         with_me = rate * tau * self.mean_prompt  # tokens of the prompts arriving alongside
+        # Every class's prefill step in one call, classes along a new leading axis (the
+        # same numbers as a call per class); summed over the classes in their order.
+        sec, _ = self._superstep_tokens(dec, ctx, self.prompt[:, None] + with_me,
+                                        (self.prompt ** 2 / 2)[:, None] + rate * tau * self.mean_pairs)
         first = np.zeros_like(n)
         for k in range(len(self.share)):
-            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[k] + with_me,
-                                            self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)
-            first += self.share[k] * sec
+            first += self.share[k] * sec[k]
         return self.decode_steps_per_request * tau + first
 
     # -- capacity
