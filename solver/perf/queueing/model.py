@@ -231,9 +231,15 @@ class ReplicaLoadModel:
         ctx = dec * self.context_per_decode
         with_me = rate * tau * self.mean_prompt  # tokens of the prompts arriving alongside
         # Every class's prefill step in one call, classes along a new leading axis (the
-        # same numbers as a call per class); summed over the classes in their order.
-        sec, _ = self._superstep_tokens(dec, ctx, self.prompt[:, None] + with_me,
-                                        (self.prompt ** 2 / 2)[:, None] + rate * tau * self.mean_pairs)
+        # same numbers as a call per class); summed over the classes in their order. One
+        # class: its call as it is (the new axis would only add numpy calls).
+        if len(self.share) == 1:
+            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[0] + with_me,
+                                            self.prompt[0] ** 2 / 2 + rate * tau * self.mean_pairs)
+            sec = (sec,)
+        else:
+            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[:, None] + with_me,
+                                            (self.prompt ** 2 / 2)[:, None] + rate * tau * self.mean_pairs)
         first = np.zeros_like(n)
         for k in range(len(self.share)):
             first += self.share[k] * sec[k]
