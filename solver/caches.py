@@ -17,7 +17,7 @@ def clear_all() -> None:
     from solver.optimize import formulation
     from solver.optimize.backends.mathopt_backend import SOLVES
     from solver.perf.llm import GROUPS
-    from solver.perf.queueing import contents, search
+    from solver.perf.queueing import contents, model, search
 
     SHARED_CACHE.clear()
     ESTIMATES.clear()
@@ -27,6 +27,8 @@ def clear_all() -> None:
     search.load_model.cache_clear()
     search._at_rate.cache_clear()
     contents._atoms.cache_clear()
+    contents._count_values.cache_clear()
+    model._batch_grid.cache_clear()
     with formulation._GROUPINGS_LOCK:
         formulation._GROUPINGS.clear()
     SOLVES.clear()

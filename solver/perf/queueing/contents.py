@@ -26,6 +26,15 @@ class _Atoms:
     comp: np.ndarray
     j_max: int
 
+    @property
+    def count_index(self) -> np.ndarray:
+        """`count` as integer indices into a count pmf (kept: the models index with it often)."""
+        index = self.__dict__.get("_count_index")
+        if index is None:
+            index = self.count.astype(int)
+            object.__setattr__(self, "_count_index", index)
+        return index
+
 
 def _size_groups(share: np.ndarray, prompt: np.ndarray, limit: int = 3):
     """Up to `limit` groups of similar prompt length: (shares, mean tokens, mean pairs)."""
@@ -96,6 +105,14 @@ def _multisets(g: int, j: int) -> list[list[int]]:
             if not rest or rest[0] >= first:
                 out.append([first, *rest])
     return out
+
+
+@lru_cache(maxsize=64)
+def _count_values(j_max: int) -> np.ndarray:
+    """j = 0..j_max as floats (read-only: shared by every call)."""
+    j = np.arange(j_max + 1, dtype=float)
+    j.flags.writeable = False
+    return j
 
 
 @lru_cache(maxsize=64)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _size_groups
+from solver.perf.queueing.contents import _atoms, _Atoms, _count_pmf, _count_values, _size_groups
 from solver.perf.queueing.exp import exp
 from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _LAT_W, _compress_atoms,
                                            _compress_entries, _compress_nodes, _mixture_quantile, _phi,
@@ -88,7 +89,7 @@ class ReplicaLoadModel:
 
     def _weights(self, means, at: _Atoms, palm: bool = False) -> np.ndarray:
         pmf = _count_pmf(means, self.cv, at.j_max, palm=palm)
-        return pmf[..., at.count.astype(int)] * at.comp
+        return pmf[..., at.count_index] * at.comp
 
     def _decodes(self, n):
         return np.asarray(n, dtype=float) * self.decode_fraction
@@ -107,10 +108,15 @@ class ReplicaLoadModel:
         k = np.maximum(np.ceil(tokens / room), 1.0)
         last = tokens - (k - 1.0) * room
         per_token_pairs = np.where(tokens > 0, pairs / np.maximum(tokens, 1e-9), 0.0)
-        seconds = self.step.seconds(dec, ctx, last, per_token_pairs * last)
-        if (k > 1.0).any():  # else the full steps add exactly 0 x a finite time
-            seconds = (k - 1.0) * self.step.seconds(dec, ctx, room, per_token_pairs * room) + seconds
-        return seconds, k
+        if not np.count_nonzero(k > 1.0):  # else the full steps add exactly 0 x a finite time
+            return self.step.seconds(dec, ctx, last, per_token_pairs * last), k
+        # The last step and a full one (`room` prefill tokens) in one call along a new
+        # leading axis: elementwise the same numbers as two calls, at one call's numpy overhead.
+        prefill = np.empty((2,) + np.broadcast_shapes(np.shape(last), np.shape(per_token_pairs)))
+        prefill[0] = last
+        prefill[1] = room
+        seconds = self.step.seconds(dec, ctx, prefill, per_token_pairs * prefill)
+        return (k - 1.0) * seconds[1] + seconds[0], k
 
     def _expected_superstep(self, dec, ctx, means):
         """E[seconds], E[steps] of the content of windows with `means` prompts on average.
@@ -119,12 +125,25 @@ class ReplicaLoadModel:
         means = np.asarray(means, dtype=float)
         at = self.atoms(float(means.max()))
         pmf = _count_pmf(means, self.cv, at.j_max, lump_tail=False)  # [M, J+1]
-        w = pmf[:, at.count.astype(int)] * at.comp
-        d, k = self._superstep(dec, ctx, at)
+        w = pmf[:, at.count_index] * at.comp
         tail = np.maximum(1.0 - pmf.sum(axis=1), 0.0)
-        j_in = pmf @ np.arange(at.j_max + 1, dtype=float)
+        j_in = pmf @ _count_values(at.j_max)
         j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), at.j_max + 1.0)
-        dt, kt = self._superstep_tokens(dec, ctx, j_tail * self.mean_prompt, j_tail * self.mean_pairs)
+        # The atoms' contents and the tail's (its last column) in one super-step evaluation:
+        # elementwise the same operations as two (`_superstep` of the atoms, `_superstep_tokens`
+        # of the tail), at half the numpy calls. Where only one part spills beyond the token
+        # budget, the other adds 0 x (a finite full step) = exactly 0, as in `_superstep_tokens`.
+        dec = np.asarray(dec, dtype=float)
+        atoms = len(at.tokens)
+        tokens = np.empty((len(means), atoms + 1))
+        tokens[:, :atoms] = at.tokens
+        tokens[:, atoms] = j_tail * self.mean_prompt
+        pairs = np.empty((len(means), atoms + 1))
+        pairs[:, :atoms] = at.pairs
+        pairs[:, atoms] = j_tail * self.mean_pairs
+        seconds, steps = self._superstep_tokens(dec.reshape(-1, 1), np.asarray(ctx, dtype=float).reshape(-1, 1),
+                                                tokens, pairs)
+        d, dt, k, kt = seconds[:, :atoms], seconds[:, atoms], steps[:, :atoms], steps[:, atoms]
         return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
 
     def prefill_limit(self, n: float) -> float:
@@ -211,11 +230,19 @@ class ReplicaLoadModel:
         dec = self._decodes(n)
         ctx = dec * self.context_per_decode
         with_me = rate * tau * self.mean_prompt  # tokens of the prompts arriving alongside
+        # Every class's prefill step in one call, classes along a new leading axis (the
+        # same numbers as a call per class); summed over the classes in their order. One
+        # class: its call as it is (the new axis would only add numpy calls).
+        if len(self.share) == 1:
+            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[0] + with_me,
+                                            self.prompt[0] ** 2 / 2 + rate * tau * self.mean_pairs)
+            sec = (sec,)
+        else:
+            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[:, None] + with_me,
+                                            (self.prompt ** 2 / 2)[:, None] + rate * tau * self.mean_pairs)
         first = np.zeros_like(n)
         for k in range(len(self.share)):
-            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[k] + with_me,
-                                            self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)
-            first += self.share[k] * sec
+            first += self.share[k] * sec[k]
         return self.decode_steps_per_request * tau + first
 
     # -- capacity
@@ -308,7 +335,7 @@ class ReplicaLoadModel:
     # -- state at a rate
     def _state(self, rate: float) -> "_State":
         N = self.slots
-        grid = _sorted_unique(np.round(np.geomspace(1, N, min(N, 8)))) if N > 1 else np.array([1.0])
+        grid = _batch_grid(N)
         tau_grid = self.mean_step(grid, rate)
         ns = np.arange(1, N + 1, dtype=float)
         L = np.interp(ns, grid, self.slot_seconds(grid, rate, tau_grid))  # seconds a request holds its slot
@@ -599,6 +626,15 @@ class _TtftParts:
     @property
     def pair_w(self) -> np.ndarray:
         return self.cur_w[:, None] * self.same
+
+
+@lru_cache(maxsize=1024)
+def _batch_grid(slots: int) -> np.ndarray:
+    """The batches at which `_state` solves the mean step: up to 8, geometric in 1..N.
+    Depends on N alone, so kept (read-only: every state at that N shares it)."""
+    grid = _sorted_unique(np.round(np.geomspace(1, slots, min(slots, 8)))) if slots > 1 else np.array([1.0])
+    grid.flags.writeable = False
+    return grid
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:

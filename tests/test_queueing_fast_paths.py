@@ -1,0 +1,242 @@
+"""The queueing model's fast paths give the plain computation's numbers bit for bit.
+
+The "at load" evaluation of a plan's assignments (`ReplicaLoadModel.at_rate`) runs on
+several shortcuts that must not move a single bit of what a plan reports:
+
+* `_phi` evaluates its formula only off the exact tails (|z| >= 12) of large arrays;
+* `_linspace` is np.linspace(lo, hi, 33) without numpy's dispatch;
+* `_mixture_quantile` takes the CDF at its final bracket from the last grid's rows (a
+  row depends on its own point only) instead of evaluating it again;
+* `_superstep_tokens` evaluates the last and the full steps in one `StepCost.seconds`
+  call, `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call,
+  and `slot_seconds` every class's prefill step in one.
+
+Each is checked against the plain computation (the code before the shortcut, kept here
+as the reference) on randomised inputs, and the whole `at_rate` / `saturation_rate`
+with every reference patched in against the fast code, compared by `repr` (every bit
+of every float).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from solver.perf.queueing import model as model_mod
+from solver.perf.queueing import numerics
+from solver.perf.queueing.contents import _count_pmf
+from solver.perf.queueing.model import ReplicaLoadModel
+from solver.perf.queueing.physics import Replica, StepCost, TrafficClass
+
+
+# ---------------------------------------------------------------- the plain computations
+def _phi_plain(z):
+    return numerics._phi_formula(np.asarray(z, dtype=float))
+
+
+def _linspace_plain(lo, hi):
+    return np.linspace(lo, hi, 33)
+
+
+def _mixture_quantile_plain(dist, share, p):
+    cdf, top = dist
+    hi = max(top, 1e-6)
+    for _ in range(60):
+        if float(np.dot(cdf(np.array([hi]))[0], share)) >= p:
+            break
+        hi *= 2.0
+    lo = 0.0
+    for _ in range(3):
+        xs = np.linspace(lo, hi, 33)
+        f = cdf(xs) @ share
+        i = int(np.searchsorted(f, p - 1e-12))
+        i = min(max(i, 1), len(xs) - 1)
+        lo, hi = xs[i - 1], xs[i]
+    f_lo, f_hi = (cdf(np.array([lo, hi])) @ share).tolist()
+    if f_hi > f_lo:
+        return float(lo + (hi - lo) * min(max((p - f_lo) / (f_hi - f_lo), 0.0), 1.0))
+    return float(hi)
+
+
+def _superstep_tokens_plain(self, dec, ctx, tokens, pairs, outer: bool = False):
+    dec = np.asarray(dec, dtype=float)
+    room = np.maximum(self.budget - dec, 1.0)
+    if outer and np.ndim(dec):
+        dec, ctx, room = dec[..., None], np.asarray(ctx)[..., None], room[..., None]
+    k = np.maximum(np.ceil(tokens / room), 1.0)
+    last = tokens - (k - 1.0) * room
+    per_token_pairs = np.where(tokens > 0, pairs / np.maximum(tokens, 1e-9), 0.0)
+    seconds = self.step.seconds(dec, ctx, last, per_token_pairs * last)
+    if (k > 1.0).any():
+        seconds = (k - 1.0) * self.step.seconds(dec, ctx, room, per_token_pairs * room) + seconds
+    return seconds, k
+
+
+def _expected_superstep_plain(self, dec, ctx, means):
+    means = np.asarray(means, dtype=float)
+    at = self.atoms(float(means.max()))
+    pmf = _count_pmf(means, self.cv, at.j_max, lump_tail=False)
+    w = pmf[:, at.count.astype(int)] * at.comp
+    d, k = _superstep_tokens_plain(self, dec, ctx, at.tokens, at.pairs, outer=True)
+    tail = np.maximum(1.0 - pmf.sum(axis=1), 0.0)
+    j_in = pmf @ np.arange(at.j_max + 1, dtype=float)
+    j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), at.j_max + 1.0)
+    dt, kt = _superstep_tokens_plain(self, dec, ctx, j_tail * self.mean_prompt, j_tail * self.mean_pairs)
+    return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
+
+
+def _slot_seconds_plain(self, n, rate, tau=None):
+    n = np.asarray(n, dtype=float)
+    tau = self.mean_step(n, rate) if tau is None else tau
+    finite = np.isfinite(tau)
+    if not finite.all():
+        out = np.full(len(n), np.inf)
+        if finite.any():
+            out[finite] = _slot_seconds_plain(self, n[finite], rate, tau[finite])
+        return out
+    dec = self._decodes(n)
+    ctx = dec * self.context_per_decode
+    with_me = rate * tau * self.mean_prompt
+    first = np.zeros_like(n)
+    for k in range(len(self.share)):
+        sec, _ = _superstep_tokens_plain(self, dec, ctx, self.prompt[k] + with_me,
+                                         self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)
+        first += self.share[k] * sec
+    return self.decode_steps_per_request * tau + first
+
+
+@pytest.fixture
+def plain(monkeypatch):
+    """Every fast path replaced by its plain computation."""
+    monkeypatch.setattr(numerics, "_linspace", _linspace_plain)
+    monkeypatch.setattr(model_mod, "_mixture_quantile", _mixture_quantile_plain)
+    monkeypatch.setattr(model_mod, "_phi", _phi_plain)
+    monkeypatch.setattr(ReplicaLoadModel, "_superstep_tokens", _superstep_tokens_plain)
+    monkeypatch.setattr(ReplicaLoadModel, "_expected_superstep", _expected_superstep_plain)
+    monkeypatch.setattr(ReplicaLoadModel, "slot_seconds", _slot_seconds_plain)
+
+
+# ---------------------------------------------------------------- random inputs
+def _random_replica(rng) -> Replica:
+    moe = rng.random() < 0.4
+    step = StepCost(weights_s=float(rng.uniform(2e-3, 3e-2)),
+                    expert_weights_s=float(rng.uniform(1e-3, 2e-2)) if moe else 0.0,
+                    expert_fraction=float(rng.uniform(0.03, 0.3)) if moe else 0.0,
+                    gemm_s_per_token=float(rng.uniform(2e-6, 6e-5)),
+                    lm_head_s_per_decode=float(rng.uniform(0.0, 2e-6)),
+                    s_per_token=float(rng.uniform(0.0, 2e-6)),
+                    s_per_context_token=float(rng.uniform(0.0, 2e-8)),
+                    s_per_pair=float(rng.uniform(0.0, 2e-10)),
+                    fixed_s=float(rng.uniform(0.0, 3e-3)), decode_fixed_s=float(rng.uniform(0.0, 2e-3)),
+                    s_per_sampled=float(rng.choice([0.0, rng.uniform(1e-6, 3e-5)])))
+    return Replica(step, int(rng.integers(2, 512)), float(rng.uniform(2e3, 2e6)), int(rng.choice([512, 2048, 8192, 16384])),
+                   float(rng.choice([0.0, rng.uniform(0.0, 0.05)])))
+
+
+def _random_classes(rng) -> tuple[TrafficClass, ...]:
+    k = int(rng.integers(1, 4))
+    return tuple(TrafficClass(float(rng.uniform(0.05, 1.0)), int(rng.choice([0, rng.integers(1, 12000)])),
+                              int(rng.integers(1, 1500))) for _ in range(k))
+
+
+def _cases(seed: int, count: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        yield _random_replica(rng), _random_classes(rng), float(rng.choice([0.5, 1.0, 1.0, 2.0])), rng
+
+
+def _evaluate(replica, classes, cv, rng_state):
+    """Saturation and the percentiles at three rates (below, near and at saturation)."""
+    rng = np.random.default_rng(rng_state)
+    model = ReplicaLoadModel(replica, classes, cv)
+    sat = model.saturation_rate()
+    out = [repr(sat)]
+    for share in (rng.uniform(0.05, 0.6), rng.uniform(0.6, 0.97), 1.0):
+        out.append(repr(model.at_rate(share * sat if sat > 0 else 1.0)))
+    return out
+
+
+# ---------------------------------------------------------------- the checks
+def test_phi_sparse_is_the_formula_bit_for_bit():
+    rng = np.random.default_rng(7)
+    for size in (1, 100, 2047, 2048, 5000, 40000):
+        for spread in (1.0, 20.0, 200.0, 1e6):
+            z = rng.normal(0.0, spread, size)
+            z[rng.random(size) < 0.01] = rng.choice([12.0, -12.0, 11.999999999999998, -11.999999999999998,
+                                                     0.0, -0.0, np.inf, -np.inf, np.nan])
+            got, want = numerics._phi(z), _phi_plain(z)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            # NaN in, NaN out - its sign bit follows numpy's loop (SIMD or not), not the value.
+            nan = np.isnan(want)
+            assert (np.isnan(got) == nan).all()
+            assert got[~nan].tobytes() == want[~nan].tobytes(), (size, spread)
+    z = rng.normal(0.0, 50.0, (33, 2, 27, 16))  # the latency CDF's shape
+    assert numerics._phi(z).tobytes() == _phi_plain(z).tobytes()
+
+
+def test_phi_tails_beyond_the_cut_are_exact():
+    z = np.linspace(numerics._PHI_EXACT_BEYOND, 60.0, 100_001)
+    assert (_phi_plain(z) == 1.0).all() and (_phi_plain(-z) == 0.0).all()
+
+
+def test_linspace_is_numpys_bit_for_bit():
+    rng = np.random.default_rng(3)
+    special = [0.0, 5e-324, 1e-310, 1e-300, 1.0, np.nextafter(1.0, 2.0), 1e300]
+    pairs = [(a, b) for a in special for b in special]
+    pairs += [tuple(sorted(rng.random(2) * 10.0 ** rng.integers(-12, 6))) for _ in range(20_000)]
+    pairs += [(np.float64(a), np.float64(b)) for a, b in pairs[-100:]]
+    for lo, hi in pairs:
+        assert numerics._linspace(lo, hi).tobytes() == _linspace_plain(lo, hi).tobytes(), (lo, hi)
+
+
+def test_superstep_parts_match_the_plain_ones_bit_for_bit():
+    for replica, classes, cv, rng in _cases(11, 60):
+        model = ReplicaLoadModel(replica, classes, cv)
+        n = np.sort(rng.uniform(1.0, max(model.slots, 2), int(rng.integers(1, 9))))
+        dec = model._decodes(n)
+        ctx = dec * model.context_per_decode
+        means = rng.uniform(0.0, 60.0, len(n)) * rng.choice([0.01, 1.0, 5.0])
+        for got, want in zip(model._expected_superstep(dec, ctx, means), _expected_superstep_plain(model, dec, ctx, means)):
+            assert got.tobytes() == want.tobytes()
+        tau = model.mean_step(n, 0.0) * rng.uniform(1.0, 3.0, len(n))
+        rate = float(rng.uniform(0.0, 50.0))
+        assert model.slot_seconds(n, rate, tau).tobytes() == _slot_seconds_plain(model, n, rate, tau).tobytes()
+        tokens = rng.uniform(0.0, 4.0, len(n)) * model.budget  # spills past the token budget too
+        pairs = tokens * rng.uniform(0.0, 3000.0, len(n))
+        for args in ((dec, ctx, tokens, pairs), (float(dec[0]), float(ctx[0]), tokens, pairs)):
+            for got, want in zip(model._superstep_tokens(*args), _superstep_tokens_plain(model, *args)):
+                assert np.shape(got) == np.shape(want) and np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+CASES = list(range(24))
+
+
+@pytest.fixture(scope="module")
+def fast_results():
+    return {i: _evaluate(r, c, cv, i) for i, (r, c, cv, _) in enumerate(_cases(2026, len(CASES)))}
+
+
+def test_at_rate_and_saturation_match_the_plain_computation(plain, fast_results):
+    """The whole model with every plain computation patched in: the same reprs."""
+    for i, (replica, classes, cv, _) in enumerate(_cases(2026, len(CASES))):
+        assert _evaluate(replica, classes, cv, i) == fast_results[i], i
+
+
+def test_cdf_rows_depend_on_their_own_point_only():
+    """What `_mixture_quantile` relies on: the CDFs' rows for two points, evaluated alone,
+    are bit for bit those of a 33-point grid (and so is their product with the shares)."""
+    for replica, classes, cv, rng in _cases(99, 30):
+        classes = classes + tuple(TrafficClass(float(rng.uniform(0.05, 1.0)), int(rng.integers(0, 9000)),
+                                               int(rng.integers(1, 1200))) for _ in range(int(rng.integers(0, 6))))
+        model = ReplicaLoadModel(replica, classes, cv)
+        sat = model.saturation_rate()
+        if model.slots < 1 or sat <= 0:
+            continue
+        cdfs = model._cdfs(model._state(float(rng.uniform(0.05, 0.97)) * sat))
+        for cdf, top in cdfs.values():
+            xs = numerics._linspace(0.0, top * float(rng.uniform(0.2, 1.5)))
+            rows = cdf(xs)
+            for i in (1, int(rng.integers(2, 32)), 32):
+                pair = cdf(np.array([xs[i - 1], xs[i]]))
+                assert pair.tobytes() == rows[[i - 1, i]].tobytes()
+                assert (pair @ model.share).tobytes() == (rows[[i - 1, i]] @ model.share).tobytes()
