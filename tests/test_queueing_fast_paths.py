@@ -9,7 +9,9 @@ several shortcuts that must not move a single bit of what a plan reports:
   row depends on its own point only) instead of evaluating it again;
 * `_superstep_tokens` evaluates the last and the full steps in one `StepCost.seconds`
   call, `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call,
-  and `slot_seconds` every class's prefill step in one.
+  and `slot_seconds` every class's prefill step in one;
+* `_ttft_parts` keeps the super-steps' last and full steps from their evaluation instead
+  of evaluating them again.
 
 Each is checked against the plain computation (the code before the shortcut, kept here
 as the reference) on randomised inputs, and the whole `at_rate` / `saturation_rate`
@@ -18,6 +20,8 @@ of every float).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -105,6 +109,61 @@ def _slot_seconds_plain(self, n, rate, tau=None):
     return self.decode_steps_per_request * tau + first
 
 
+def _ttft_parts_plain(self, st):
+    """`_ttft_parts` evaluating the super-steps' last and full steps again."""
+    rate = st.rate
+    n0 = max(min(st.fluid, st.slots), 1.0)
+    dec0 = float(self._decodes(n0))
+    ctx0 = dec0 * self.context_per_decode
+    t_bar = float(st.tau(n0))
+    at = self.atoms(rate * t_bar * 8.0)
+    room = max(self.budget - dec0, 1.0)
+    d, k = self._superstep(dec0, ctx0, at)
+    # The step in progress carries the prompts that arrived during the step before it:
+    # two rounds of the step-length chain from its mean.
+    prev = self._weights(np.array([rate * t_bar]), at)[0]
+    trans = self._weights(rate * d, at)  # [from atom, to atom]
+    # Long steps gather more prompts for the next: follow the chain until its memory
+    # (about the prefill share of a step per step) has faded.
+    rho = min(max(1.0 - float(self.step.seconds(dec0, ctx0, 0.0, 0.0)) / t_bar, 0.0), 0.95)
+    cur = prev
+    for _ in range(int(min(max(math.ceil(math.log(0.02) / math.log(max(rho, 1e-3))), 2), 30)) - 1):
+        cur = cur @ trans
+    # Bursty arrivals come in clusters: seen from an arrival, the step before it more
+    # likely gathered some of its cluster (Palm counts; the same as stationary if Poisson).
+    cur = cur @ (self._weights(rate * d, at, palm=True) if abs(self.cv - 1.0) > 1e-6 else trans)
+    # Content beyond the token budget runs in several steps; an arrival lands in one of
+    # them (length-biased) and queues behind what is left of the content after it.
+    per_pair = np.where(at.tokens > 0, at.pairs / np.maximum(at.tokens, 1e-9), 0.0)
+    full = self.step.seconds(dec0, ctx0, room, per_pair * room)
+    last_tokens = at.tokens - (k - 1.0) * room
+    last = self.step.seconds(dec0, ctx0, last_tokens, per_pair * last_tokens)
+    # The last (or only) step of each content: nothing left behind it; then, atom by
+    # atom, its full steps i = 1..k-1 with content left over behind them.
+    multi = np.nonzero(k > 1)[0]
+    reps = (k[multi] - 1.0).astype(int)
+    src = np.repeat(multi, reps)
+    i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+    sub_d = np.concatenate([last, full[src]])
+    sub_w = np.concatenate([cur * last, cur[src] * full[src]])
+    sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
+    sub_w /= sub_w.sum()
+    same = self._weights(rate * sub_d, at, palm=True)  # others arriving in that step [entries, atoms]
+    cur_d, cur_w, cur_left, same = model_mod._compress_entries(sub_d, sub_w, sub_left, same, 10)
+    co, same = model_mod._compress_atoms(at, same, cur_w, 24)
+    own0 = self._own_done(dec0, ctx0, co, cur_left)  # [classes, entries, atoms]
+    # Waited: admitted at a step end with the batch full, prefilled in the next step.
+    decn = float(self._decodes(st.slots))
+    ctxn = decn * self.context_per_decode
+    wn = self._weights(np.array([rate * float(st.tau(st.slots))]), at)
+    con, wn = model_mod._compress_atoms(at, wn, np.ones(1), 24)
+    wn = wn[0]
+    ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
+    # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
+    own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
+    return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta)
+
+
 @pytest.fixture
 def plain(monkeypatch):
     """Every fast path replaced by its plain computation."""
@@ -114,6 +173,7 @@ def plain(monkeypatch):
     monkeypatch.setattr(ReplicaLoadModel, "_superstep_tokens", _superstep_tokens_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_expected_superstep", _expected_superstep_plain)
     monkeypatch.setattr(ReplicaLoadModel, "slot_seconds", _slot_seconds_plain)
+    monkeypatch.setattr(ReplicaLoadModel, "_ttft_parts", _ttft_parts_plain)
 
 
 # ---------------------------------------------------------------- random inputs
@@ -206,6 +266,24 @@ def test_superstep_parts_match_the_plain_ones_bit_for_bit():
         for args in ((dec, ctx, tokens, pairs), (float(dec[0]), float(ctx[0]), tokens, pairs)):
             for got, want in zip(model._superstep_tokens(*args), _superstep_tokens_plain(model, *args)):
                 assert np.shape(got) == np.shape(want) and np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+def test_ttft_parts_match_the_plain_ones_bit_for_bit():
+    """Every part of the TTFT, at rates up to saturation (contents that spill beyond the
+    token budget included: the random replicas' budgets go down to 512 tokens)."""
+    checked = 0
+    for replica, classes, cv, rng in _cases(5, 40):
+        model = ReplicaLoadModel(replica, classes, cv)
+        sat = model.saturation_rate()
+        if model.slots < 1 or sat <= 0:
+            continue
+        st = model._state(float(rng.uniform(0.05, 0.97)) * sat)
+        got, want = model._ttft_parts(st), _ttft_parts_plain(model, st)
+        for name in ("cur_d", "cur_w", "same", "own0", "wn", "ownn", "wait", "theta"):
+            a, b = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
+            assert a.shape == b.shape and a.tobytes() == b.tobytes(), name
+        checked += 1
+    assert checked >= 20
 
 
 CASES = list(range(24))

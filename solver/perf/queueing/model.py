@@ -101,6 +101,15 @@ class ReplicaLoadModel:
 
     def _superstep_tokens(self, dec, ctx, tokens, pairs, outer: bool = False):
         """As `_superstep` for given tokens; `outer`: batches along a new leading axis."""
+        last, full, k = self._superstep_steps(dec, ctx, tokens, pairs, outer)
+        if full is None:  # else the full steps add exactly 0 x a finite time
+            return last, k
+        return (k - 1.0) * full + last, k
+
+    def _superstep_steps(self, dec, ctx, tokens, pairs, outer: bool = False):
+        """The parts of `_superstep_tokens`: seconds of the last (or only) step of each
+        content, of one full step (`room` prefill tokens; None where no content spills
+        beyond the token budget) and the steps k."""
         dec = np.asarray(dec, dtype=float)
         room = np.maximum(self.budget - dec, 1.0)
         if outer and np.ndim(dec):
@@ -108,15 +117,15 @@ class ReplicaLoadModel:
         k = np.maximum(np.ceil(tokens / room), 1.0)
         last = tokens - (k - 1.0) * room
         per_token_pairs = np.where(tokens > 0, pairs / np.maximum(tokens, 1e-9), 0.0)
-        if not np.count_nonzero(k > 1.0):  # else the full steps add exactly 0 x a finite time
-            return self.step.seconds(dec, ctx, last, per_token_pairs * last), k
+        if not np.count_nonzero(k > 1.0):
+            return self.step.seconds(dec, ctx, last, per_token_pairs * last), None, k
         # The last step and a full one (`room` prefill tokens) in one call along a new
         # leading axis: elementwise the same numbers as two calls, at one call's numpy overhead.
         prefill = np.empty((2,) + np.broadcast_shapes(np.shape(last), np.shape(per_token_pairs)))
         prefill[0] = last
         prefill[1] = room
         seconds = self.step.seconds(dec, ctx, prefill, per_token_pairs * prefill)
-        return (k - 1.0) * seconds[1] + seconds[0], k
+        return seconds[0], seconds[1], k
 
     def _expected_superstep(self, dec, ctx, means):
         """E[seconds], E[steps] of the content of windows with `means` prompts on average.
@@ -400,7 +409,10 @@ class ReplicaLoadModel:
         t_bar = float(st.tau(n0))
         at = self.atoms(rate * t_bar * 8.0)
         room = max(self.budget - dec0, 1.0)
-        d, k = self._superstep(dec0, ctx0, at)
+        # The super-steps' last and full steps, kept: the arrival's view below needs them
+        # apart (the same numbers as evaluating them again: the same operations).
+        last, full, k = self._superstep_steps(dec0, ctx0, at.tokens, at.pairs)
+        d = last if full is None else (k - 1.0) * full + last
         # The step in progress carries the prompts that arrived during the step before it:
         # two rounds of the step-length chain from its mean.
         prev = self._weights(np.array([rate * t_bar]), at)[0]
@@ -416,16 +428,14 @@ class ReplicaLoadModel:
         cur = cur @ (self._weights(rate * d, at, palm=True) if abs(self.cv - 1.0) > 1e-6 else trans)
         # Content beyond the token budget runs in several steps; an arrival lands in one of
         # them (length-biased) and queues behind what is left of the content after it.
-        per_pair = np.where(at.tokens > 0, at.pairs / np.maximum(at.tokens, 1e-9), 0.0)
-        full = self.step.seconds(dec0, ctx0, room, per_pair * room)
-        last_tokens = at.tokens - (k - 1.0) * room
-        last = self.step.seconds(dec0, ctx0, last_tokens, per_pair * last_tokens)
         # The last (or only) step of each content: nothing left behind it; then, atom by
         # atom, its full steps i = 1..k-1 with content left over behind them.
         multi = np.nonzero(k > 1)[0]
         reps = (k[multi] - 1.0).astype(int)
         src = np.repeat(multi, reps)
         i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+        if full is None:  # no content spills: no full steps (src is empty)
+            full = last
         sub_d = np.concatenate([last, full[src]])
         sub_w = np.concatenate([cur * last, cur[src] * full[src]])
         sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
