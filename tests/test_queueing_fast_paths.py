@@ -11,7 +11,8 @@ several shortcuts that must not move a single bit of what a plan reports:
   call, `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call,
   and `slot_seconds` every class's prefill step in one;
 * `_ttft_parts` keeps the super-steps' last and full steps from their evaluation instead
-  of evaluating them again.
+  of evaluating them again, and `_own_done` evaluates only the side (one step, or
+  chunked) that its np.where picks from.
 
 Each is checked against the plain computation (the code before the shortcut, kept here
 as the reference) on randomised inputs, and the whole `at_rate` / `saturation_rate`
@@ -164,6 +165,22 @@ def _ttft_parts_plain(self, st):
     return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta)
 
 
+def _own_done_plain(self, dec, ctx, at, left):
+    room = max(self.budget - dec, 1.0)
+    p = self.prompt[:, None, None]
+    lft = np.asarray(left, dtype=float)[None, :, None]
+    tokens = at.tokens[None, None, :]
+    total = lft + p + tokens
+    pairs = p * p / 2 + at.pairs[None, None, :] + lft * (p + tokens)
+    one = self.step.seconds(dec, ctx, total, pairs)
+    ahead = lft + p + tokens / 2
+    steps = np.maximum(np.ceil(ahead / room), 1.0)
+    frac = pairs / np.maximum(total, 1e-9)
+    last = np.clip(total - (steps - 1.0) * room, 1.0, room)
+    many = (steps - 1.0) * self.step.seconds(dec, ctx, room, frac * room) + self.step.seconds(dec, ctx, last, frac * last)
+    return np.where(total <= room, one, many)
+
+
 @pytest.fixture
 def plain(monkeypatch):
     """Every fast path replaced by its plain computation."""
@@ -174,6 +191,7 @@ def plain(monkeypatch):
     monkeypatch.setattr(ReplicaLoadModel, "_expected_superstep", _expected_superstep_plain)
     monkeypatch.setattr(ReplicaLoadModel, "slot_seconds", _slot_seconds_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_ttft_parts", _ttft_parts_plain)
+    monkeypatch.setattr(ReplicaLoadModel, "_own_done", _own_done_plain)
 
 
 # ---------------------------------------------------------------- random inputs
@@ -284,6 +302,23 @@ def test_ttft_parts_match_the_plain_ones_bit_for_bit():
             assert a.shape == b.shape and a.tobytes() == b.tobytes(), name
         checked += 1
     assert checked >= 20
+
+
+def test_own_done_matches_the_plain_one_bit_for_bit():
+    """Contents that all fit in one step, that all spill and a mix of both."""
+    seen = set()
+    for replica, classes, cv, rng in _cases(17, 60):
+        model = ReplicaLoadModel(replica, classes, cv)
+        dec = float(rng.uniform(0.0, model.budget * 1.2))  # room clamps at 1 token past the budget
+        ctx = dec * model.context_per_decode
+        at = model.atoms(float(rng.uniform(0.0, 30.0)))
+        left = rng.uniform(0.0, 2.0, int(rng.integers(1, 11))) * model.budget * rng.choice([0.0, 0.01, 1.0])
+        got, want = model._own_done(dec, ctx, at, left), _own_done_plain(model, dec, ctx, at, left)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes()
+        room = max(model.budget - dec, 1.0)
+        fits = (left[None, :, None] + model.prompt[:, None, None] + at.tokens[None, None, :]) <= room
+        seen.add("all" if fits.all() else "none" if not fits.any() else "some")
+    assert seen == {"all", "none", "some"}
 
 
 CASES = list(range(24))

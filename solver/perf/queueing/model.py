@@ -482,13 +482,20 @@ class ReplicaLoadModel:
         tokens = at.tokens[None, None, :]
         total = lft + p + tokens
         pairs = p * p / 2 + at.pairs[None, None, :] + lft * (p + tokens)  # behind the left-over context
-        one = self.step.seconds(dec, ctx, total, pairs)
+        fits = total <= room
+        # Only the side np.where would pick from: most plans' contents all fit in one step
+        # (a token budget of thousands), so the chunked evaluation (two more step-time
+        # calls on the whole array) is skipped there; the same numbers either way.
+        every = bool(fits.all())
+        one = self.step.seconds(dec, ctx, total, pairs) if every or fits.any() else None
+        if every:
+            return one
         ahead = lft + p + tokens / 2
         steps = np.maximum(np.ceil(ahead / room), 1.0)
         frac = pairs / np.maximum(total, 1e-9)
         last = np.clip(total - (steps - 1.0) * room, 1.0, room)
         many = (steps - 1.0) * self.step.seconds(dec, ctx, room, frac * room) + self.step.seconds(dec, ctx, last, frac * last)
-        return np.where(total <= room, one, many)
+        return many if one is None else np.where(fits, one, many)
 
     def _cdfs(self, st: "_State", need: Sequence[str] = METRICS):
         """Per-class CDFs (on arrays of seconds) and an upper end of their support, for the
