@@ -12,7 +12,9 @@ several shortcuts that must not move a single bit of what a plan reports:
   and `slot_seconds` every class's prefill step in one;
 * `_ttft_parts` keeps the super-steps' last and full steps from their evaluation instead
   of evaluating them again, and `_own_done` evaluates only the side (one step, or
-  chunked) that its np.where picks from.
+  chunked) that its np.where picks from;
+* the TTFT CDF divides by the step lengths spelled out along the atoms (a contiguous
+  array) rather than broadcast.
 
 Each is checked against the plain computation (the code before the shortcut, kept here
 as the reference) on randomised inputs, and the whole `at_rate` / `saturation_rate`
@@ -319,6 +321,35 @@ def test_own_done_matches_the_plain_one_bit_for_bit():
         fits = (left[None, :, None] + model.prompt[:, None, None] + at.tokens[None, None, :]) <= room
         seen.add("all" if fits.all() else "none" if not fits.any() else "some")
     assert seen == {"all", "none", "some"}
+
+
+def _ttft_cdf_plain(tp, x):
+    """The TTFT CDF of `_cdfs` as a formula: np.clip((x - s) / d, 0, 1) x w, summed."""
+    x = np.asarray(x, dtype=float)[:, None, None, None]
+    nowait = (np.clip((x - tp.own0[None]) / tp.cur_d[None, None, :, None], 0.0, 1.0)
+              * (tp.cur_w[:, None] * tp.same)[None, None]).sum(axis=(2, 3))
+    xe = x[:, :, 0, :]
+    sn = tp.ownn[None]
+    waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
+    return (1.0 - tp.wait) * nowait + tp.wait * waited
+
+
+def test_ttft_cdf_matches_its_formula_bit_for_bit():
+    """On the latency's 500-point grid and on 33-point grids and single points."""
+    checked = 0
+    for replica, classes, cv, rng in _cases(23, 30):
+        model = ReplicaLoadModel(replica, classes, cv)
+        sat = model.saturation_rate()
+        if model.slots < 1 or sat <= 0:
+            continue
+        st = model._state(float(rng.uniform(0.05, 0.97)) * sat)
+        cdf, top = model._cdfs(st, ("ttft_ms",))["ttft_ms"]
+        tp = model._ttft_parts(st)
+        for xs in (np.linspace(0.0, top, 500), numerics._linspace(0.0, top * float(rng.uniform(0.01, 1.0))),
+                   np.array([top * float(rng.uniform(0.0, 1.0))])):
+            assert cdf(xs).tobytes() == _ttft_cdf_plain(tp, xs).tobytes()
+        checked += 1
+    assert checked >= 15
 
 
 CASES = list(range(24))

@@ -507,15 +507,22 @@ class ReplicaLoadModel:
         o1 = np.maximum(self.output - 1.0, 0.0)
         K = len(self.share)
 
+        if need_ttft:
+            # Per state, not per call: the step lengths spelled out along the atoms (a
+            # contiguous [C, A] divisor: numpy's loops run ~25 % faster than against the
+            # broadcast [C, 1]; the same divisions) and the pair weights [C, A].
+            cur_d_ca = np.ascontiguousarray(np.broadcast_to(tp.cur_d[:, None], tp.own0.shape[1:]))
+            pair_w = tp.pair_w
+
         def ttft(x):  # x: [X] seconds -> [X, K]
             x = np.asarray(x, dtype=float)[:, None, None, None]
             s = tp.own0[None]  # [1,K,C,A]
             # In place on the one [X,K,C,A] array (the latency's TTFT grid has X = 500): the
             # same operations in the same order as np.clip((x - s) / d, 0, 1) * w.
             u = x - s
-            u /= tp.cur_d[None, None, :, None]
+            u /= cur_d_ca
             np.clip(u, 0.0, 1.0, out=u)
-            u *= tp.pair_w[None, None]
+            u *= pair_w
             nowait = u.sum(axis=(2, 3))
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
