@@ -61,7 +61,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Sequence
 
-from solver.frozen import maker
+from solver.frozen import maker, row_maker
 from solver.perf import calibration as _fit
 from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
 
@@ -1063,58 +1063,76 @@ def _estimates(queries: list[PerfQuery], s: _Setup, mem: MemoryBudget, a: _Ask) 
     n = len(queries)
     max_batch = mem.max_batch
     fits = max_batch >= 1
-    out: list[PerfEstimate] = []
+    out: list[PerfEstimate | None] = [None] * n
     tp, pp, weights = _values(s.tp, n), _values(s.pp, n), _values(mem.weights_gib, n)
     if _any(fits):
         rows = _rows(fits)
         mem_, a_ = rows.take(mem), rows.take(a)
         pt, limit, kind, value = _search(rows.take(s), mem_, a_, rows.take(max_batch))
-        m = n if rows.idx is None else len(rows)
-        cols = zip(*(_values(x, m) for x in (
-            pt.batch, mem_.used_gib(pt.batch), pt.ttft_s * 1e3, pt.tpot_s * 1e3, pt.latency_s * 1e3, pt.requests_per_s,
-            pt.output_tokens_per_s, limit, rows.take(max_batch), pt.batch * mem_.kv_gib_per_sequence, pt.bound,
-            *_point_bands(a_, pt), kind, value)))
+        at = range(n) if rows.idx is None else rows.idx.tolist()  # the queries these rows answer
+        made = _fitting(queries, at, pt, mem_, a_, _values(rows.take(max_batch), len(at)), limit, kind, value,
+                        *((x if rows.idx is None else [x[i] for i in at]) for x in (weights, tp, pp)))
+        if rows.idx is None:
+            out = made
+        else:
+            for i, e in zip(at, made):
+                out[i] = e
     if not _all(fits):
         rows = _rows(_not(fits))
         bad = rows.take(mem)
-        m = n if rows.idx is None else len(rows)
-        too_big = zip(*(_values(x, m) for x in (bad.used_gib(1), bad.kv_capacity_gib(1), bad.policy.memory_fraction,
-                                                 bad.memory_gib, bad.kv_gib_per_sequence)))
-    fits = _values(fits, n)
-    for i, q in enumerate(queries):
-        if not fits[i]:
-            need, room, fraction, memory_gib, kv = next(too_big)
-            out.append(_new_estimate(
+        at = range(n) if rows.idx is None else rows.idx.tolist()
+        too_big = zip(*(_values(x, len(at)) for x in (bad.used_gib(1), bad.kv_capacity_gib(1),
+                                                        bad.policy.memory_fraction, bad.memory_gib,
+                                                        bad.kv_gib_per_sequence)))
+        for i, (need, room, fraction, memory_gib, kv) in zip(at, too_big):
+            q = queries[i]
+            out[i] = _new_estimate(
                 feasible=False, reason=f"does not fit in VRAM: needs ~{need:.1f} GiB per GPU ({weights[i]:.1f} GiB weights) at "
                 f"{q.precision} with {q.gpus_per_replica} GPU(s) per replica; {q.engine} at memory fraction "
                 f"{fraction:g} of {memory_gib:.1f} GiB leaves {f'{room:.1f} GiB' if room > 0 else 'no room'} for the "
                 f"KV cache, one sequence needs {kv:.2f} GiB",
                 reason_kind="vram", memory_gib_per_gpu=need, weights_gib_per_gpu=weights[i], binding_limit="vram",
-                max_batch_vram=0, tensor_parallel=tp[i], pipeline_stages=pp[i], **_bands(q)))
-            continue
-        (batch, used, ttft, tpot, latency, rps, tokens_per_s, limit_, most, kv_gib, bound, band, ttft_band, tpot_band,
-         kind_, value_) = next(cols)
-        feasible = kind_ == 0
-        reason = ""
-        if kind_ == _KIND_VRAM:
-            reason = (f"batch {q.batch} does not fit in VRAM: at most {most} sequences of "
-                      f"{q.prompt_tokens + q.output_tokens} tokens")
-        elif kind_:
-            margin = " with the error band" if q.size_with_error_band else ""
-            slo = (q.ttft_slo_ms, q.tpot_slo_ms, q.latency_slo_ms)[kind_ - 1]
-            reason = (f"misses the {_SLO_LABELS[kind_]} SLO: {value_:.1f} ms{margin} > {slo:g} ms "
-                      f"even at batch {batch}")
-        out.append(_new_estimate(
-            feasible=feasible, reason=reason, reason_kind=_KINDS[kind_], batch=batch, memory_gib_per_gpu=used,
-            weights_gib_per_gpu=weights[i], ttft_ms=ttft, tpot_ms=tpot, latency_ms=latency,
-            requests_per_s=rps if feasible else 0.0, output_tokens_per_s=tokens_per_s if feasible else 0.0,
-            binding_limit=_LIMITS[limit_], max_batch_vram=most, kv_cache_gib_per_gpu=kv_gib, step_bound=BOUNDS[bound],
-            tensor_parallel=tp[i], pipeline_stages=pp[i], error_band=band, ttft_error_band=ttft_band,
-            tpot_error_band=tpot_band))
+                max_batch_vram=0, tensor_parallel=tp[i], pipeline_stages=pp[i], **_bands(q))
     return out
 
 
+def _fitting(queries: list[PerfQuery], at: Sequence[int], pt: _Point, mem: MemoryBudget, a: _Ask, most: list,
+             limit, kind, value, weights: list, tp: list, pp: list) -> list[PerfEstimate]:
+    """The estimates of the queries at `at` (whose single sequence fits) from their search's
+    point: made column by column (Python numbers), then row by row in PerfEstimate's field
+    order - per query only the object itself, and a reason where an SLO or pin is missed."""
+    m = len(at)
+    kinds, batch = _values(kind, m), _values(pt.batch, m)
+    feasible = [k == 0 for k in kinds]
+    reasons = [""] * m
+    rps, tokens_per_s = _values(pt.requests_per_s, m), _values(pt.output_tokens_per_s, m)
+    if not all(feasible):
+        values = _values(value, m)
+        for j, k in enumerate(kinds):
+            if k:
+                reasons[j] = _miss(queries[at[j]], k, batch[j], most[j], values[j])
+        rps = [r if f else 0.0 for r, f in zip(rps, feasible)]
+        tokens_per_s = [t if f else 0.0 for t, f in zip(tokens_per_s, feasible)]
+    band, ttft_band, tpot_band = (_values(x, m) for x in _point_bands(a, pt))
+    return list(map(_estimate_row, zip(
+        feasible, reasons, [_KINDS[k] for k in kinds], batch, _values(mem.used_gib(pt.batch), m), weights,
+        _values(pt.ttft_s * 1e3, m), _values(pt.tpot_s * 1e3, m), _values(pt.latency_s * 1e3, m), rps, tokens_per_s,
+        [_LIMITS[x] for x in _values(limit, m)], band, ttft_band, tpot_band, most,
+        _values(pt.batch * mem.kv_gib_per_sequence, m), [BOUNDS[x] for x in _values(pt.bound, m)], tp, pp)))
+
+
+def _miss(q: PerfQuery, kind: int, batch: int, most: int, value: float) -> str:
+    """Why a fitting query is infeasible: its pinned batch exceeds memory, or an SLO (kind)
+    is missed even at the batch the search ended at (value: that SLO's checked figure)."""
+    if kind == _KIND_VRAM:
+        return f"batch {q.batch} does not fit in VRAM: at most {most} sequences of {q.prompt_tokens + q.output_tokens} tokens"
+    margin = " with the error band" if q.size_with_error_band else ""
+    slo = (q.ttft_slo_ms, q.tpot_slo_ms, q.latency_slo_ms)[kind - 1]
+    return f"misses the {_SLO_LABELS[kind]} SLO: {value:.1f} ms{margin} > {slo:g} ms even at batch {batch}"
+
+
 _new_estimate = maker(PerfEstimate)  # PerfEstimate(**fields), made faster (thousands per plan)
+_estimate_row = row_maker(PerfEstimate)  # every field, in field order
 
 
 def _all(a) -> bool:
