@@ -1,4 +1,5 @@
-"""Estimates made column by column (`solver.perf.llm._fitting`, `solver.frozen.row_maker`)
+"""Estimates made column by column (`solver.perf.llm._fitting`, `solver.frozen.row_maker`; the
+inputs gathered per group row and per query, `_Shared.arrays`)
 against a plain reference: every field named by keyword, one query at a time, from the
 same search. A column in the wrong place, a reason or a zeroed rate on the wrong row would
 show here as a field that differs (the one-query and batch paths share the column code,

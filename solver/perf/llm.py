@@ -962,12 +962,13 @@ class _Group:
     """A group's representative query, why it cannot be estimated, and (made when first
     needed) its setup, memory budget, KV factors and error bands."""
 
-    __slots__ = ("rep", "why", "_parts", "replica")
+    __slots__ = ("rep", "why", "_parts", "_row", "replica")
 
     def __init__(self, rep: PerfQuery):
         self.rep = rep
         self.why = _unsupported(rep)
         self._parts = None
+        self._row = None
         self.replica = None  # the queueing view (solver.perf.queueing.replica_for), once asked
 
     @property
@@ -977,6 +978,16 @@ class _Group:
             self._parts = (_setup(q), memory_budget(q), _kv_factors(q), _bands_of(q.calibration))
         return self._parts
 
+    @property
+    def row(self) -> tuple:
+        """The parts' numbers in `_GROUP_COLUMNS` order, flat: what `_Shared.arrays` gathers
+        per query, read out once per group rather than once per call."""
+        if self._row is None:
+            setup, budget, factors, bands = self.parts
+            self._row = (*_SETUP_VALUES(setup), *_POLICY_VALUES(budget.policy), *_BUDGET_VALUES(budget),
+                         *factors, *bands)
+        return self._row
+
 
 GROUPS = _GroupCache()
 
@@ -984,6 +995,19 @@ GROUPS = _GroupCache()
 _SETUP_FIELDS = tuple(f.name for f in fields(_Setup))
 _SETUP_VALUES = attrgetter(*_SETUP_FIELDS)
 _POLICY_VALUES = attrgetter(*(f.name for f in fields(EnginePolicy)))
+# MemoryBudget's per-group numbers (its kv_gib_per_sequence depends on the query's tokens:
+# made from the KV factors; static_prompt_tokens is the query's).
+_BUDGET_FIELDS = ("memory_gib", "weights_gib", "overhead_gib", "activation_gib_per_token", "logits_gib_per_sequence")
+_BUDGET_VALUES = attrgetter(*_BUDGET_FIELDS)
+_BAND_FIELDS = tuple(f.name for f in fields(_Ask)[-6:])  # _bands_of's order
+# Where each part's columns start in a `_Group.row`.
+_AT_POLICY = len(_SETUP_FIELDS)
+_AT_BUDGET = _AT_POLICY + len(fields(EnginePolicy))
+_AT_FACTORS = _AT_BUDGET + len(_BUDGET_FIELDS)
+_AT_BANDS = _AT_FACTORS + 5  # _kv_factors: 5 numbers
+# What `arrays` reads of each query (the rest is its group's): one call per query.
+_ASKED_VALUES = attrgetter("prompt_tokens", "output_tokens", "batching", "ttft_slo_ms", "tpot_slo_ms",
+                           "latency_slo_ms", "size_with_error_band", "batch")
 
 
 class _Shared:
@@ -1014,41 +1038,31 @@ class _Shared:
         local = np.zeros(len(self.reps), dtype=np.int64)
         local[used] = np.arange(len(used))
         at = local[group]  # each row's group among those used
-        parts = [self.reps[g].parts for g in used]
-
-        def column(values):
-            return np.array(values)[at]
-
-        # Per field, its values over the groups: the groups' rows transposed.
-        setups = list(zip(*(_SETUP_VALUES(p[0]) for p in parts)))
-        s = _Setup(**{name: column(values) for name, values in zip(_SETUP_FIELDS, setups)})
-        budgets = [p[1] for p in parts]
-        policy = EnginePolicy(*(column(values) for values in zip(*(_POLICY_VALUES(b.policy) for b in budgets))))
-        factors = [p[2] for p in parts]
-        tokens = np.array([q.prompt_tokens + q.output_tokens for q in queries])
-        static = np.array([q.batching == "static" for q in queries])
+        # Per column, its values over the groups (the groups' rows transposed), per query.
+        cols = [np.array(values)[at] for values in zip(*(self.reps[g].row for g in used))]
+        s = _Setup(*cols[:_AT_POLICY])
+        policy = EnginePolicy(*cols[_AT_POLICY:_AT_BUDGET])
+        (prompt, output, batching, ttft_slo, tpot_slo, latency_slo, with_band,
+         batch) = zip(*map(_ASKED_VALUES, queries))
+        tokens = np.array([p + o for p, o in zip(prompt, output)])
+        static = np.array([b == "static" for b in batching])
         mem = MemoryBudget(
-            memory_gib=column([b.memory_gib for b in budgets]), policy=policy,
-            weights_gib=column([b.weights_gib for b in budgets]), overhead_gib=column([b.overhead_gib for b in budgets]),
-            kv_gib_per_sequence=_kv_gib(*(column([f[k] for f in factors]) for k in range(5)), tokens),
-            activation_gib_per_token=column([b.activation_gib_per_token for b in budgets]),
-            logits_gib_per_sequence=column([b.logits_gib_per_sequence for b in budgets]),
-            static_prompt_tokens=np.where(static, np.array([q.prompt_tokens for q in queries]), -1),
+            policy=policy, **dict(zip(_BUDGET_FIELDS, cols[_AT_BUDGET:_AT_FACTORS])),
+            kv_gib_per_sequence=_kv_gib(*cols[_AT_FACTORS:_AT_BANDS], tokens),
+            static_prompt_tokens=np.where(static, np.array(prompt), -1),
         )
-        bands = [p[3] for p in parts]
         inf = math.inf
         a = _Ask(
-            prompt=np.array([float(q.prompt_tokens) for q in queries]),
-            output=np.array([float(max(q.output_tokens, 1)) for q in queries]),
+            prompt=np.array([float(p) for p in prompt]),
+            output=np.array([float(max(o, 1)) for o in output]),
             static=static,
-            ttft_slo_ms=np.array([inf if q.ttft_slo_ms is None else q.ttft_slo_ms for q in queries], dtype=float),
-            tpot_slo_ms=np.array([inf if q.tpot_slo_ms is None else q.tpot_slo_ms for q in queries], dtype=float),
-            latency_slo_ms=np.array([inf if q.latency_slo_ms is None else q.latency_slo_ms for q in queries],
-                                    dtype=float),
-            with_band=np.array([bool(q.size_with_error_band) for q in queries]),
-            pinned=np.array([q.batch is not None for q in queries]),
-            pin=np.array([q.batch or 0 for q in queries], dtype=np.int64),
-            **{f.name: column([b[k] for b in bands]) for k, f in enumerate(fields(_Ask)[-6:])},
+            ttft_slo_ms=np.array([inf if x is None else x for x in ttft_slo], dtype=float),
+            tpot_slo_ms=np.array([inf if x is None else x for x in tpot_slo], dtype=float),
+            latency_slo_ms=np.array([inf if x is None else x for x in latency_slo], dtype=float),
+            with_band=np.array([bool(x) for x in with_band]),
+            pinned=np.array([x is not None for x in batch]),
+            pin=np.array([x or 0 for x in batch], dtype=np.int64),
+            **dict(zip(_BAND_FIELDS, cols[_AT_BANDS:])),
         )
         return s, mem, a
 
