@@ -190,16 +190,18 @@ class _Rows:
     def take(self, x):
         if self.idx is None:
             return x
-        if is_dataclass(x):
-            return type(x)(**{f.name: self.take(getattr(x, f.name)) for f in fields(x)})
+        names = _field_names(type(x))
+        if names:
+            return type(x)(**{name: self.take(getattr(x, name)) for name in names})
         return x if _is_scalar(x) else x[self.idx]
 
     def put(self, full, part):
         """`full` with these rows replaced by `part`."""
         if self.idx is None:
             return part
-        if is_dataclass(full):
-            return type(full)(**{f.name: self.put(getattr(full, f.name), getattr(part, f.name)) for f in fields(full)})
+        names = _field_names(type(full))
+        if names:
+            return type(full)(**{name: self.put(getattr(full, name), getattr(part, name)) for name in names})
         out = full.copy()
         out[self.idx] = part
         return out
@@ -209,6 +211,17 @@ class _Rows:
 
 
 _EVERY = _Rows(None)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names (empty for anything else), remembered per type: the lockstep
+    searches take and put rows of their inputs dozens of times per call, field by field,
+    and `fields()` walks the class each time."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else ()
+    return names
 
 
 def _rows(mask) -> _Rows:
