@@ -993,8 +993,9 @@ class _Group:
 
     @property
     def row(self) -> tuple:
-        """The parts' numbers in `_GROUP_COLUMNS` order, flat: what `_Shared.arrays` gathers
-        per query, read out once per group rather than once per call."""
+        """The parts' numbers, flat (setup, policy, budget, KV factors, bands: `_AT_POLICY` and
+        on say where each starts): what `_Shared.arrays` gathers per query, read out once per
+        group rather than once per call (~0.5 KB more per cached group)."""
         if self._row is None:
             setup, budget, factors, bands = self.parts
             self._row = (*_SETUP_VALUES(setup), *_POLICY_VALUES(budget.policy), *_BUDGET_VALUES(budget),
