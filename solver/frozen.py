@@ -11,7 +11,7 @@ InitVar; keyword arguments only, and every field without a default must be given
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
-from typing import Callable, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -62,3 +62,24 @@ def stamper(cls: type[T], name: str) -> Callable[[dict, object], T]:
         return obj
 
     return stamp
+
+
+def row_maker(cls: type[T]) -> Callable[[Sequence], T]:
+    """A function: every field's value, in field order (a tuple) -> the object `cls(*values)`
+    makes. For objects made by the thousand from columns zipped into rows (performance
+    estimates): no keyword dictionary to build and no defaults to copy first, about half
+    `maker`'s time. `maker`'s rules; every field must be given."""
+    if hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: row_maker() needs a plain dataclass")
+    names = tuple(f.name for f in fields(cls))
+    count = len(names)
+    new = object.__new__
+
+    def make(values: Sequence) -> T:
+        if len(values) != count:  # zip would drop the surplus or leave fields out
+            raise TypeError(f"{cls.__name__}: {count} fields, {len(values)} values")
+        obj = new(cls)
+        obj.__dict__.update(zip(names, values))
+        return obj
+
+    return make

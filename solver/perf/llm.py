@@ -61,7 +61,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Sequence
 
-from solver.frozen import maker
+from solver.frozen import maker, row_maker
 from solver.perf import calibration as _fit
 from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
 
@@ -190,16 +190,18 @@ class _Rows:
     def take(self, x):
         if self.idx is None:
             return x
-        if is_dataclass(x):
-            return type(x)(**{f.name: self.take(getattr(x, f.name)) for f in fields(x)})
+        names = _field_names(type(x))
+        if names:
+            return type(x)(**{name: self.take(getattr(x, name)) for name in names})
         return x if _is_scalar(x) else x[self.idx]
 
     def put(self, full, part):
         """`full` with these rows replaced by `part`."""
         if self.idx is None:
             return part
-        if is_dataclass(full):
-            return type(full)(**{f.name: self.put(getattr(full, f.name), getattr(part, f.name)) for f in fields(full)})
+        names = _field_names(type(full))
+        if names:
+            return type(full)(**{name: self.put(getattr(full, name), getattr(part, name)) for name in names})
         out = full.copy()
         out[self.idx] = part
         return out
@@ -209,6 +211,17 @@ class _Rows:
 
 
 _EVERY = _Rows(None)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names (empty for anything else), remembered per type: the lockstep
+    searches take and put rows of their inputs dozens of times per call, field by field,
+    and `fields()` walks the class each time."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else ()
+    return names
 
 
 def _rows(mask) -> _Rows:
@@ -962,12 +975,13 @@ class _Group:
     """A group's representative query, why it cannot be estimated, and (made when first
     needed) its setup, memory budget, KV factors and error bands."""
 
-    __slots__ = ("rep", "why", "_parts", "replica")
+    __slots__ = ("rep", "why", "_parts", "_row", "replica")
 
     def __init__(self, rep: PerfQuery):
         self.rep = rep
         self.why = _unsupported(rep)
         self._parts = None
+        self._row = None
         self.replica = None  # the queueing view (solver.perf.queueing.replica_for), once asked
 
     @property
@@ -977,6 +991,17 @@ class _Group:
             self._parts = (_setup(q), memory_budget(q), _kv_factors(q), _bands_of(q.calibration))
         return self._parts
 
+    @property
+    def row(self) -> tuple:
+        """The parts' numbers, flat (setup, policy, budget, KV factors, bands: `_AT_POLICY` and
+        on say where each starts): what `_Shared.arrays` gathers per query, read out once per
+        group rather than once per call (~0.5 KB more per cached group)."""
+        if self._row is None:
+            setup, budget, factors, bands = self.parts
+            self._row = (*_SETUP_VALUES(setup), *_POLICY_VALUES(budget.policy), *_BUDGET_VALUES(budget),
+                         *factors, *bands)
+        return self._row
+
 
 GROUPS = _GroupCache()
 
@@ -984,6 +1009,19 @@ GROUPS = _GroupCache()
 _SETUP_FIELDS = tuple(f.name for f in fields(_Setup))
 _SETUP_VALUES = attrgetter(*_SETUP_FIELDS)
 _POLICY_VALUES = attrgetter(*(f.name for f in fields(EnginePolicy)))
+# MemoryBudget's per-group numbers (its kv_gib_per_sequence depends on the query's tokens:
+# made from the KV factors; static_prompt_tokens is the query's).
+_BUDGET_FIELDS = ("memory_gib", "weights_gib", "overhead_gib", "activation_gib_per_token", "logits_gib_per_sequence")
+_BUDGET_VALUES = attrgetter(*_BUDGET_FIELDS)
+_BAND_FIELDS = tuple(f.name for f in fields(_Ask)[-6:])  # _bands_of's order
+# Where each part's columns start in a `_Group.row`.
+_AT_POLICY = len(_SETUP_FIELDS)
+_AT_BUDGET = _AT_POLICY + len(fields(EnginePolicy))
+_AT_FACTORS = _AT_BUDGET + len(_BUDGET_FIELDS)
+_AT_BANDS = _AT_FACTORS + 5  # _kv_factors: 5 numbers
+# What `arrays` reads of each query (the rest is its group's): one call per query.
+_ASKED_VALUES = attrgetter("prompt_tokens", "output_tokens", "batching", "ttft_slo_ms", "tpot_slo_ms",
+                           "latency_slo_ms", "size_with_error_band", "batch")
 
 
 class _Shared:
@@ -1014,41 +1052,31 @@ class _Shared:
         local = np.zeros(len(self.reps), dtype=np.int64)
         local[used] = np.arange(len(used))
         at = local[group]  # each row's group among those used
-        parts = [self.reps[g].parts for g in used]
-
-        def column(values):
-            return np.array(values)[at]
-
-        # Per field, its values over the groups: the groups' rows transposed.
-        setups = list(zip(*(_SETUP_VALUES(p[0]) for p in parts)))
-        s = _Setup(**{name: column(values) for name, values in zip(_SETUP_FIELDS, setups)})
-        budgets = [p[1] for p in parts]
-        policy = EnginePolicy(*(column(values) for values in zip(*(_POLICY_VALUES(b.policy) for b in budgets))))
-        factors = [p[2] for p in parts]
-        tokens = np.array([q.prompt_tokens + q.output_tokens for q in queries])
-        static = np.array([q.batching == "static" for q in queries])
+        # Per column, its values over the groups (the groups' rows transposed), per query.
+        cols = [np.array(values)[at] for values in zip(*(self.reps[g].row for g in used))]
+        s = _Setup(*cols[:_AT_POLICY])
+        policy = EnginePolicy(*cols[_AT_POLICY:_AT_BUDGET])
+        (prompt, output, batching, ttft_slo, tpot_slo, latency_slo, with_band,
+         batch) = zip(*map(_ASKED_VALUES, queries))
+        tokens = np.array([p + o for p, o in zip(prompt, output)])
+        static = np.array([b == "static" for b in batching])
         mem = MemoryBudget(
-            memory_gib=column([b.memory_gib for b in budgets]), policy=policy,
-            weights_gib=column([b.weights_gib for b in budgets]), overhead_gib=column([b.overhead_gib for b in budgets]),
-            kv_gib_per_sequence=_kv_gib(*(column([f[k] for f in factors]) for k in range(5)), tokens),
-            activation_gib_per_token=column([b.activation_gib_per_token for b in budgets]),
-            logits_gib_per_sequence=column([b.logits_gib_per_sequence for b in budgets]),
-            static_prompt_tokens=np.where(static, np.array([q.prompt_tokens for q in queries]), -1),
+            policy=policy, **dict(zip(_BUDGET_FIELDS, cols[_AT_BUDGET:_AT_FACTORS])),
+            kv_gib_per_sequence=_kv_gib(*cols[_AT_FACTORS:_AT_BANDS], tokens),
+            static_prompt_tokens=np.where(static, np.array(prompt), -1),
         )
-        bands = [p[3] for p in parts]
         inf = math.inf
         a = _Ask(
-            prompt=np.array([float(q.prompt_tokens) for q in queries]),
-            output=np.array([float(max(q.output_tokens, 1)) for q in queries]),
+            prompt=np.array([float(p) for p in prompt]),
+            output=np.array([float(max(o, 1)) for o in output]),
             static=static,
-            ttft_slo_ms=np.array([inf if q.ttft_slo_ms is None else q.ttft_slo_ms for q in queries], dtype=float),
-            tpot_slo_ms=np.array([inf if q.tpot_slo_ms is None else q.tpot_slo_ms for q in queries], dtype=float),
-            latency_slo_ms=np.array([inf if q.latency_slo_ms is None else q.latency_slo_ms for q in queries],
-                                    dtype=float),
-            with_band=np.array([bool(q.size_with_error_band) for q in queries]),
-            pinned=np.array([q.batch is not None for q in queries]),
-            pin=np.array([q.batch or 0 for q in queries], dtype=np.int64),
-            **{f.name: column([b[k] for b in bands]) for k, f in enumerate(fields(_Ask)[-6:])},
+            ttft_slo_ms=np.array([inf if x is None else x for x in ttft_slo], dtype=float),
+            tpot_slo_ms=np.array([inf if x is None else x for x in tpot_slo], dtype=float),
+            latency_slo_ms=np.array([inf if x is None else x for x in latency_slo], dtype=float),
+            with_band=np.array([bool(x) for x in with_band]),
+            pinned=np.array([x is not None for x in batch]),
+            pin=np.array([x or 0 for x in batch], dtype=np.int64),
+            **dict(zip(_BAND_FIELDS, cols[_AT_BANDS:])),
         )
         return s, mem, a
 
@@ -1063,58 +1091,76 @@ def _estimates(queries: list[PerfQuery], s: _Setup, mem: MemoryBudget, a: _Ask) 
     n = len(queries)
     max_batch = mem.max_batch
     fits = max_batch >= 1
-    out: list[PerfEstimate] = []
+    out: list[PerfEstimate | None] = [None] * n
     tp, pp, weights = _values(s.tp, n), _values(s.pp, n), _values(mem.weights_gib, n)
     if _any(fits):
         rows = _rows(fits)
         mem_, a_ = rows.take(mem), rows.take(a)
         pt, limit, kind, value = _search(rows.take(s), mem_, a_, rows.take(max_batch))
-        m = n if rows.idx is None else len(rows)
-        cols = zip(*(_values(x, m) for x in (
-            pt.batch, mem_.used_gib(pt.batch), pt.ttft_s * 1e3, pt.tpot_s * 1e3, pt.latency_s * 1e3, pt.requests_per_s,
-            pt.output_tokens_per_s, limit, rows.take(max_batch), pt.batch * mem_.kv_gib_per_sequence, pt.bound,
-            *_point_bands(a_, pt), kind, value)))
+        at = range(n) if rows.idx is None else rows.idx.tolist()  # the queries these rows answer
+        made = _fitting(queries, at, pt, mem_, a_, _values(rows.take(max_batch), len(at)), limit, kind, value,
+                        *((x if rows.idx is None else [x[i] for i in at]) for x in (weights, tp, pp)))
+        if rows.idx is None:
+            out = made
+        else:
+            for i, e in zip(at, made):
+                out[i] = e
     if not _all(fits):
         rows = _rows(_not(fits))
         bad = rows.take(mem)
-        m = n if rows.idx is None else len(rows)
-        too_big = zip(*(_values(x, m) for x in (bad.used_gib(1), bad.kv_capacity_gib(1), bad.policy.memory_fraction,
-                                                 bad.memory_gib, bad.kv_gib_per_sequence)))
-    fits = _values(fits, n)
-    for i, q in enumerate(queries):
-        if not fits[i]:
-            need, room, fraction, memory_gib, kv = next(too_big)
-            out.append(_new_estimate(
+        at = range(n) if rows.idx is None else rows.idx.tolist()
+        too_big = zip(*(_values(x, len(at)) for x in (bad.used_gib(1), bad.kv_capacity_gib(1),
+                                                        bad.policy.memory_fraction, bad.memory_gib,
+                                                        bad.kv_gib_per_sequence)))
+        for i, (need, room, fraction, memory_gib, kv) in zip(at, too_big):
+            q = queries[i]
+            out[i] = _new_estimate(
                 feasible=False, reason=f"does not fit in VRAM: needs ~{need:.1f} GiB per GPU ({weights[i]:.1f} GiB weights) at "
                 f"{q.precision} with {q.gpus_per_replica} GPU(s) per replica; {q.engine} at memory fraction "
                 f"{fraction:g} of {memory_gib:.1f} GiB leaves {f'{room:.1f} GiB' if room > 0 else 'no room'} for the "
                 f"KV cache, one sequence needs {kv:.2f} GiB",
                 reason_kind="vram", memory_gib_per_gpu=need, weights_gib_per_gpu=weights[i], binding_limit="vram",
-                max_batch_vram=0, tensor_parallel=tp[i], pipeline_stages=pp[i], **_bands(q)))
-            continue
-        (batch, used, ttft, tpot, latency, rps, tokens_per_s, limit_, most, kv_gib, bound, band, ttft_band, tpot_band,
-         kind_, value_) = next(cols)
-        feasible = kind_ == 0
-        reason = ""
-        if kind_ == _KIND_VRAM:
-            reason = (f"batch {q.batch} does not fit in VRAM: at most {most} sequences of "
-                      f"{q.prompt_tokens + q.output_tokens} tokens")
-        elif kind_:
-            margin = " with the error band" if q.size_with_error_band else ""
-            slo = (q.ttft_slo_ms, q.tpot_slo_ms, q.latency_slo_ms)[kind_ - 1]
-            reason = (f"misses the {_SLO_LABELS[kind_]} SLO: {value_:.1f} ms{margin} > {slo:g} ms "
-                      f"even at batch {batch}")
-        out.append(_new_estimate(
-            feasible=feasible, reason=reason, reason_kind=_KINDS[kind_], batch=batch, memory_gib_per_gpu=used,
-            weights_gib_per_gpu=weights[i], ttft_ms=ttft, tpot_ms=tpot, latency_ms=latency,
-            requests_per_s=rps if feasible else 0.0, output_tokens_per_s=tokens_per_s if feasible else 0.0,
-            binding_limit=_LIMITS[limit_], max_batch_vram=most, kv_cache_gib_per_gpu=kv_gib, step_bound=BOUNDS[bound],
-            tensor_parallel=tp[i], pipeline_stages=pp[i], error_band=band, ttft_error_band=ttft_band,
-            tpot_error_band=tpot_band))
+                max_batch_vram=0, tensor_parallel=tp[i], pipeline_stages=pp[i], **_bands(q))
     return out
 
 
+def _fitting(queries: list[PerfQuery], at: Sequence[int], pt: _Point, mem: MemoryBudget, a: _Ask, most: list,
+             limit, kind, value, weights: list, tp: list, pp: list) -> list[PerfEstimate]:
+    """The estimates of the queries at `at` (whose single sequence fits) from their search's
+    point: made column by column (Python numbers), then row by row in PerfEstimate's field
+    order - per query only the object itself, and a reason where an SLO or pin is missed."""
+    m = len(at)
+    kinds, batch = _values(kind, m), _values(pt.batch, m)
+    feasible = [k == 0 for k in kinds]
+    reasons = [""] * m
+    rps, tokens_per_s = _values(pt.requests_per_s, m), _values(pt.output_tokens_per_s, m)
+    if not all(feasible):
+        values = _values(value, m)
+        for j, k in enumerate(kinds):
+            if k:
+                reasons[j] = _miss(queries[at[j]], k, batch[j], most[j], values[j])
+        rps = [r if f else 0.0 for r, f in zip(rps, feasible)]
+        tokens_per_s = [t if f else 0.0 for t, f in zip(tokens_per_s, feasible)]
+    band, ttft_band, tpot_band = (_values(x, m) for x in _point_bands(a, pt))
+    return list(map(_estimate_row, zip(
+        feasible, reasons, [_KINDS[k] for k in kinds], batch, _values(mem.used_gib(pt.batch), m), weights,
+        _values(pt.ttft_s * 1e3, m), _values(pt.tpot_s * 1e3, m), _values(pt.latency_s * 1e3, m), rps, tokens_per_s,
+        [_LIMITS[x] for x in _values(limit, m)], band, ttft_band, tpot_band, most,
+        _values(pt.batch * mem.kv_gib_per_sequence, m), [BOUNDS[x] for x in _values(pt.bound, m)], tp, pp)))
+
+
+def _miss(q: PerfQuery, kind: int, batch: int, most: int, value: float) -> str:
+    """Why a fitting query is infeasible: its pinned batch exceeds memory, or an SLO (kind)
+    is missed even at the batch the search ended at (value: that SLO's checked figure)."""
+    if kind == _KIND_VRAM:
+        return f"batch {q.batch} does not fit in VRAM: at most {most} sequences of {q.prompt_tokens + q.output_tokens} tokens"
+    margin = " with the error band" if q.size_with_error_band else ""
+    slo = (q.ttft_slo_ms, q.tpot_slo_ms, q.latency_slo_ms)[kind - 1]
+    return f"misses the {_SLO_LABELS[kind]} SLO: {value:.1f} ms{margin} > {slo:g} ms even at batch {batch}"
+
+
 _new_estimate = maker(PerfEstimate)  # PerfEstimate(**fields), made faster (thousands per plan)
+_estimate_row = row_maker(PerfEstimate)  # every field, in field order
 
 
 def _all(a) -> bool:
