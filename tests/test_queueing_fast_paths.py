@@ -288,16 +288,22 @@ def test_superstep_parts_match_the_plain_ones_bit_for_bit():
                 assert np.shape(got) == np.shape(want) and np.asarray(got).tobytes() == np.asarray(want).tobytes()
 
 
-def test_ttft_parts_match_the_plain_ones_bit_for_bit():
-    """Every part of the TTFT, at rates up to saturation (contents that spill beyond the
-    token budget included: the random replicas' budgets go down to 512 tokens)."""
-    checked = 0
-    for replica, classes, cv, rng in _cases(5, 40):
+def _loaded_states(seed: int, n: int):
+    """(model, its state at a random load below saturation, rng) for the random replicas
+    that have a slot and a positive saturation rate."""
+    for replica, classes, cv, rng in _cases(seed, n):
         model = ReplicaLoadModel(replica, classes, cv)
         sat = model.saturation_rate()
         if model.slots < 1 or sat <= 0:
             continue
-        st = model._state(float(rng.uniform(0.05, 0.97)) * sat)
+        yield model, model._state(float(rng.uniform(0.05, 0.97)) * sat), rng
+
+
+def test_ttft_parts_match_the_plain_ones_bit_for_bit():
+    """Every part of the TTFT, at rates up to saturation (contents that spill beyond the
+    token budget included: the random replicas' budgets go down to 512 tokens)."""
+    checked = 0
+    for model, st, _ in _loaded_states(5, 40):
         got, want = model._ttft_parts(st), _ttft_parts_plain(model, st)
         for name in ("cur_d", "cur_w", "same", "own0", "wn", "ownn", "wait", "theta"):
             a, b = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
@@ -337,12 +343,7 @@ def _ttft_cdf_plain(tp, x):
 def test_ttft_cdf_matches_its_formula_bit_for_bit():
     """On the latency's 500-point grid and on 33-point grids and single points."""
     checked = 0
-    for replica, classes, cv, rng in _cases(23, 30):
-        model = ReplicaLoadModel(replica, classes, cv)
-        sat = model.saturation_rate()
-        if model.slots < 1 or sat <= 0:
-            continue
-        st = model._state(float(rng.uniform(0.05, 0.97)) * sat)
+    for model, st, rng in _loaded_states(23, 30):
         cdf, top = model._cdfs(st, ("ttft_ms",))["ttft_ms"]
         tp = model._ttft_parts(st)
         for xs in (np.linspace(0.0, top, 500), numerics._linspace(0.0, top * float(rng.uniform(0.01, 1.0))),
