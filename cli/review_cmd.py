@@ -7,11 +7,12 @@ some scenario failed unexpectedly (status "error"; a rerun retries those).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections import Counter
 from typing import TextIO
+
+from cli.argtypes import positive_int, seconds
 
 EXIT_OK, EXIT_INPUT, EXIT_OTHER = 0, 2, 5
 
@@ -25,34 +26,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("review", help="review file (YAML or JSON), see examples/review-*.yaml")
     p.add_argument("--out", required=True, metavar="DIR", help="where results and the report go; rerunning with the "
                    "same DIR skips scenarios already solved")
-    p.add_argument("--workers", type=_positive_int, default=None, metavar="N", help="parallel solves (default: all cores)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N", help="parallel solves (default: all cores)")
     p.add_argument("--backend", choices=["local", "ray"], default="local",
                    help="local: a process pool (default); ray: Ray tasks (RAY_ADDRESS joins a cluster)")
-    p.add_argument("--time-limit-per-scenario", type=_positive_float, default=None, metavar="SECONDS",
+    p.add_argument("--time-limit-per-scenario", type=seconds, default=None, metavar="SECONDS",
                    help="overrides the review file's time_limit_per_scenario_s")
     p.add_argument("--fresh", action="store_true", help="ignore stored results and solve every scenario again")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is too few; use 1 or more")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value <= 86_400:
-        raise argparse.ArgumentTypeError(f"{text} s is out of range; use more than 0 and at most 86400")
-    return value
 
 
 def run(args) -> int:

@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from cli.argtypes import MAX_SECONDS, number_in
+
 TOKEN_ENV = "PLANNER_TOKEN"
 METRICS_TOKEN_ENV = "PLANNER_METRICS_TOKEN"
 EXIT_OK, EXIT_INPUT, EXIT_OTHER = 0, 2, 5
@@ -26,7 +28,7 @@ def add_parser(subparsers) -> None:
                    help="solves running at once (default: CPU count)")
     s.add_argument("--max-queue", type=int, default=16, metavar="N",
                    help="solves waiting for a slot; more are refused with RESOURCE_EXHAUSTED (default 16)")
-    s.add_argument("--max-message-mib", type=float, default=16.0, metavar="MIB",
+    s.add_argument("--max-message-mib", type=number_in(0, 2047, "MiB"), default=16.0, metavar="MIB",
                    help="largest request accepted (default 16 MiB)")
     s.add_argument("--tls-cert", metavar="PEM", help="server certificate chain (enables TLS; needs --tls-key)")
     s.add_argument("--tls-key", metavar="PEM", help="server private key")
@@ -42,14 +44,14 @@ def add_parser(subparsers) -> None:
     s.add_argument("--metrics-token", default=None,
                    help=f"bearer token /metrics requires (default: ${METRICS_TOKEN_ENV}, else the server's --token; "
                         "without either, /metrics is open)")
-    s.add_argument("--grace-s", type=float, default=30.0, metavar="SECONDS",
+    s.add_argument("--grace-s", type=number_in(0, MAX_SECONDS, "s", low_allowed=True), default=30.0, metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may finish (default 30)")
     s.add_argument("--spare-workers", type=int, default=1, metavar="N",
                    help="warm worker processes kept beyond one per solve slot, so a replaced worker "
                         "never delays a call (default 1)")
     s.add_argument("--worker-max-jobs", type=int, default=1000, metavar="N",
                    help="recycle a worker process after this many jobs (default 1000)")
-    s.add_argument("--worker-max-rss-mib", type=float, default=400.0, metavar="MIB",
+    s.add_argument("--worker-max-rss-mib", type=number_in(0, 1 << 20, "MiB"), default=400.0, metavar="MIB",
                    help="recycle a worker process whose memory after a job is above this (default 400)")
     s.add_argument("--worker-nice", type=int, default=5, metavar="N",
                    help="CPU priority of the worker processes below the server's own (nice increment, 0-19; "
@@ -88,8 +90,6 @@ def run(args) -> int:
             problems.append(f"--port {args.port} is not a TCP port (0-65535).")
         if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
             problems.append(f"--metrics-port {args.metrics_port} is not a TCP port (0-65535).")
-        if args.max_message_mib <= 0:
-            problems.append("--max-message-mib must be positive.")
         if problems:
             raise ValueError(" ".join(problems))
     except ValueError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 EXIT_INPUT, EXIT_INFEASIBLE = 2, 3
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli() -> str:
@@ -333,3 +334,25 @@ def test_a_bad_relative_gap_names_the_field_and_the_fix(tmp_path: Path, value, f
     # relative_gap > 0 also starts large solves from warm starts: bad values never get that far.
     proc = solve_dict(tmp_path, {"services": [service()], "solver": {"relative_gap": value}})
     assert_bad_input(proc, "solver.relative_gap", f"To fix: {fix}")
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("solve", "examples/s3-big-model.json", "--time-limit", "nan"), "--time-limit"),
+    (("solve", "examples/s3-big-model.json", "--time-limit", "1e309"), "--time-limit"),
+    (("solve", "examples/s3-big-model.json", "--time-limit", "-1"), "--time-limit"),
+    (("solve", "examples/s3-big-model.json", "--time-limit", "86401"), "--time-limit"),
+    (("solve", "examples/s3-big-model.json", "--time-limit", "x"), "--time-limit"),
+    (("serve", "--port", "0", "--grace-s", "nan"), "--grace-s"),
+    (("serve", "--port", "0", "--max-message-mib", "1e309"), "--max-message-mib"),
+    (("serve", "--port", "0", "--max-message-mib", "0"), "--max-message-mib"),
+    (("serve", "--port", "0", "--worker-max-rss-mib", "inf"), "--worker-max-rss-mib"),
+    (("review", "examples/review-quarterly.yaml", "--out", "unused", "--time-limit-per-scenario", "nan"),
+     "--time-limit-per-scenario"),
+])
+def test_hostile_numeric_flags_exit_2_naming_the_flag(args, flag):
+    """NaN, infinity, out-of-range and non-numbers are refused by the argument parser: exit 2,
+    the flag named, the range given; never a traceback, a solve or a server that starts."""
+    proc = subprocess.run([_cli(), *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert f"argument {flag}:" in proc.stderr and "Traceback" not in proc.stderr
+    assert "out of range; use" in proc.stderr or "is not a number" in proc.stderr
