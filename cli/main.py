@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from cli.argtypes import seconds
+from cli.argtypes import number_in, positive_int, seconds
 
 EXIT_OK, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 2, 3, 4, 5
 
@@ -266,9 +266,9 @@ def cmd_catalog(args) -> int:
                 _err(f"error: no offers with {field} {value!r}{did_you_mean(value, known)}")
                 return EXIT_INPUT
             offers = [o for o in offers if getattr(o, field) == value]
-    if args.min_gpus:
+    if args.min_gpus is not None:
         offers = [o for o in offers if o.gpus_per_instance >= args.min_gpus]
-    if args.max_price:
+    if args.max_price is not None:  # 0 lists the free offers (none), not every offer
         offers = [o for o in offers if o.price_usd_per_hour <= args.max_price]
     offers.sort(key=lambda o: (o.gpu, o.gpus_per_instance, o.price_usd_per_hour, o.id))
     if args.format == "json":
@@ -325,8 +325,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--gpu")
     s.add_argument("--provider")
     s.add_argument("--region")
-    s.add_argument("--min-gpus", type=int)
-    s.add_argument("--max-price", type=float, metavar="USD_PER_HOUR")
+    s.add_argument("--min-gpus", type=positive_int, metavar="N", help="only instances with at least N GPUs")
+    s.add_argument("--max-price", type=number_in(0, 1e9, "USD/hour", low_allowed=True), metavar="USD_PER_HOUR",
+                   help="only offers at most this price per hour")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.set_defaults(func=cmd_catalog)
 

@@ -348,6 +348,8 @@ def test_a_bad_relative_gap_names_the_field_and_the_fix(tmp_path: Path, value, f
     (("serve", "--port", "0", "--worker-max-rss-mib", "inf"), "--worker-max-rss-mib"),
     (("review", "examples/review-quarterly.yaml", "--out", "unused", "--time-limit-per-scenario", "nan"),
      "--time-limit-per-scenario"),
+    (("catalog", "--max-price", "nan"), "--max-price"),
+    (("catalog", "--max-price", "-5"), "--max-price"),
 ])
 def test_hostile_numeric_flags_exit_2_naming_the_flag(args, flag):
     """NaN, infinity, out-of-range and non-numbers are refused by the argument parser: exit 2,
@@ -356,3 +358,13 @@ def test_hostile_numeric_flags_exit_2_naming_the_flag(args, flag):
     assert proc.returncode == 2, proc.stderr
     assert f"argument {flag}:" in proc.stderr and "Traceback" not in proc.stderr
     assert "out of range; use" in proc.stderr or "is not a number" in proc.stderr
+
+
+def test_catalog_filters_refuse_what_would_list_the_wrong_offers() -> None:
+    """`catalog --min-gpus -3` listed every offer and `--max-price 0` did too (0 was read as
+    no filter); now the first is an error naming the flag and the second lists none."""
+    proc = subprocess.run([_cli(), "catalog", "--min-gpus", "-3"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and "argument --min-gpus: -3 is too few; use 1 or more" in proc.stderr, proc.stderr
+    proc = subprocess.run([_cli(), "catalog", "--max-price", "0", "--format", "json"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == [], proc.stdout[:300]
