@@ -31,6 +31,7 @@ from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
 from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, resolve_caps
 from solver.compile.resolve import check_references, resolve_catalog
+from solver.output.prefetch import AtLoadPrefetch
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
@@ -64,15 +65,22 @@ class PlanOptions:
     # the informational p99-under-load values of services without a percentile SLO are
     # left out (with a warning) rather than making the caller miss the plan.
     answer_by: float | None = None
+    # Compute the start plan's values under load in a forked child while the MIP runs
+    # (solver/output/prefetch.py): off where solves already fill every core (reviews).
+    prefetch_at_load: bool = True
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
-    with collector_paused():  # a plan makes ~10^5 long-lived objects and next to no cycles
-        return _plan(workload, options)
-
-
-def _plan(workload: Workload, options: PlanOptions | None) -> PlanResult:
     options = options or PlanOptions()
+    prefetch = AtLoadPrefetch(options.prefetch_at_load)
+    try:
+        with collector_paused():  # a plan makes ~10^5 long-lived objects and next to no cycles
+            return _plan(workload, options, prefetch)
+    finally:
+        prefetch.close()  # done, failed or cancelled: the child stops now
+
+
+def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) -> PlanResult:
     t0 = time.monotonic()
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     if not (options.references_checked and options.catalog is not None):
@@ -99,12 +107,14 @@ def _plan(workload: Workload, options: PlanOptions | None) -> PlanResult:
         from solver.plan_horizon import plan_horizon
         return plan_horizon(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings)
     problem, form, outcome, solution, ties = _solve_with_exact_caps(problem, catalog, backend_name, deadline, stop,
-                                                                    options, workload.solver.tie_break, timings, t0)
-    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings)
+                                                                    options, workload.solver.tie_break, timings, t0,
+                                                                    prefetch)
+    return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings, prefetch)
 
 
 def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str, deadline: float, stop: Stop,
-                           options: PlanOptions, ties_wanted: bool, timings: dict[str, float], t0: float):
+                           options: PlanOptions, ties_wanted: bool, timings: dict[str, float], t0: float,
+                           prefetch: AtLoadPrefetch | None = None):
     """`solve_single`, again after computing the exact percentile caps of the pending
     configurations each plan uses, until a plan uses none (solver/compile/lazy_caps.py:
     the optimum of the problem with upper bounds is then the true optimum)."""
@@ -115,7 +125,7 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             # The tie-break waits for the round whose plan needs no further cap: an earlier
             # round's plan is only a list of configurations to compute caps for.
             form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
-                                                           t0)
+                                                           t0, prefetch, catalog)
             ties = "not needed"
             used = pending_keys(problem, {a.config_key for a in solution.assignments})
             if ties_wanted and not used:
@@ -190,7 +200,7 @@ def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Sto
 
 
 def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
-                timings: dict[str, float], t0: float):
+                timings: dict[str, float], t0: float, prefetch: AtLoadPrefetch | None = None, catalog: Catalog | None = None):
     """Greedy warm start and bound, the cost MIP: (form, outcome, solution, backend)."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
@@ -213,6 +223,10 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         from solver.optimize.service_bounds import bound_plan_values
 
         extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None]
+        if extra and prefetch is not None and prefetch.enabled and not has_pending(problem):
+            # That plan's assignments are nearly all the final plan's: their values under
+            # load are computed on the other core while the solver runs.
+            prefetch.start(problem, catalog, form.solution_from(extra[0]))
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
     relative_gap = problem.relative_gap
@@ -328,11 +342,13 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
 
 
 def service_results(problem: Problem, solution: Solution, catalog: Catalog,
-                    answer_by: float | None = None, cancel: threading.Event | None = None) -> list[ServiceResult]:
+                    answer_by: float | None = None, cancel: threading.Event | None = None,
+                    prefetch: AtLoadPrefetch | None = None) -> list[ServiceResult]:
     """Per service: its demand, the capacity the plan gives it, and each configuration used.
     Past `answer_by`, services without a percentile SLO get no at_load values (each costs
     a queueing-model run); a service with one always gets them (its plan was sized by them).
-    A cancel ends the work (checked before each queueing-model run, ~10 ms apart)."""
+    A cancel ends the work (checked before each queueing-model run, ~10 ms apart). Values
+    a `prefetch` child has finished are taken from it (the same function of the same inputs)."""
     stop = Stop(cancel)
     by_key = {c.key: c for c in problem.configs}
     services = []
@@ -360,7 +376,9 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 skipped = True
             else:
                 stop.check("the values under load")
-                view.at_load = at_load(catalog, problem.calibration, s, c, a.replicas, a.routed)
+                done = prefetch.values(problem, s.name, c, a.replicas, a.routed) if prefetch is not None else None
+                view.at_load = done if done is not None else at_load(catalog, problem.calibration, s, c, a.replicas,
+                                                                      a.routed)
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -381,7 +399,8 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
     return services
 
 
-def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings) -> PlanResult:
+def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings,
+            prefetch: AtLoadPrefetch | None = None) -> PlanResult:
     t1 = time.monotonic()
     if options.check:
         (options.on_stage or (lambda name: None))("evaluate")
@@ -392,7 +411,9 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
                                o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
-    services = service_results(problem, solution, catalog, options.answer_by, options.cancel)
+    services = service_results(problem, solution, catalog, options.answer_by, options.cancel, prefetch)
+    if prefetch is not None:
+        prefetch.close()  # what it has not finished is not needed now
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
     gap = None
     if outcome.bound is not None and outcome.objective:

@@ -118,7 +118,7 @@ def test_kill_9_of_server_during_review_leaves_no_worker(solver_cli) -> None:
 
 def test_a_worker_started_after_its_parent_died_exits_at_once() -> None:
     """The race die_with_parent closes: a parent killed before the worker armed the signal."""
-    code = ("import os, sys; from solver.review.lifeline import die_with_parent; "
+    code = ("import os, sys; from solver.lifeline import die_with_parent; "
             "die_with_parent(int(sys.argv[1])); print('still here')")
     # A parent pid that is not ours: the check must see a different parent and exit 1.
     proc = subprocess.run([sys.executable, "-c", code, str(os.getpid() + 1_000_000)], capture_output=True,
@@ -127,7 +127,7 @@ def test_a_worker_started_after_its_parent_died_exits_at_once() -> None:
 
 
 def test_die_with_parent_arms_the_kernel_signal_on_linux() -> None:
-    code = ("import os; from solver.review.lifeline import die_with_parent; "
+    code = ("import os; from solver.lifeline import die_with_parent; "
             "print(die_with_parent(os.getppid()))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "pdeathsig", proc.stderr

@@ -6,7 +6,7 @@ threads (the gRPC server) gets `spawn` workers, clean interpreters (forking a th
 process can deadlock the child on a lock another thread held), which import the solver
 once (about a second each). Either way the base case reaches each worker once, through
 the pool initializer; each task then carries only its scenario. Each worker dies with
-the process that started it, even one killed with SIGKILL (solver/review/lifeline.py).
+the process that started it, even one killed with SIGKILL (solver/lifeline.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from solver.interrupt import Stop
 from solver.review.execute import BaseCase, solve_scenario
-from solver.review.lifeline import die_with_parent
+from solver.lifeline import die_with_parent
 from solver.review.result import ScenarioResult
 from solver.review.task import Task, failed_result
 

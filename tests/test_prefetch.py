@@ -1,0 +1,215 @@
+"""The values under load computed in a forked child while the MIP runs (solver/output/prefetch.py):
+the child's values are the planner's own, plans are the same with and without it, and the
+child never outlives the plan - done, cancelled or with its parent killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from solver import plan as plan_module
+from solver.compile.candidates import build_problem
+from solver.compile.load_caps import at_load
+from solver.compile.resolve import resolve_catalog
+from solver.errors import Cancelled
+from solver.optimize import formulation
+from solver.optimize.service_bounds import bound_plan_values
+from solver.output import prefetch as prefetch_module
+from solver.output.prefetch import MIN_ASSIGNMENTS, AtLoadPrefetch
+from solver.plan import PlanOptions, plan
+from solver.workload.documents import parse_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from solve_scaling import generate  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not prefetch_module.usable(), reason="needs fork (Linux) and two cores")
+
+
+def _children() -> set[int]:
+    """Pids whose parent is this process (zombies included), from /proc."""
+    me, out = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me:
+                out.add(int(entry))
+    return out
+
+
+def _start_plan(seed: int):
+    workload = parse_workload(generate(30, seed))
+    catalog = resolve_catalog(workload)
+    problem = build_problem(workload, catalog)
+    form = formulation.build(problem)
+    return catalog, problem, form.solution_from(bound_plan_values(form, form.service_bounds))
+
+
+def _finish(pf: AtLoadPrefetch, timeout_s: float = 120.0) -> None:
+    """Wait until the child has written every value (the tests' only use of the internals)."""
+    end = time.monotonic() + timeout_s
+    while len(pf._done) < len(pf._items) and time.monotonic() < end:
+        pf._read()
+        time.sleep(0.01)
+
+
+def _without_timings(d: dict) -> dict:
+    d["solver"].pop("timings", None)
+    for key in ("solve_time_s", "total_time_s"):
+        d.pop(key, None)
+        d["solver"].pop(key, None)
+    return d
+
+
+@pytest.fixture
+def pooled(monkeypatch):
+    # 30 services would be solved unpooled (no service bounds, no start plan to prefetch).
+    monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_childs_values_are_the_ones_the_planner_computes(seed, pooled):
+    catalog, problem, start = _start_plan(seed)
+    pf = AtLoadPrefetch()
+    try:
+        assert pf.start(problem, catalog, start)
+        assert len(pf._items) >= MIN_ASSIGNMENTS
+        _finish(pf)
+        assert len(pf._done) == len(pf._items)
+        services = {s.name: s for s in problem.services}
+        by_key = {c.key: c for c in problem.configs}
+        checked = 0
+        for a in start.assignments:
+            c = by_key[a.config_key]
+            got = pf.values(problem, a.service, c, a.replicas, a.routed)
+            if c.source == "measured":
+                assert got is None  # measured: cheap, never sent to the child
+                continue
+            assert got == at_load(catalog, problem.calibration, services[a.service], c, a.replicas, a.routed)
+            checked += 1
+        assert checked == len(pf._items)
+        a = next(a for a in start.assignments if by_key[a.config_key].source != "measured")
+        # Another problem (percentile caps re-solved, say), other replicas: not the child's.
+        assert pf.values(object(), a.service, by_key[a.config_key], a.replicas, a.routed) is None
+        assert pf.values(problem, a.service, by_key[a.config_key], a.replicas + 1, a.routed) is None
+    finally:
+        pf.close()
+    assert not _children()
+
+
+def test_off_small_or_twice_it_starts_nothing(pooled):
+    catalog, problem, start = _start_plan(0)
+    assert not AtLoadPrefetch(enabled=False).start(problem, catalog, start)
+    small = type(start)(start.fleet, start.assignments[:MIN_ASSIGNMENTS - 1])
+    assert not AtLoadPrefetch().start(problem, catalog, small)
+    pf = AtLoadPrefetch()
+    try:
+        assert pf.start(problem, catalog, start)
+        assert not pf.start(problem, catalog, start)
+        assert len(_children()) == 1
+    finally:
+        pf.close()
+        pf.close()
+    assert not _children()
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_plans_are_the_same_with_and_without_the_child(seed, pooled, monkeypatch):
+    workload = parse_workload(generate(30, seed))
+    without = plan(workload, PlanOptions(prefetch_at_load=False, cache=None))
+    # Let the child finish before the values are read, so that every value it computed is used.
+    used = []
+    real = plan_module.service_results
+
+    def after_the_child(problem, solution, catalog, answer_by=None, cancel=None, prefetch=None):
+        assert prefetch is not None and prefetch._pid is not None, "the child was not started"
+        _finish(prefetch)
+        used.append(len(prefetch._done))
+        return real(problem, solution, catalog, answer_by, cancel, prefetch)
+
+    monkeypatch.setattr(plan_module, "service_results", after_the_child)
+    with_child = plan(workload, PlanOptions(cache=None))
+    assert used and used[0] >= MIN_ASSIGNMENTS
+    assert _without_timings(with_child.to_dict()) == _without_timings(without.to_dict())
+    assert not _children()
+
+
+def test_a_cancelled_plan_leaves_no_child(pooled):
+    cancel = threading.Event()
+    seen = []
+
+    def on_stage(name):
+        seen.append(name)
+        if name == "tie_break":
+            assert len(_children()) == 1  # the child runs during the solve
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        plan(parse_workload(generate(30, 0)), PlanOptions(cancel=cancel, on_stage=on_stage, cache=None))
+    assert "tie_break" in seen
+    assert not _children()
+
+
+def test_the_child_dies_with_a_killed_planner():
+    """SIGKILL leaves no `finally` to run: the kernel ends the child (PR_SET_PDEATHSIG)."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]
+        from solver.compile import load_caps
+        from solver.optimize import formulation
+        formulation.POOL_FROM_CONFIGS = 0
+        real = load_caps.at_load
+        def slow(*args):  # the child's work outlasts the test by far (>= 16 x 1 s)
+            time.sleep(1.0)
+            return real(*args)
+        load_caps.at_load = slow
+        from solver.compile.candidates import build_problem
+        from solver.compile.resolve import resolve_catalog
+        from solver.optimize.service_bounds import bound_plan_values
+        from solver.output.prefetch import AtLoadPrefetch
+        from solver.workload.documents import parse_workload
+        from solve_scaling import generate
+        w = parse_workload(generate(30, 0))
+        catalog = resolve_catalog(w)
+        problem = build_problem(w, catalog)
+        form = formulation.build(problem)
+        pf = AtLoadPrefetch()
+        assert pf.start(problem, catalog, form.solution_from(bound_plan_values(form, form.service_bounds)))
+        print(pf._pid, flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(proc.stdout.readline())
+        assert _alive(child)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and _alive(child):
+            time.sleep(0.02)
+        assert not _alive(child)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, re-parented and not yet reaped by init, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
