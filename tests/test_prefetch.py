@@ -77,6 +77,8 @@ def _without_timings(d: dict) -> dict:
 def pooled(monkeypatch):
     # 30 services would be solved unpooled (no service bounds, no start plan to prefetch).
     monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+    # The tests run beside others: a busy machine must not turn the child off here.
+    monkeypatch.setattr(prefetch_module, "spare_core", lambda: True)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -109,9 +111,12 @@ def test_the_childs_values_are_the_ones_the_planner_computes(seed, pooled):
     assert not _children()
 
 
-def test_off_small_or_twice_it_starts_nothing(pooled):
+def test_off_small_busy_or_twice_it_starts_nothing(pooled, monkeypatch):
     catalog, problem, start = _start_plan(0)
     assert not AtLoadPrefetch(enabled=False).start(problem, catalog, start)
+    with monkeypatch.context() as m:
+        m.setattr(prefetch_module, "spare_core", lambda: False)
+        assert not AtLoadPrefetch().start(problem, catalog, start)
     small = type(start)(start.fleet, start.assignments[:MIN_ASSIGNMENTS - 1])
     assert not AtLoadPrefetch().start(problem, catalog, small)
     pf = AtLoadPrefetch()
@@ -178,7 +183,9 @@ def test_the_child_dies_with_a_killed_planner():
         from solver.compile.candidates import build_problem
         from solver.compile.resolve import resolve_catalog
         from solver.optimize.service_bounds import bound_plan_values
+        from solver.output import prefetch
         from solver.output.prefetch import AtLoadPrefetch
+        prefetch.spare_core = lambda: True
         from solver.workload.documents import parse_workload
         from solve_scaling import generate
         w = parse_workload(generate(30, 0))

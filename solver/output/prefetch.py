@@ -10,7 +10,8 @@ of 117 at 100 services, 1,106 of 1,112 at 1,000). So as the solve starts, a fork
 computes `at_load` for the start plan's assignments, while the solver - C++ that runs
 on the other core - searches. When the plan is final, `values` reads what the child has
 finished; the planner computes the rest itself, from the front, while the child carries
-on from the back; whatever the child has not reached is dropped.
+on from the back; whatever the child has not reached is dropped. Only with a spare core
+(`spare_core`): on a busy machine the child's work would be taken from the solver's core.
 
 Same function, same inputs, so the same values: a prefetched value is the one the planner
 would compute (tests/test_prefetch.py). A child, not a thread: a thread would hold the
@@ -47,6 +48,16 @@ def usable() -> bool:
         return (os.cpu_count() or 1) >= 2
 
 
+def spare_core() -> bool:
+    """A core that nothing else is using now: the 1-minute load average (this planner
+    counted) half a core below the cores this process may run on. Without one the child
+    would only take time from the solver (and from other solves on a busy server)."""
+    try:
+        return os.getloadavg()[0] < len(os.sched_getaffinity(0)) - 0.5
+    except (AttributeError, OSError):
+        return False
+
+
 class AtLoadPrefetch:
     """`start` once with the likely plan; `values` for the final plan's assignments; `close` always."""
 
@@ -72,7 +83,7 @@ class AtLoadPrefetch:
             c = by_key.get(a.config_key)
             if c is not None and c.source != "measured" and a.replicas > 0:
                 items.append((services[a.service], c, a.replicas, tuple(a.routed)))
-        if len(items) < MIN_ASSIGNMENTS:
+        if len(items) < MIN_ASSIGNMENTS or not spare_core():
             return False
         try:
             self._fd = os.memfd_create("at-load-prefetch") if hasattr(os, "memfd_create") else _temporary_fd()
