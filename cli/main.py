@@ -378,6 +378,10 @@ def _resume_collector() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
+    if argv is None and not (words and words[0] in ("serve", "review")):  # a short-lived process of its own
+        from cli.code_cache import install
+
+        install()  # before any module that makes dataclasses is imported
     parser = build_parser(words[0] if words and words[0] == "solve" else None)
     args = parser.parse_args(argv)
     if argv is None and args.command == "solve" and not args.server:  # a process of its own, before NumPy loads
