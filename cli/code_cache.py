@@ -1,24 +1,26 @@
-"""Dataclass methods compiled once, kept between `solver-cli` runs.
+"""Code compiled from generated text, kept between `solver-cli` runs.
 
 Python makes each dataclass's __init__, __eq__, __hash__, __setattr__... by generating
-source text and compiling it at class creation: a cold one-service solve creates ~125
-dataclasses (the planner's, pydantic's, annotated_types') and compiles ~500 such texts,
-about a fifth of the process's instructions (valgrind), every run, for the same texts.
+source text and compiling it at class creation, and `typing.ForwardRef` compiles each
+string annotation it is given (pydantic-core's ~700 TypedDict fields among them): a cold
+one-service solve compiled ~500 method texts and ~740 annotations, about a quarter of
+the process's instructions (valgrind), every run, for the same texts.
 
-`install()` has the `dataclasses` module run those texts through `CodeCache.exec`: the
-code object compiled from a text before (this run or an earlier one, kept in a file) is
-executed instead of compiling the text again. A code object is what `compile()` makes of
-the text, as `exec(text)` would compile it (file name "<string>", no inherited
-`__future__` flags, the interpreter's optimization level): the classes and their methods
-are the same. The file is marshal data, like a .pyc, checked against the interpreter's
-bytecode magic number and optimization level; an unreadable, foreign or wrong file is
-ignored (and replaced). Only the command line's own process installs it.
+`install()` has the `dataclasses` module's exec() and the `typing` module's compile()
+take the code object compiled from a text before (this run or an earlier one, kept in a
+file) instead of compiling the text again. A code object is what `compile()` makes of the
+text as those modules would compile it (file name "<string>", no `__future__` flags, the
+interpreter's optimization level): the classes, methods and references are the same. The
+file is marshal data, like a .pyc, checked against the interpreter's bytecode magic number
+and optimization level; an unreadable, foreign or wrong file is ignored (and replaced).
+Only the command line's own process installs it.
 
 Location: $FLEET_CODE_CACHE if set (a file path; "0" or "off" disables it), else
 $XDG_CACHE_HOME/gpu-fleet-planner/ (default ~/.cache), one file per interpreter version.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: a compile() that inherits its caller's flags,
+# passed on from here, must inherit none (neither dataclasses nor typing has any).
 
 import builtins
 import marshal
@@ -46,19 +48,19 @@ def default_path() -> str | None:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
         base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "gpu-fleet-planner", f"dataclass-code.{sys.implementation.cache_tag}.bin")
+    return os.path.join(base, "gpu-fleet-planner", f"generated-code.{sys.implementation.cache_tag}.bin")
 
 
 class CodeCache:
-    """Source text -> code object, read from and written to one file."""
+    """(mode, source text) -> code object, read from and written to one file."""
 
     def __init__(self, path: str):
         self.path = path
-        self.stored: dict[str, bytes] = self._read()  # text -> marshalled code, as in the file
-        self.used: dict[str, bytes] = {}  # this run's texts (stored or new), marshalled
+        self.stored: dict = self._read()  # (mode, text) -> marshalled code, as in the file
+        self.used: dict = {}  # this run's texts (stored or new), marshalled
         self.new = 0  # texts compiled in this run
 
-    def _read(self) -> dict[str, bytes]:
+    def _read(self) -> dict:
         try:
             with open(self.path, "rb") as f:
                 st = os.fstat(f.fileno())
@@ -75,19 +77,20 @@ class CodeCache:
             return {}
         return stored
 
-    def code(self, source: str):
-        """The code object `exec(source)` would compile."""
-        blob = self.stored.get(source)
+    def code(self, source: str, mode: str = "exec"):
+        """The code object compile(source, "<string>", mode) makes, inheriting no flags."""
+        key = (mode, source)
+        blob = self.stored.get(key)
         if blob is not None:
             try:
                 code = marshal.loads(blob)
             except (ValueError, EOFError, TypeError):
                 code = None
             if type(code) is types.CodeType:
-                self.used[source] = blob
+                self.used[key] = blob
                 return code
-        code = compile(source, "<string>", "exec", dont_inherit=True)
-        self.used[source] = marshal.dumps(code)
+        code = compile(source, "<string>", mode, dont_inherit=True)
+        self.used[key] = marshal.dumps(code)
         self.new += 1
         return code
 
@@ -99,6 +102,13 @@ class CodeCache:
         if type(source) is str:
             source = self.code(source)
         return builtins.exec(source, globals, locals)
+
+    def compile(self, source, filename, mode, flags=0, dont_inherit=False, optimize=-1, *, _feature_version=-1):
+        """builtins.compile, from the cache for plain compiles of text to "<string>"."""
+        if type(source) is str and filename == "<string>" and flags == 0 and optimize == -1 \
+                and _feature_version == -1 and mode in ("exec", "eval"):
+            return self.code(source, mode)
+        return builtins.compile(source, filename, mode, flags, dont_inherit, optimize, _feature_version=_feature_version)
 
     def save(self) -> None:
         """Write the file when this run compiled texts it did not hold (best effort: a
@@ -127,9 +137,9 @@ class CodeCache:
 _installed: CodeCache | None = None
 
 
-def install(path: str | None = None) -> CodeCache | None:
-    """Route the `dataclasses` module's compiling through a CodeCache at `path` (default:
-    default_path()), saved at exit. Once per process; None when switched off."""
+def install(path: str | None = None) -> "CodeCache | None":
+    """Route the compiling of the `dataclasses` and `typing` modules through a CodeCache at
+    `path` (default: default_path()), saved at exit. Once per process; None when switched off."""
     global _installed
     if _installed is not None:
         return _installed
@@ -138,11 +148,13 @@ def install(path: str | None = None) -> CodeCache | None:
         return None
     import atexit
     import dataclasses
+    import typing
 
     cache = CodeCache(path)
-    # dataclasses calls exec() by its global name (3.11 to 3.13): a module attribute of
-    # that name is found before the builtin.
+    # Both call the builtin by its global name (each from one place, in 3.11 to 3.13): a
+    # module attribute of that name is found before the builtin.
     dataclasses.exec = cache.exec
+    typing.compile = cache.compile
     atexit.register(cache.save)
     _installed = cache
     return cache

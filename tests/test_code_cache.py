@@ -140,3 +140,33 @@ def test_cli_runs_give_the_same_plan_with_and_without_the_cache(tmp_path):
             assert cache.stat().st_size > 0
     assert outputs[0] == outputs[1] == outputs[2]
     assert len(CodeCache(str(cache)).stored) > 100  # the planner's, pydantic's and annotated_types' dataclasses
+
+
+def test_forward_references_compile_as_typing_compiles_them(tmp_path):
+    import typing
+
+    path = str(tmp_path / "cache.bin")
+    texts = ["list[dict[str, Any]] | None", "Literal['a', 'b']", "(*Ts,)[0]"]
+    first = CodeCache(path)
+    for text in texts:
+        assert first.compile(text, "<string>", "eval") == compile(text, "<string>", "eval")
+    first.save()
+    second = CodeCache(path)
+    saved = typing.__dict__.get("compile")
+    typing.compile = second.compile
+    try:
+        refs = [typing.ForwardRef(text) for text in texts]
+        try:
+            typing.ForwardRef("not an expression ::")
+        except SyntaxError as exc:
+            assert "Forward reference must be an expression" in str(exc)
+        else:
+            raise AssertionError("a bad forward reference compiled")
+    finally:
+        typing.__dict__.pop("compile") if saved is None else setattr(typing, "compile", saved)
+    assert second.new == 0
+    assert [r.__forward_code__ for r in refs] == [compile(t, "<string>", "eval") for t in texts]
+    assert refs[0] == typing.ForwardRef(texts[0])
+    # Anything but a plain compile of text to "<string>" goes to the builtin as it is.
+    assert second.compile("x = 1", "file.py", "exec").co_filename == "file.py"
+    assert second.new == 0
