@@ -45,9 +45,11 @@ def default_path() -> str | None:
     chosen = os.environ.get("FLEET_CODE_CACHE")
     if chosen is not None:
         return None if chosen.strip().lower() in ("", "0", "off", "false", "no") else chosen
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, or relative (which the XDG rules say to ignore)
         base = os.path.join(os.path.expanduser("~"), ".cache")
+        if not os.path.isabs(base):  # no home directory to be found: no cache
+            return None
     return os.path.join(base, "gpu-fleet-planner", f"generated-code.{sys.implementation.cache_tag}.bin")
 
 

@@ -170,3 +170,20 @@ def test_forward_references_compile_as_typing_compiles_them(tmp_path):
     # Anything but a plain compile of text to "<string>" goes to the builtin as it is.
     assert second.compile("x = 1", "file.py", "exec").co_filename == "file.py"
     assert second.new == 0
+
+
+def test_where_the_cache_lives(monkeypatch, tmp_path):
+    from cli.code_cache import default_path
+
+    monkeypatch.setenv("FLEET_CODE_CACHE", "off")
+    assert default_path() is None
+    monkeypatch.setenv("FLEET_CODE_CACHE", str(tmp_path / "c.bin"))
+    assert default_path() == str(tmp_path / "c.bin")
+    monkeypatch.delenv("FLEET_CODE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_path().startswith(str(tmp_path / "gpu-fleet-planner") + os.sep)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # ignored, as the XDG rules say
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_path().startswith(str(tmp_path / "home" / ".cache" / "gpu-fleet-planner") + os.sep)
+    monkeypatch.setenv("HOME", "not/absolute")
+    assert default_path() is None  # never a cache directory relative to wherever the command runs
