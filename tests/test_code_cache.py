@@ -62,6 +62,8 @@ def test_the_methods_are_the_ones_python_compiles(tmp_path):
         assert _codes(a).keys() == _codes(b).keys() == _codes(c).keys()
         for name, code in _codes(a).items():
             assert _codes(c)[name] == code == _codes(b)[name], name  # same bytecode, names, constants, lines
+            assert _codes(c)[name].co_filename == code.co_filename  # "<string>" (dataclasses.py for a wrapper)
+            assert _codes(c)[name].co_qualname == code.co_qualname and _codes(c)[name].co_flags == code.co_flags
     Point = cached[0]
     p = Point(1)
     assert p == Point(1, 0.5, ()) and p < Point(2) and hash(p) == hash(plain[0](1))
