@@ -189,3 +189,20 @@ def test_where_the_cache_lives(monkeypatch, tmp_path):
     assert default_path().startswith(str(tmp_path / "home" / ".cache" / "gpu-fleet-planner") + os.sep)
     monkeypatch.setenv("HOME", "not/absolute")
     assert default_path() is None  # never a cache directory relative to wherever the command runs
+
+
+def test_a_file_grown_too_large_keeps_only_what_the_run_used(tmp_path, monkeypatch):
+    import cli.code_cache as cc
+
+    path = str(tmp_path / "cache.bin")
+    old = CodeCache(path)
+    for k in range(50):  # texts of "older versions of the code"
+        old.code(f"x_{k} = {k}")
+    old.save()
+    monkeypatch.setattr(cc, "MAX_FILE_BYTES", os.path.getsize(path))  # the next save would pass it
+    run = CodeCache(path)
+    assert len(run.stored) == 50
+    run.code("x_0 = 0")  # used, from the file
+    run.code("y = 1")  # new
+    run.save()
+    assert set(CodeCache(path).stored) == {("exec", "x_0 = 0"), ("exec", "y = 1")}
