@@ -129,7 +129,7 @@ def test_cli_runs_give_the_same_plan_with_and_without_the_cache(tmp_path):
     cache = tmp_path / "code.bin"
     code = ("import sys; sys.argv = ['solver-cli', 'solve', sys.argv[1], '--format', 'json']; "
             "from cli.main import main; sys.exit(main())")
-    outputs = []
+    outputs, written = [], []
     for setting in ("off", str(cache), str(cache)):
         env = {**os.environ, "FLEET_CODE_CACHE": setting, "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([sys.executable, "-c", code, str(EXAMPLES / "s3-big-model.json")], cwd=ROOT, env=env,
@@ -140,7 +140,9 @@ def test_cli_runs_give_the_same_plan_with_and_without_the_cache(tmp_path):
             assert not cache.exists()
         else:
             assert cache.stat().st_size > 0
+            written.append(cache.stat().st_mtime_ns)
     assert outputs[0] == outputs[1] == outputs[2]
+    assert written[0] == written[1]  # the second run compiled nothing new: it found every text in the file
     assert len(CodeCache(str(cache)).stored) > 100  # the planner's, pydantic's and annotated_types' dataclasses
 
 
