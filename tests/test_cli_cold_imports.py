@@ -17,6 +17,7 @@ NOT_NEEDED = (
     "solver.optimize.service_bounds",  # formulations with service bounds
     "solver.review", "solver.explain.alternatives",  # reviews, --explain
     "difflib",  # "did you mean" for a mistyped name
+    "numpy.polynomial",  # the queueing model's quadrature rule is written out
 )
 
 _PROBE = """

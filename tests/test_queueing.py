@@ -239,3 +239,13 @@ def test_class_caps_never_allow_more_than_the_model_at_a_mix(h100):
         allowed = 1.0 / (w / caps[0] + (1 - w) / caps[1])
         true = Q.max_rate_for_slo(h100, mix, 99, ttft_ms=250, tpot_ms=40)
         assert allowed <= true * 1.03, (w, allowed, true)  # within the search tolerance
+
+
+def test_the_written_out_gauss_hermite_rule_is_numpys():
+    """solver/perf/queueing/numerics.py writes hermegauss(8) out instead of importing numpy.polynomial."""
+    from solver.perf.queueing.numerics import _GH_NODES, _GH_WEIGHTS
+
+    nodes, weights = np.polynomial.hermite_e.hermegauss(8)
+    np.testing.assert_allclose(_GH_NODES, nodes, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(_GH_WEIGHTS, weights / weights.sum(), rtol=1e-15, atol=0)
+    assert _GH_NODES.dtype == _GH_WEIGHTS.dtype == np.float64
