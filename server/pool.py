@@ -13,9 +13,12 @@ by multiprocessing's forkserver, which imports the solver once (server/preload.p
 worker then costs a fork and a tiny warm-up solve. A manager thread keeps the pool full.
 
 A worker is recycled after `max_jobs` jobs, or when its resident memory after a job is
-above `max_rss_mib` (it gives freed heap back after each large job first). Workers die
-with the server: SIGKILL from the kernel when the forkserver (which exits when the
-server does) dies, end-of-file on their pipes, and close() on shutdown.
+above `max_rss_mib` (it gives freed heap back after each large job first). For the job
+count, one at a time: a worker due while another is being replaced runs on until the
+pool is full again, so that the spare always covers the gap.
+
+Workers die with the server: SIGKILL from the kernel when the forkserver (which exits
+when the server does) dies, end-of-file on their pipes, and close() on shutdown.
 """
 
 from __future__ import annotations
@@ -269,7 +272,13 @@ class WorkerPool:
     def _checkin(self, worker: Worker, rss_mib: float) -> None:
         worker.jobs += 1
         worker.stage = "idle"
-        why = ("jobs" if worker.jobs >= self.max_jobs else
+        with self._cond:
+            # A worker due for its job count waits while another one is being replaced:
+            # workers started together reach the count together, and retiring them at once
+            # would leave fewer workers than slots (the spare covers one) and fork them all
+            # in the same moment. Memory never waits.
+            due = worker.jobs >= self.max_jobs and len(self._idle) + len(self._busy) >= self.target
+        why = ("jobs" if due else
                "memory" if rss_mib > self.max_rss_mib else None)
         if why is not None:
             self._discard(worker, why)
