@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from server import convert, logs
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
+from server.read_memo import READS
 from server.requests import backend_name, decode, read_workload, solve_budget
 from server.status import Failure, failure
 from solver.errors import Cancelled, InputError, SolverTimeout
@@ -188,8 +189,12 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
 
     job.stage("read")
     request = decode(pb.SolveRequest, data)
-    workload, catalog = read_workload(request.workload, current_fleet=request.current_fleet
-                                      if request.HasField("current_fleet") else None)
+    read = READS.get(data)  # the same bytes read before: the same workload and catalog
+    if read is None:
+        read = read_workload(request.workload, current_fleet=request.current_fleet
+                             if request.HasField("current_fleet") else None)
+        READS.put(data, read)
+    workload, catalog = read
     backend = backend_name(request.backend)
     requested_s = request.time_limit_s if request.HasField("time_limit_s") else workload.solver.time_limit_s
     if not 0 < requested_s <= MAX_TIME_LIMIT_S:
