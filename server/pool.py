@@ -30,6 +30,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import select
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -110,6 +111,7 @@ class WorkerPool:
         from multiprocessing import forkserver
 
         forkserver.set_forkserver_preload(PRELOAD)  # read once, when the forkserver starts
+        _start_forkserver()
         self._manager = threading.Thread(target=self._manage, daemon=True, name="worker-pool")
         self._manager.start()
         if wait:
@@ -376,6 +378,29 @@ class WorkerPool:
         if self._metrics is not None:
             self._metrics.workers_started.inc()
         return worker
+
+
+def _start_forkserver() -> None:
+    """Start multiprocessing's forkserver (if not running yet) importing from this
+    process's own path. Python 3.11's forkserver runs `python -c ...`, whose path begins
+    with the current directory, and ignores the path it is handed: its workers would
+    import `server` and `solver` from wherever the server was started (another checkout,
+    any folder with a server/ in it), not the code this process runs. So it starts with
+    PYTHONSAFEPATH (no current directory) and PYTHONPATH set to this process's path."""
+    from multiprocessing import forkserver
+
+    path = [os.path.abspath(p or os.curdir) for p in sys.path if os.path.isdir(p or os.curdir)]
+    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(path)}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        forkserver.ensure_running()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _readable(fd: int) -> bool:

@@ -103,3 +103,28 @@ def test_the_forkservers_preload_and_its_warm_up_solve_start_no_thread():
     before, after, remembered = map(int, out.stdout.split())
     assert after == before
     assert remembered > 0  # the warm-up solve ran (its proof is remembered for the workers)
+
+
+def test_workers_import_the_servers_code_not_the_current_directorys(tmp_path):
+    """Python 3.11's forkserver puts the current directory first on its path: a server
+    started from a folder holding a server/ or solver/ package (another checkout) would
+    have run that code in its workers."""
+    decoys, marker = tmp_path / "cwd", tmp_path / "decoy-imported"
+    for package in ("server", "solver", "cli"):
+        (decoys / package).mkdir(parents=True)
+        (decoys / package / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write({package!r})\n")
+    script = tmp_path / "start_pool.py"  # a script: its own folder, not the current one, heads the path
+    script.write_text(textwrap.dedent("""
+        from server.pool import WorkerPool
+
+        if __name__ == "__main__":
+            pool = WorkerPool(1, 0).start()
+            print(len(pool.pids()))
+            pool.close()
+    """))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=decoys,
+                         timeout=180)
+    assert not marker.exists(), f"imported from the current directory: {marker.read_text()}"
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1"]
