@@ -128,3 +128,20 @@ def test_workers_import_the_servers_code_not_the_current_directorys(tmp_path):
     assert not marker.exists(), f"imported from the current directory: {marker.read_text()}"
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1"]
+
+
+def test_memory_a_trim_cannot_give_back_raises_the_workers_baseline(monkeypatch):
+    """A worker trims after jobs that grew it by TRIM_ABOVE_MIB; what stays after a trim
+    is its new floor, so that it does not collect and trim after every job from then on."""
+    from server import worker
+
+    resident = iter([70.0, 68.0, 70.0, 90.0, 60.0, 75.0])  # rss_mib() readings, in order
+    trims = []
+    monkeypatch.setattr(worker, "rss_mib", lambda: next(resident))
+    monkeypatch.setattr(worker, "_give_back_memory", lambda: trims.append(1))
+    assert worker.TRIM_ABOVE_MIB == 16
+    assert worker.settle_memory(50.0) == (68.0, 68.0)  # grew 20: trimmed, 18 stayed
+    assert worker.settle_memory(68.0) == (70.0, 68.0)  # +2: nothing to do
+    assert worker.settle_memory(68.0) == (60.0, 68.0)  # +22: trimmed back below the floor
+    assert worker.settle_memory(68.0) == (75.0, 68.0)
+    assert len(trims) == 2
