@@ -13,9 +13,12 @@ by multiprocessing's forkserver, which imports the solver once (server/preload.p
 worker then costs a fork and a tiny warm-up solve. A manager thread keeps the pool full.
 
 A worker is recycled after `max_jobs` jobs, or when its resident memory after a job is
-above `max_rss_mib` (it gives freed heap back after each large job first). Workers die
-with the server: SIGKILL from the kernel when the forkserver (which exits when the
-server does) dies, end-of-file on their pipes, and close() on shutdown.
+above `max_rss_mib` (it gives freed heap back after each large job first). For the job
+count, one at a time: a worker due while another is being replaced runs on until the
+pool is full again, so that the spare always covers the gap.
+
+Workers die with the server: SIGKILL from the kernel when the forkserver (which exits
+when the server does) dies, end-of-file on their pipes, and close() on shutdown.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import select
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -107,6 +111,7 @@ class WorkerPool:
         from multiprocessing import forkserver
 
         forkserver.set_forkserver_preload(PRELOAD)  # read once, when the forkserver starts
+        _start_forkserver()
         self._manager = threading.Thread(target=self._manage, daemon=True, name="worker-pool")
         self._manager.start()
         if wait:
@@ -269,7 +274,13 @@ class WorkerPool:
     def _checkin(self, worker: Worker, rss_mib: float) -> None:
         worker.jobs += 1
         worker.stage = "idle"
-        why = ("jobs" if worker.jobs >= self.max_jobs else
+        with self._cond:
+            # A worker due for its job count waits while another one is being replaced:
+            # workers started together reach the count together, and retiring them at once
+            # would leave fewer workers than slots (the spare covers one) and fork them all
+            # in the same moment. Memory never waits.
+            due = worker.jobs >= self.max_jobs and len(self._idle) + len(self._busy) >= self.target
+        why = ("jobs" if due else
                "memory" if rss_mib > self.max_rss_mib else None)
         if why is not None:
             self._discard(worker, why)
@@ -367,6 +378,29 @@ class WorkerPool:
         if self._metrics is not None:
             self._metrics.workers_started.inc()
         return worker
+
+
+def _start_forkserver() -> None:
+    """Start multiprocessing's forkserver (if not running yet) importing from this
+    process's own path. Python 3.11's forkserver runs `python -c ...`, whose path begins
+    with the current directory, and ignores the path it is handed: its workers would
+    import `server` and `solver` from wherever the server was started (another checkout,
+    any folder with a server/ in it), not the code this process runs. So it starts with
+    PYTHONSAFEPATH (no current directory) and PYTHONPATH set to this process's path."""
+    from multiprocessing import forkserver
+
+    path = [os.path.abspath(p or os.curdir) for p in sys.path if os.path.isdir(p or os.curdir)]
+    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(path)}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        forkserver.ensure_running()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _readable(fd: int) -> bool:

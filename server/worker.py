@@ -38,13 +38,14 @@ from dataclasses import dataclass
 
 from server import convert, logs
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
+from server.read_memo import READS
 from server.requests import backend_name, decode, read_workload, solve_budget
 from server.status import Failure, failure
 from solver.errors import Cancelled, InputError, SolverTimeout
 
 MIN_SOLVE_S = 0.05  # below this the solver cannot even load the model
 MAX_TIME_LIMIT_S = 86_400.0  # the workload schema's own bound on solver.time_limit_s
-TRIM_ABOVE_MIB = 16  # give freed heap back to the system when a job grew the process by this much
+TRIM_ABOVE_MIB = 16  # give freed heap back to the system when jobs grew the process by this much since the last time
 # Workers run at a lower CPU priority than the server's own process (ServerConfig.worker_nice,
 # default 5), so that health checks, admission and answers never wait behind solves for a
 # core (CFS weights: nice 0 gets 3x the CPU of nice 5 when both want it; an idle server
@@ -127,10 +128,7 @@ def main(conn, cancel_conn, log_level: str | None, nice: int = 0, stage_buf=None
         result = run_job(job, kind, payload, send)
         with state_lock:
             state["job"] = None
-        rss = rss_mib()
-        if rss - baseline_mib > TRIM_ABOVE_MIB:
-            _give_back_memory()
-            rss = rss_mib()
+        rss, baseline_mib = settle_memory(baseline_mib)
         result.rss_mib = rss
         try:
             send(("done", job_id, result))
@@ -188,8 +186,12 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
 
     job.stage("read")
     request = decode(pb.SolveRequest, data)
-    workload, catalog = read_workload(request.workload, current_fleet=request.current_fleet
-                                      if request.HasField("current_fleet") else None)
+    read = READS.get(data)  # the same bytes read before: the same workload and catalog
+    if read is None:
+        read = read_workload(request.workload, current_fleet=request.current_fleet
+                             if request.HasField("current_fleet") else None)
+        READS.put(data, read)
+    workload, catalog = read
     backend = backend_name(request.backend)
     requested_s = request.time_limit_s if request.HasField("time_limit_s") else workload.solver.time_limit_s
     if not 0 < requested_s <= MAX_TIME_LIMIT_S:
@@ -262,6 +264,21 @@ def rss_mib() -> float:
     """This process's resident memory, MiB."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def settle_memory(baseline_mib: float) -> tuple[float, float]:
+    """After a job: (this process's resident MiB, the baseline for the next job). Freed
+    heap goes back to the system when jobs grew the process by TRIM_ABOVE_MIB since the
+    baseline. What a trim cannot give back (caches that jobs filled, pages inherited from
+    the forkserver that jobs touched) becomes the new baseline: otherwise every later job
+    would pay for a full collection and a trim that return nothing (~3-5 ms a job, seen
+    with a different request on every call)."""
+    rss = rss_mib()
+    if rss - baseline_mib > TRIM_ABOVE_MIB:
+        _give_back_memory()
+        rss = rss_mib()
+        baseline_mib = max(baseline_mib, rss)
+    return rss, baseline_mib
 
 
 def _give_back_memory() -> None:
