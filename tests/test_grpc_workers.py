@@ -112,10 +112,15 @@ def test_a_deadline_inside_the_candidates_stage_frees_the_slot(server):
     frees the slot in time (the stage stops at the solve's time limit, or its worker is
     killed when the call's deadline passes first)."""
     planner, target = server
+    workload = generated_workload(60, seed=7)
+    for i, svc in enumerate(s for s in workload["services"] if "model" in s):
+        # Prompt lengths no other test asks for: the workers' candidate caches (shared by
+        # services with the same performance, and kept by a reused worker) hold none of them.
+        svc["demand"]["prompt_tokens"] = 3001 + i
     with PlannerClient(target, timeout_s=1.0, retries=0) as client:
         t0 = time.monotonic()
         with pytest.raises(PlannerClientError) as err:
-            client.solve(generated_workload(60, seed=7))
+            client.solve(workload)
     assert err.value.code == "DEADLINE_EXCEEDED"
     _wait_for(lambda: planner.gate.running == 0, 10, "the slot being freed")
     assert time.monotonic() - t0 < 1.0 + STOP_BOUND_S + 1.0

@@ -35,7 +35,12 @@ pytestmark = pytest.mark.skipif(not prefetch_module.usable(), reason="needs fork
 
 
 def _children() -> set[int]:
-    """Pids whose parent is this process (zombies included), from /proc."""
+    """Pids whose parent is this process (zombies included), from /proc, less those that
+    other tests left running (a server's forkserver, say)."""
+    return _all_children() - _BEFORE
+
+
+def _all_children() -> set[int]:
     me, out = os.getpid(), set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -71,6 +76,16 @@ def _without_timings(d: dict) -> dict:
         d.pop(key, None)
         d["solver"].pop(key, None)
     return d
+
+
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _others_children():
+    _BEFORE.clear()
+    _BEFORE.update(_all_children())
+    yield
 
 
 @pytest.fixture
