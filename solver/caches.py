@@ -13,8 +13,8 @@ from __future__ import annotations
 def clear_all() -> None:
     """Empty every process-wide cache of the planner (the default catalog stays loaded)."""
     from solver.compile import load_caps
-    from solver.compile.candidates import ESTIMATES, PRUNED_OFFERS, SHARED_CACHE
-    from solver.optimize import formulation
+    from solver.compile.candidates import ESTIMATES, PRUNED_OFFERS, SHARED_CACHE, WHOLE_INSTANCE_PRUNING
+    from solver.optimize import formulation, service_bounds
     from solver.optimize.backends.mathopt_backend import SOLVES
     from solver.perf.llm import GROUPS
     from solver.perf.queueing import contents, model, search
@@ -22,6 +22,7 @@ def clear_all() -> None:
     SHARED_CACHE.clear()
     ESTIMATES.clear()
     PRUNED_OFFERS.clear()
+    WHOLE_INSTANCE_PRUNING.clear()
     GROUPS.clear()
     load_caps._llm_cap.cache_clear()
     search.load_model.cache_clear()
@@ -32,3 +33,4 @@ def clear_all() -> None:
     with formulation._GROUPINGS_LOCK:
         formulation._GROUPINGS.clear()
     SOLVES.clear()
+    service_bounds._solved.cache_clear()

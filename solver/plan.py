@@ -260,16 +260,20 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
 
 def _break_ties(form: Formulation, backend, outcome: SolveOutcome, solution: Solution, deadline: float, stop: Stop,
                 options: PlanOptions, timings: dict[str, float]) -> tuple[SolveOutcome, Solution, str]:
-    """The tie-break among the cost-optimal plans, then idle GPU slots filled for headroom."""
+    """The tie-break among the cost-optimal plans, then idle GPU slots filled for headroom.
+    `solution` is `form.solution_from(outcome.values)`."""
     ties = "not needed"
     if outcome.status == "optimal" and deadline - time.monotonic() > 0.05:
         t1 = time.monotonic()
         (options.on_stage or (lambda name: None))("tie_break")
+        cost_values = outcome.values
         outcome, notes = tie_break(form, backend, outcome, deadline, options.cancel)
         timings["tie_break_s"] = time.monotonic() - t1
         if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
             stop.check("the tie-break")
-        solution, added = fill_idle_gpus(form, form.solution_from(outcome.values))
+        # The cost MIP's own values (no second MIP ran, or it found nothing): decoded already.
+        decoded = solution if outcome.values is cost_values else form.solution_from(outcome.values)
+        solution, added = fill_idle_gpus(form, decoded)
         if added:
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
         ties = ", ".join(notes) or "skipped (time limit)"
@@ -350,7 +354,8 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
     A cancel ends the work (checked before each queueing-model run, ~10 ms apart). Values
     a `prefetch` child has finished are taken from it (the same function of the same inputs)."""
     stop = Stop(cancel)
-    by_key = {c.key: c for c in problem.configs}
+    used = {a.config_key for a in solution.assignments}
+    by_key = {c.key: c for c in problem.configs if c.key in used}
     services = []
     for s in problem.services:
         views = []

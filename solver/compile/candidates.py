@@ -261,6 +261,8 @@ class CandidateCache:
         # A service's whole row over one list of offers (see row()): its entries put together.
         self.max_rows = max_rows
         self._rows: OrderedDict[tuple, tuple] = OrderedDict()
+        # The same rows by the offers' hardware keys (see hardware_row()).
+        self._hardware_rows: OrderedDict[tuple, tuple] = OrderedDict()
 
     def row(self, key: tuple, catalog: Catalog, offers: Sequence[Offer]) -> tuple | None:
         """(configurations, rejections, dominated) of one service over exactly these catalog
@@ -276,12 +278,28 @@ class CandidateCache:
                 self._rows.move_to_end(key)
         return found[2]
 
-    def put_row(self, key: tuple, catalog: Catalog, offers: Sequence[Offer], value: tuple) -> None:
+    def put_row(self, key: tuple, catalog: Catalog, offers: Sequence[Offer], value: tuple,
+                hardware_key: tuple | None = None) -> None:
         entry = (weakref.ref(catalog), tuple(weakref.ref(o) for o in offers), value)
         with self._lock:
             self._rows[key] = entry
             while len(self._rows) > self.max_rows:
                 self._rows.popitem(last=False)
+            if hardware_key is not None:
+                self._hardware_rows[hardware_key] = value
+                while len(self._hardware_rows) > self.max_rows:
+                    self._hardware_rows.popitem(last=False)
+
+    def hardware_row(self, key: tuple) -> tuple | None:
+        """A row by (service key, service name, the offers' hardware keys in order): what
+        its entries are keyed on, so it serves another catalog whose offers differ only in
+        what no entry reads (prices, availability: a review scenario's price change)."""
+        found = self._hardware_rows.get(key)
+        if found is not None:
+            with self._lock:
+                if key in self._hardware_rows:
+                    self._hardware_rows.move_to_end(key)
+        return found
 
     def service(self, service_key: _Key) -> dict[_Key, tuple]:
         """The offers cached for one service key (a live dict: read it, `put` into it)."""
@@ -318,6 +336,7 @@ class CandidateCache:
         with self._lock:
             self._services.clear()
             self._rows.clear()
+            self._hardware_rows.clear()
             self._size = 0
             self.hits = self.misses = 0
 
@@ -331,21 +350,24 @@ def _offer_hardware(offer: Offer, gpu: GpuType, usable_gib: float) -> tuple:
             offer.inter_node_gbs)
 
 
-_OFFER_KEYS: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, _Key]] = {}  # see _offer_key
+_OFFER_KEYS: dict[tuple[int, int], tuple[weakref.ref, _Key]] = {}  # see _offer_key
 
 
 def _offer_key(catalog: Catalog, offer: Offer) -> _Key:
-    """The offer's hardware key, remembered per (catalog, offer) object: making it hashes the
-    GPU type's every field, ~70 offers a plan. The entry holds weak references (a catalog
-    sent with each request is not kept alive by this): a dead object's id reused by a new
-    one fails the identity check."""
-    hit = _OFFER_KEYS.get((id(catalog), id(offer)))
-    if hit is not None and hit[0]() is catalog and hit[1]() is offer:
-        return hit[2]
+    """The offer's hardware key, remembered per (offer, GPU type) object - what it is made
+    of (the usable memory is the offer's, else its GPU type's), so catalogs that share
+    them (a review scenario's catalog with some prices changed) share keys: making one
+    hashes the GPU type's every field, ~70 offers a plan. The entry holds the offer by a
+    weak reference (a catalog sent with each request is not kept alive by this; a dead
+    offer's id reused by a new one fails the identity check) and the GPU type in its key."""
+    gpu = catalog.gpus[offer.gpu]
+    hit = _OFFER_KEYS.get((id(offer), id(gpu)))
+    if hit is not None and hit[0]() is offer and hit[1].value[1] is gpu:
+        return hit[1]
     if len(_OFFER_KEYS) >= 4096:
         _OFFER_KEYS.clear()
-    key = _Key(_offer_hardware(offer, catalog.gpus[offer.gpu], catalog.usable_memory_gib(offer)))
-    _OFFER_KEYS[(id(catalog), id(offer))] = (weakref.ref(catalog), weakref.ref(offer), key)
+    key = _Key(_offer_hardware(offer, gpu, catalog.usable_memory_gib(offer)))
+    _OFFER_KEYS[(id(offer), id(gpu))] = (weakref.ref(offer), key)
     return key
 
 
@@ -382,6 +404,22 @@ class CandidateBuilder:
         self._queries: dict[tuple, PerfQuery] = {}
         self._held: list[tuple] = []
         self._shapes: dict[tuple, _Shape] = {}  # one for_services call's (see _OfferCandidates._shape)
+        self._hardware: tuple[_Key, ...] | None = None  # one for_services call's (see _hardware_keys)
+
+    def _offer_key_at(self, i: int) -> _Key:
+        """The hardware key of self.offers[i] (kept by position: `offers` may be reassigned)."""
+        key = self._offer_keys.get(i)
+        offer = self.offers[i]
+        if key is None or key.value[0] != offer.id:
+            key = self._offer_keys[i] = _offer_key(self.catalog, offer)
+        return key
+
+    def _hardware_keys(self) -> tuple[_Key, ...]:
+        """Every offer's hardware key, in order (a row's key; see CandidateCache.hardware_row);
+        once per for_services call."""
+        if self._hardware is None:
+            self._hardware = tuple(self._offer_key_at(i) for i in range(len(self.offers)))
+        return self._hardware
 
     def for_service(self, svc: ServiceDemand, prune: bool = True) -> list[Config]:
         """The service's configurations on every offer (pruned of those another of the same
@@ -402,6 +440,7 @@ class CandidateBuilder:
         # Shapes by the ids of this call's services (held by `rows`); a cancelled call may
         # leave some asked and never estimated, so each call starts afresh.
         self._shapes = {}
+        self._hardware = None
         gpus = self.catalog.gpus
         hardware = [(gpus[o.gpu], self.catalog.usable_memory_gib(o)) for o in self.offers]  # once, not per service
         for svc in services:
@@ -414,6 +453,12 @@ class CandidateBuilder:
                 # offers: the service's whole row at once (~70 lookups less).
                 row_key = (service_key, svc.name, id(self.catalog), offer_ids)
                 whole = self.cache.row(row_key, self.catalog, self.offers)
+                if whole is None:
+                    # Other catalog or offer objects with the same hardware (a review scenario
+                    # that changes prices): the same entries, so the same row.
+                    whole = self.cache.hardware_row((service_key, svc.name, self._hardware_keys()))
+                    if whole is not None:
+                        self.cache.put_row(row_key, self.catalog, self.offers, whole)
                 if whole is not None:
                     rows.append((svc, None, None, whole))
                     continue
@@ -423,9 +468,7 @@ class CandidateBuilder:
             for i, offer in enumerate(self.offers):
                 found = offer_key = None
                 if cached is not None:
-                    offer_key = self._offer_keys.get(i)
-                    if offer_key is None or offer_key.value[0] != offer.id:
-                        offer_key = self._offer_keys[i] = _offer_key(self.catalog, offer)
+                    offer_key = self._offer_key_at(i)
                     found = pending.get(i) or self.cache.get(cached, offer_key)
                 if found is None:
                     found = _Build(_OfferCandidates(self, svc, offer, *hardware[i]), service_key, offer_key)
@@ -467,7 +510,8 @@ class CandidateBuilder:
                 dominated_all.extend(dominated)
             if row_key is not None:
                 self.cache.put_row(row_key, self.catalog, self.offers,
-                                   (tuple(configs), tuple(rejections), tuple(dominated_all)))
+                                   (tuple(configs), tuple(rejections), tuple(dominated_all)),
+                                   (row_key[0], svc.name, self._hardware_keys()))
             out.append(configs)
             self.rejections.extend(rejections)
             self.dominated.extend(dominated_all)
@@ -860,6 +904,46 @@ class PrunedOffers(LockedLru):
 PRUNED_OFFERS = PrunedOffers()
 
 
+class WholeInstancePruning(LockedLru):
+    """prune_whole_instance_configs' answers by their exact input: the same configuration
+    objects in the same order (the candidate cache hands the same ones to every plan whose
+    candidates are unchanged), the same offer objects behind them (prices: an offer whose
+    price changed is another object), limits, GPU types under quota, tiers, location rule
+    and kept offers. A review scenario that changes demand, a quota's size or another GPU
+    type's price prunes each service as the last one did (~0.1 ms a service). Each entry
+    holds its configurations and offers, so their ids are not reused while it lives.
+    Thread-safe."""
+
+    def __init__(self, max_entries: int = 2048):
+        super().__init__(max_entries)
+
+    def prune(self, configs: list[Config], offers: dict[str, Offer], limits: dict[str, int],
+              gpu_quotas: dict[str, int], tiers: tuple[str, ...] | None, by_location: bool,
+              keep: set[str], rules: tuple) -> list[Config]:
+        """`rules`: what the call takes besides the configurations and their offers, as a
+        hashable (the same for every service of one plan; see add_candidates)."""
+        behind = tuple(map(offers.__getitem__, map(_OFFER_ID, configs)))
+        key = (tuple(map(id, configs)), tuple(map(id, behind)), rules)
+        with self._lock:
+            found = self._data.get(key)
+            if found is not None:
+                self._data.move_to_end(key)
+                self.hits += 1
+                return list(found[2])
+            self.misses += 1
+        kept = prune_whole_instance_configs(configs, offers, limits, gpu_quotas, tiers=tiers,
+                                            by_location=by_location, keep=keep)
+        with self._lock:
+            self._data[key] = (tuple(configs), behind, tuple(kept))
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+        return kept
+
+
+_OFFER_ID = attrgetter("offer_id")
+WHOLE_INSTANCE_PRUNING = WholeInstancePruning()
+
+
 def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | None = SHARED_CACHE,
                    stop: Stop = NEVER) -> Problem:
     """The compiled problem with its (pruned) candidate configurations and rejections."""
@@ -882,9 +966,15 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     builder = CandidateBuilder(catalog, offers, problem.calibration, cache, stop)
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
+    # What whole-instance pruning reads besides the configurations and their offers.
+    rules = (tuple(sorted(limits.items())), frozenset(problem.gpu_quotas), tiers, by_location, frozenset(running))
     for mine in builder.for_services(problem.services):
-        configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas, tiers=tiers,
-                                                    by_location=by_location, keep=running))
+        if cache is not None:
+            configs.extend(WHOLE_INSTANCE_PRUNING.prune(mine, offers_by_id, limits, problem.gpu_quotas, tiers,
+                                                        by_location, running, rules))
+        else:  # no caches: everything recomputed
+            configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas, tiers=tiers,
+                                                        by_location=by_location, keep=running))
     return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
                    dominated=tuple(builder.dominated),
                    filtered_out=problem.filtered_out + tuple(dominated))

@@ -25,12 +25,11 @@ from solver.compile.problem import Problem, Rejection
 
 def pending_keys(problem: Problem, config_keys) -> set[str]:
     """The configurations among `config_keys` whose cap is still an upper bound."""
-    pending = {c.key for c in problem.configs if c.pending_cap is not None}
-    return pending.intersection(config_keys)
+    return set(problem.pending_config_keys.intersection(config_keys))
 
 
 def has_pending(problem: Problem) -> bool:
-    return any(c.pending_cap is not None for c in problem.configs)
+    return bool(problem.pending_config_keys)
 
 
 def resolve_caps(problem: Problem, keys: set[str] | None = None) -> Problem:

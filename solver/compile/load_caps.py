@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -163,7 +164,7 @@ def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tu
     rate_total = sum(routed)
     per_replica = rate_total / replicas if replicas else 0.0
     if config.source == "measured":
-        gpu = next(o.gpu for o in catalog.offers if o.id == config.offer_id)
+        gpu = _offer_of(catalog, config.offer_id).gpu
         values = _measured_at(svc, config, gpu, routed, per_replica, p)
     else:
         values = _llm_at(catalog, calibration, svc, config, routed, per_replica, p)
@@ -172,6 +173,23 @@ def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tu
     meets = all(values[name] <= bound * (1 + 1e-9) for name, bound in svc.slo.bounds() if name in values)
     return AtLoad(p, _r(values["utilization"]) or 0.0, _r(values.get("ttft_ms")), _r(values.get("tpot_ms")),
                   _r(values.get("latency_ms")), meets)
+
+
+_OFFER_INDEX: tuple = (None, {})  # (weak reference to a catalog, its offers by id), replaced whole
+
+
+def _offer_of(catalog, offer_id: str):
+    """The catalog's (first) offer with this id, from an index of the last catalog asked
+    about (a plan asks once per assignment; a scan is ~150 offers). Thread-safe: the
+    entry is read and replaced as one tuple."""
+    global _OFFER_INDEX
+    ref, index = _OFFER_INDEX
+    if ref is None or ref() is not catalog:
+        index = {}
+        for o in catalog.offers:
+            index.setdefault(o.id, o)
+        _OFFER_INDEX = (weakref.ref(catalog), index)
+    return index[offer_id]
 
 
 def _r(x):
@@ -183,7 +201,7 @@ def _llm_at(catalog, calibration, svc, config: Config, routed, per_replica: floa
     from solver.compile.candidates import CandidateBuilder, _OfferCandidates
     from solver.perf.queueing import percentiles_at_rate
 
-    offer = next(o for o in catalog.offers if o.id == config.offer_id)
+    offer = _offer_of(catalog, config.offer_id)
     oc = _OfferCandidates(CandidateBuilder(catalog, [offer], calibration), svc, offer, catalog.gpus[offer.gpu])
     first = svc.class_tokens[0]
     replica = replica_for(oc._query(svc.model, config.gpus_per_replica, config.instances_per_replica, config.precision,

@@ -270,6 +270,11 @@ class Problem:
             object.__setattr__(self, "_offer_index", cache)
         return cache
 
+    @_computed_once  # read by every round of the planner's loop over percentile caps
+    def pending_config_keys(self) -> frozenset[str]:
+        """Keys of the configurations whose cap is still an upper bound (lazy_caps.py)."""
+        return frozenset(c.key for c in self.configs if c.pending_cap is not None)
+
     def service(self, name: str) -> ServiceDemand:
         cache = self.__dict__.get("_service_index")
         if cache is None:

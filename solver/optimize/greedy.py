@@ -23,11 +23,12 @@ def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution
     configs = list(p.configs if configs is None else configs)
     replicas: dict[str, int] = {}
     routed: dict[str, list[float]] = {}
-    by_key = {c.key: c for c in configs}
+    by_key: dict[str, Config] = {}  # the chosen configurations
     by_service: dict[str, list[Config]] = {}
     for c in configs:
         by_service.setdefault(c.service, []).append(c)
     offers = {o.id: (o.price_usd_per_hour, o.gpus_per_instance) for o in p.offers}
+    ceil = math.ceil
     for s in p.services:
         mine = by_service.get(s.name, [])
         if not mine:
@@ -36,24 +37,33 @@ def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution
             if d <= 0:
                 continue
             best = None
+            best_cost = 0.0
             for c in mine:
                 t = c.classes[k].throughput
                 if t <= 0:
                     continue
-                r = math.ceil(d / t - 1e-9)
+                r = ceil(d / t - 1e-9)
                 price, per_instance = offers[c.offer_id]  # _alone_cost, inlined
-                cost = math.ceil(r * c.gpus_per_replica / per_instance - 1e-9) * price
-                key = (cost, r * c.gpus_per_replica, c.key)
+                g = c.gpus_per_replica
+                cost = ceil(r * g / per_instance - 1e-9) * price
+                # Only a cost no higher can win the (cost, GPUs, key) comparison below
+                # (a NaN loses both ways): most configurations stop here, untupled.
+                if best is not None and not cost <= best_cost:
+                    continue
+                key = (cost, r * g, c.key)
                 if best is None or key < best[0]:
                     best = (key, c, r)
+                    best_cost = cost
             if best is None:
                 return None
             _, c, r = best
+            by_key[c.key] = c
             replicas[c.key] = replicas.get(c.key, 0) + r
             routed.setdefault(c.key, [0.0] * len(s.class_demand))[k] += d
         have = sum(replicas.get(c.key, 0) for c in mine)
         if have < s.min_replicas:
             c = min(mine, key=lambda c: (_alone_cost(c, 1, p)[0], c.key))
+            by_key[c.key] = c
             replicas[c.key] = replicas.get(c.key, 0) + s.min_replicas - have
             routed.setdefault(c.key, [0.0] * len(s.class_demand))
     gpus_per_offer: dict[str, int] = {}

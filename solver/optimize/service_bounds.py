@@ -24,6 +24,7 @@ it stops early, its best proven bound (still valid) is used instead.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -64,6 +65,24 @@ def single_class_solution(demand: float, items: list[tuple[float, float, int]], 
                           max_replicas: int | None, node_limit: int = NODE_LIMIT
                           ) -> tuple[float | None, list[int] | None]:
     """min sum c_i r_i  s.t.  sum t_i r_i >= demand, min <= sum r_i <= max, 0 <= r_i <= u_i integer.
+
+    Remembered by its exact input (`_solved`): review scenarios that leave a service's
+    demand, offers and prices as they were ask again for the same numbers."""
+    bound, counts = _solved(demand, tuple(items), min_replicas, max_replicas, node_limit)
+    return bound, (list(counts) if counts is not None else None)
+
+
+@functools.lru_cache(maxsize=8192)
+def _solved(demand: float, items: tuple[tuple[float, float, int], ...], min_replicas: int, max_replicas: int | None,
+            node_limit: int) -> tuple[float | None, tuple[int, ...] | None]:
+    bound, counts = _single_class_solution(demand, list(items), min_replicas, max_replicas, node_limit)
+    return bound, (tuple(counts) if counts is not None else None)
+
+
+def _single_class_solution(demand: float, items: list[tuple[float, float, int]], min_replicas: int,
+                           max_replicas: int | None, node_limit: int = NODE_LIMIT
+                           ) -> tuple[float | None, list[int] | None]:
+    """`single_class_solution`, computed.
 
     items: (cost c_i, throughput t_i, upper bound u_i). Returns the bound and the best
     replica counts found (per item, in the given order); (None, None) when infeasible. Depth-first
