@@ -5,6 +5,7 @@ Prints, per size: candidate configurations, MIP size, build/solve/total time, st
 and gap. Not a test: run it and record the figures in docs/benchmarks.md.
 
 Usage: python bench/solve_scaling.py [--sizes 10 50 100 200] [--seeds 3] [--backend auto] [--relative-gap 0.0001]
+                                    [--no-prefetch]
 
 With --relative-gap the plan is proven within that fraction of the optimum instead of
 exactly; "warm s" is then the time of the small MIPs that start it (solver/optimize/warm_start.py).
@@ -64,6 +65,8 @@ def main() -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--relative-gap", type=float, default=0.0, help="solver.relative_gap (0: prove the optimum)")
     ap.add_argument("--time-limit", type=float, default=120.0, help="solver.time_limit_s")
+    ap.add_argument("--no-prefetch", action="store_true",
+                    help="no values under load computed during the solve (solver/output/prefetch.py): the A/B baseline")
     args = ap.parse_args()
     print(f"{'services':>8} {'seed':>4} {'configs':>7} {'int vars':>8} {'rows':>6} {'cand s':>7} {'model s':>7} "
           f"{'warm s':>7} {'solve s':>8} {'ties s':>7} {'total s':>8} {'status':>8} {'gap':>8} {'$/hour':>10}")
@@ -74,7 +77,7 @@ def main() -> int:
             doc["solver"] = {"time_limit_s": args.time_limit, "relative_gap": args.relative_gap}
             workload = parse_workload(doc)
             t0 = time.perf_counter()
-            r = plan(workload, PlanOptions(backend=args.backend))
+            r = plan(workload, PlanOptions(backend=args.backend, prefetch_at_load=not args.no_prefetch))
             total = time.perf_counter() - t0
             totals.append(total)
             s = r.solver
