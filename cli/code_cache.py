@@ -25,6 +25,7 @@ $XDG_CACHE_HOME/gpu-fleet-planner/ (default ~/.cache), one file per interpreter 
 import builtins
 import marshal
 import os
+import stat
 import sys
 import types
 
@@ -65,12 +66,18 @@ class CodeCache:
 
     def _read(self) -> dict:
         try:
-            with open(self.path, "rb") as f:
+            # Non-blocking: a FIFO (or a device) at the path must not hang the command.
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with open(fd, "rb") as f:
                 st = os.fstat(f.fileno())
                 # Code from this file is run: only a file of this user that nobody else can write.
                 if st.st_uid != getattr(os, "getuid", lambda: st.st_uid)() or st.st_mode & 0o022:
                     return {}
-                data = f.read()
+                # A regular file of a sane size only (the writer keeps it under MAX_FILE_BYTES
+                # plus one run's texts): never /dev/zero read to the end, nor a huge file.
+                if not stat.S_ISREG(st.st_mode) or st.st_size > 4 * MAX_FILE_BYTES:
+                    return {}
+                data = f.read(st.st_size + 1)
             if data[:_HEADER_BYTES] != _header():
                 return {}
             stored = marshal.loads(data[_HEADER_BYTES:])

@@ -108,6 +108,23 @@ def test_untrusted_or_unreadable_files_are_ignored(tmp_path):
     assert data[:8] == _header()
 
 
+def test_special_or_huge_files_are_ignored_without_hanging(tmp_path):
+    """A FIFO at the path blocked the command in open() for ever; /dev/zero or a huge file
+    would be read to the end. Only a regular file of a sane size is read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-c", f"from cli.code_cache import CodeCache; "
+                           f"print(CodeCache({str(fifo)!r}).stored)"],
+                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == "{}", proc.stderr
+    huge = tmp_path / "huge.bin"
+    with open(huge, "wb") as f:
+        f.write(_header())
+        f.truncate(4 * 2 * 2**20 + 100)  # sparse: past the bound without the disk space
+    os.chmod(huge, 0o600)
+    assert CodeCache(str(huge)).stored == {}
+
+
 def test_an_unwritable_place_is_only_a_slower_run(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
