@@ -129,11 +129,14 @@ class CodeCache:
         body = marshal.dumps(merged)
         if len(body) > MAX_FILE_BYTES:
             body = marshal.dumps(self.used)
+        if not _replaceable(self.path):
+            return
         folder = os.path.dirname(self.path) or "."
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # O_EXCL | O_NOFOLLOW: never through a file or link someone put at that name.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
             with os.fdopen(fd, "wb") as f:
                 f.write(_header() + body)
             os.replace(tmp, self.path)  # whole files only, whoever writes last
@@ -142,6 +145,19 @@ class CodeCache:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _replaceable(path: str) -> bool:
+    """Only a missing path or this user's own regular file is (re)written: the replace
+    would put a file in place of a device, a FIFO or a link (FLEET_CODE_CACHE=/dev/zero,
+    run as root, replaced /dev/zero)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == getattr(os, "getuid", lambda: st.st_uid)()
 
 
 _installed: CodeCache | None = None

@@ -4,6 +4,7 @@ cache file that cannot be trusted or read is ignored."""
 import dataclasses
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -117,6 +118,18 @@ def test_special_or_huge_files_are_ignored_without_hanging(tmp_path):
                            f"print(CodeCache({str(fifo)!r}).stored)"],
                           capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip() == "{}", proc.stderr
+    # Nor is anything but a regular file ever replaced by the cache (as root, the replace
+    # once turned /dev/zero into a cache file): a FIFO and a link stay what they were.
+    target = tmp_path / "target.bin"
+    target.write_bytes(b"")
+    link = tmp_path / "link.bin"
+    link.symlink_to(target)
+    for path, kind in ((fifo, stat.S_ISFIFO), (link, stat.S_ISLNK)):
+        cache = CodeCache(str(path))
+        _made_with(cache)
+        cache.save()
+        assert kind(os.lstat(path).st_mode)
+    assert target.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link.bin", "target.bin"]
     huge = tmp_path / "huge.bin"
     with open(huge, "wb") as f:
         f.write(_header())
