@@ -33,22 +33,13 @@ class ReadMemo(LockedLru):
         if len(key) > self.max_request_bytes:
             return None
         with self._lock:
-            found = self._data.get(key)
-            if found is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return found
+            return self._lookup(key)
 
     def put(self, key: bytes, read: tuple[Workload, Catalog]) -> None:
         if len(key) > self.max_request_bytes:
             return
         with self._lock:
-            self._data[key] = read
-            self._data.move_to_end(key)
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+            self._store(key, read)
 
 
 READS = ReadMemo()

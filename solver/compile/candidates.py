@@ -894,9 +894,7 @@ class PrunedOffers(LockedLru):
             self.misses += 1
         kept, dropped = prune_offers(offers, limits, catalog, keep=keep, tiers=tiers, by_location=by_location)
         with self._lock:
-            self._data[key] = (weakref.ref(catalog), tuple(offers), tuple(kept), tuple(dropped))
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+            self._store(key, (weakref.ref(catalog), tuple(offers), tuple(kept), tuple(dropped)))
         return kept, dropped
 
 
@@ -925,18 +923,13 @@ class WholeInstancePruning(LockedLru):
         behind = tuple(map(offers.__getitem__, map(_OFFER_ID, configs)))
         key = (tuple(map(id, configs)), tuple(map(id, behind)), rules)
         with self._lock:
-            found = self._data.get(key)
-            if found is not None:
-                self._data.move_to_end(key)
-                self.hits += 1
-                return list(found[2])
-            self.misses += 1
+            found = self._lookup(key)
+        if found is not None:
+            return list(found[2])
         kept = prune_whole_instance_configs(configs, offers, limits, gpu_quotas, tiers=tiers,
                                             by_location=by_location, keep=keep)
         with self._lock:
-            self._data[key] = (tuple(configs), behind, tuple(kept))
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+            self._store(key, (tuple(configs), behind, tuple(kept)))
         return kept
 
 

@@ -71,13 +71,8 @@ class SolveMemo(LockedLru):
 
     def get(self, key: bytes) -> result_pb2.SolveResultProto | None:
         with self._lock:
-            found = self._data.get(key)
-            if found is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return found[0]
+            found = self._lookup(key)
+            return None if found is None else found[0]
 
     def put(self, key: bytes, result: result_pb2.SolveResultProto) -> None:
         size = len(key) + result.ByteSize()
