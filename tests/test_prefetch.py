@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from proc_support import alive, wait_until
+from server.pool import children_of
 from solver import plan as plan_module
 from solver.compile.candidates import build_problem
 from solver.compile.load_caps import at_load
@@ -41,17 +43,7 @@ def _children() -> set[int]:
 
 
 def _all_children() -> set[int]:
-    me, out = os.getpid(), set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me:
-                out.add(int(entry))
-    return out
+    return set(children_of(os.getpid()))
 
 
 def _start_plan(seed: int):
@@ -215,23 +207,12 @@ def test_the_child_dies_with_a_killed_planner():
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         child = int(proc.stdout.readline())
-        assert _alive(child)
+        assert alive(child)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        end = time.monotonic() + 5
-        while time.monotonic() < end and _alive(child):
-            time.sleep(0.02)
-        assert not _alive(child)
+        assert wait_until(lambda: not alive(child), 5, poll_s=0.02)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie, re-parented and not yet reaped by init, counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -62,7 +62,7 @@ class AtLoadPrefetch:
     """`start` once with the likely plan; `values` for the final plan's assignments; `close` always."""
 
     def __init__(self, enabled: bool = True):
-        self.enabled = enabled and usable()
+        self.enabled = enabled
         self.problem = None
         self._pid: int | None = None
         self._fd: int | None = None  # the child's records: 4-byte length, then the pickle
@@ -83,7 +83,8 @@ class AtLoadPrefetch:
             c = by_key.get(a.config_key)
             if c is not None and c.source != "measured" and a.replicas > 0:
                 items.append((services[a.service], c, a.replicas, tuple(a.routed)))
-        if len(items) < MIN_ASSIGNMENTS or not spare_core():
+        # (Checked here, not per plan: most plans are small and never get this far.)
+        if len(items) < MIN_ASSIGNMENTS or not usable() or not spare_core():
             return False
         try:
             self._fd = os.memfd_create("at-load-prefetch") if hasattr(os, "memfd_create") else _temporary_fd()
