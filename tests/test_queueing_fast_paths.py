@@ -194,6 +194,7 @@ def plain(monkeypatch):
     monkeypatch.setattr(ReplicaLoadModel, "slot_seconds", _slot_seconds_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_ttft_parts", _ttft_parts_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_own_done", _own_done_plain)
+    monkeypatch.setattr(model_mod, "_TTFT_SAME_ROWS", False)
 
 
 # ---------------------------------------------------------------- random inputs
@@ -385,3 +386,19 @@ def test_cdf_rows_depend_on_their_own_point_only():
                 pair = cdf(np.array([xs[i - 1], xs[i]]))
                 assert pair.tobytes() == rows[[i - 1, i]].tobytes()
                 assert (pair @ model.share).tobytes() == (rows[[i - 1, i]] @ model.share).tobytes()
+
+
+def test_latency_ttft_grid_with_shared_rows_matches_every_row_evaluated(monkeypatch):
+    """The latency CDF's TTFT quantile atoms: rows at or below every own0 (all terms 0)
+    and beyond every own0 + d (all 1) evaluated once, against every row evaluated."""
+    checked = 0
+    for model, st, rng in _loaded_states(31, 40):
+        xs = np.sort(rng.uniform(0.0, 1.0, 40))
+        got = []
+        for same in (True, False):
+            monkeypatch.setattr(model_mod, "_TTFT_SAME_ROWS", same)
+            cdf, top = model._cdfs(st, ("latency_ms",))["latency_ms"]
+            got.append(cdf(xs * top).tobytes())
+        assert got[0] == got[1]
+        checked += 1
+    assert checked >= 20

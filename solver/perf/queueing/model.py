@@ -18,6 +18,9 @@ from solver.perf.queueing.physics import Replica, TrafficClass
 
 PERCENTILES = (50, 90, 95, 99)
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
+# The latency's TTFT grid evaluates the part without a wait once for the rows where it is
+# all 0 or all 1 (`_cdfs`; off: every row, the reference the tests compare with).
+_TTFT_SAME_ROWS = True
 
 
 @dataclass(frozen=True)
@@ -514,8 +517,7 @@ class ReplicaLoadModel:
             cur_d_ca = np.ascontiguousarray(np.broadcast_to(tp.cur_d[:, None], tp.own0.shape[1:]))
             pair_w = tp.pair_w
 
-        def ttft(x):  # x: [X] seconds -> [X, K]
-            x = np.asarray(x, dtype=float)[:, None, None, None]
+        def nowait(x):  # x: [X, 1, 1, 1] seconds -> [X, K]
             s = tp.own0[None]  # [1,K,C,A]
             # In place on the one [X,K,C,A] array (the latency's TTFT grid has X = 500): the
             # same operations in the same order as np.clip((x - s) / d, 0, 1) * w.
@@ -523,11 +525,54 @@ class ReplicaLoadModel:
             u /= cur_d_ca
             np.clip(u, 0.0, 1.0, out=u)
             u *= pair_w
-            nowait = u.sum(axis=(2, 3))
+            return u.sum(axis=(2, 3))
+
+        def ttft(x, no_wait=None):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
+            x = np.asarray(x, dtype=float)[:, None, None, None]
+            if no_wait is None:
+                no_wait = nowait(x)
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
             waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
-            return (1.0 - tp.wait) * nowait + tp.wait * waited
+            return (1.0 - tp.wait) * no_wait + tp.wait * waited
+
+        def ttft_grid(grid):
+            """`ttft(grid)` bit for bit, the part without a wait evaluated on fewer rows: a
+            row depends on its own point only (tests/test_queueing_fast_paths.py), and at
+            every point at or below each own0 every clipped term is exactly 0.0, at every
+            point beyond each own0 + d exactly 1.0, so those rows are all the same row."""
+            own0, cur_d = tp.own0, cur_d_ca
+            if not (np.isfinite(own0).all() and np.isfinite(pair_w).all() and (cur_d > 0).all()
+                    and np.isfinite(cur_d).all()):
+                return ttft(grid)
+            low = float(own0.min())
+            # x - s >= d holds in the reals beyond this (s + d rounded, plus a margin), so
+            # (x - s) / d >= 1 in floating point too (rounding is monotone).
+            high = float((own0 + cur_d).max()) * (1.0 + 1e-12)
+            if not high > 0:
+                return ttft(grid)
+            zero = grid <= low
+            one = grid >= high
+            rest = np.nonzero(~(zero | one))[0]
+            pick = [rest]
+            first_zero = int(np.argmax(zero)) if zero.any() else None
+            first_one = int(np.argmax(one)) if one.any() else None
+            for first in (first_zero, first_one):
+                if first is not None:
+                    pick.append(np.array([first]))
+            idx = np.concatenate(pick)
+            if len(idx) >= len(grid):
+                return ttft(grid)
+            part = nowait(grid[idx][:, None, None, None])  # [len(idx), K]
+            out = np.empty((len(grid), part.shape[1]))
+            out[rest] = part[:len(rest)]
+            j = len(rest)
+            if first_zero is not None:
+                out[zero] = part[j]
+                j += 1
+            if first_one is not None:
+                out[one] = part[j]
+            return ttft(grid, out)
 
         def tpot(x):
             x = np.asarray(x, dtype=float)[:, None, None]
@@ -542,7 +587,7 @@ class ReplicaLoadModel:
                 top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
                 grid = _sorted_unique(np.concatenate([np.linspace(0.0, top, 400),
                                                  np.geomspace(max(top * 1e-4, 1e-6), top, 100)]))
-                fk = ttft(grid)  # [G, K]
+                fk = ttft_grid(grid) if _TTFT_SAME_ROWS else ttft(grid)  # [G, K]
                 cache["tq"] = np.stack([np.interp(_LAT_MIDS, np.maximum.accumulate(fk[:, k]), grid) for k in range(K)])
             return cache["tq"]  # [K, Q]
 
