@@ -6,7 +6,8 @@ several shortcuts that must not move a single bit of what a plan reports:
 * `_phi` evaluates its formula only off the exact tails (|z| >= 12) of large arrays;
 * `_linspace` is np.linspace(lo, hi, 33) without numpy's dispatch;
 * `_mixture_quantile` takes the CDF at its final bracket from the last grid's rows (a
-  row depends on its own point only) instead of evaluating it again;
+  row depends on its own point only) instead of evaluating it again, and checks that
+  its upper end reaches p on the first grid's last row;
 * `_superstep_tokens` evaluates the last and the full steps in one `StepCost.seconds`
   call, `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call,
   and `slot_seconds` every class's prefill step in one;
@@ -386,6 +387,10 @@ def test_cdf_rows_depend_on_their_own_point_only():
                 pair = cdf(np.array([xs[i - 1], xs[i]]))
                 assert pair.tobytes() == rows[[i - 1, i]].tobytes()
                 assert (pair @ model.share).tobytes() == (rows[[i - 1, i]] @ model.share).tobytes()
+            # The grid's last point alone (`_mixture_quantile` checks hi there): the same row and dot.
+            one = cdf(np.array([xs[-1]]))
+            assert one.tobytes() == rows[-1:].tobytes()
+            assert float(np.dot(one[0], model.share)) == float(np.dot(rows[-1], model.share))
 
 
 def test_latency_ttft_grid_with_shared_rows_matches_every_row_evaluated(monkeypatch):
