@@ -77,6 +77,8 @@ class ReplicaLoadModel:
         self._groups = (tuple(gs.tolist()), tuple(gt.tolist()), tuple(gp.tolist()))
         self._sat: float | None = None
         self._prefill_limits: dict[float, float] = {}
+        self._atom_steps: dict = {}  # (decodes, context, j_max) -> the atoms' super-steps [M, A]
+        self._batch_parts: dict = {}  # batches -> their decodes, context, bare step and prefill limits
         # Kingman's service variability: slot times differ across classes by their O.
         ms = float(np.dot(self.share, self.output))
         self.cs2 = float(np.dot(self.share, (self.output - ms) ** 2)) / (ms * ms)
@@ -133,30 +135,103 @@ class ReplicaLoadModel:
     def _expected_superstep(self, dec, ctx, means):
         """E[seconds], E[steps] of the content of windows with `means` prompts on average.
         Counts beyond the enumerated atoms are one atom at their conditional mean, so the
-        means stay right however many prompts a step gathers."""
+        means stay right however many prompts a step gathers.
+
+        The atoms' super-steps depend on the batch and the atoms only, so they are kept per
+        (decodes, context, atoms) across calls (a search evaluates the same batches again and
+        again); the tail's, one per window, in Python floats where the step is dense (the same
+        IEEE operations as numpy's, element by element: `_tail_supersteps`). Each element is
+        the number the one combined evaluation (atoms and tail along one axis) gave: where
+        only one part spills beyond the token budget, the other adds 0 x (a finite full
+        step) = exactly 0 there."""
         means = np.asarray(means, dtype=float)
         at = self.atoms(float(means.max()))
         pmf = _count_pmf(means, self.cv, at.j_max, lump_tail=False)  # [M, J+1]
         w = pmf[:, at.count_index] * at.comp
         tail = np.maximum(1.0 - pmf.sum(axis=1), 0.0)
         j_in = pmf @ _count_values(at.j_max)
-        j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), at.j_max + 1.0)
-        # The atoms' contents and the tail's (its last column) in one super-step evaluation:
-        # elementwise the same operations as two (`_superstep` of the atoms, `_superstep_tokens`
-        # of the tail), at half the numpy calls. Where only one part spills beyond the token
-        # budget, the other adds 0 x (a finite full step) = exactly 0, as in `_superstep_tokens`.
         dec = np.asarray(dec, dtype=float)
-        atoms = len(at.tokens)
-        tokens = np.empty((len(means), atoms + 1))
-        tokens[:, :atoms] = at.tokens
-        tokens[:, atoms] = j_tail * self.mean_prompt
-        pairs = np.empty((len(means), atoms + 1))
-        pairs[:, :atoms] = at.pairs
-        pairs[:, atoms] = j_tail * self.mean_pairs
-        seconds, steps = self._superstep_tokens(dec.reshape(-1, 1), np.asarray(ctx, dtype=float).reshape(-1, 1),
-                                                tokens, pairs)
-        d, dt, k, kt = seconds[:, :atoms], seconds[:, atoms], steps[:, :atoms], steps[:, atoms]
+        ctx = np.asarray(ctx, dtype=float)
+        d, k = self._atom_supersteps(dec, ctx, at)
+        dt, kt = self._tail_supersteps(dec, ctx, means, tail, j_in, at.j_max)
         return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
+
+    def _atom_supersteps(self, dec: np.ndarray, ctx: np.ndarray, at: _Atoms):
+        """Seconds and steps [M, A] of the atoms' contents at each batch (kept)."""
+        key = (dec.tobytes(), ctx.tobytes(), at.j_max)
+        got = self._atom_steps.get(key)
+        if got is None:
+            tokens = np.empty((dec.size, len(at.tokens)))
+            tokens[:] = at.tokens
+            pairs = np.empty((dec.size, len(at.tokens)))
+            pairs[:] = at.pairs
+            got = self._superstep_tokens(dec.reshape(-1, 1), ctx.reshape(-1, 1), tokens, pairs)
+            if len(self._atom_steps) >= 256:
+                self._atom_steps.clear()
+            self._atom_steps[key] = got
+        return got
+
+    def _tail_supersteps(self, dec: np.ndarray, ctx: np.ndarray, means: np.ndarray, tail: np.ndarray,
+                         j_in: np.ndarray, j_max: int):
+        """Seconds and steps [M] of the tail's content (j_tail prompts at their mean)."""
+        if not self.step.expert_fraction > 0 and dec.size == means.size <= 16:
+            out = self._tail_supersteps_floats(dec.tolist(), ctx.tolist(), means.tolist(), tail.tolist(),
+                                               j_in.tolist(), j_max)
+            if out is not None:
+                return np.array(out[0]), np.array(out[1])
+        j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), j_max + 1.0)
+        sec, steps = self._superstep_tokens(dec.reshape(-1, 1), ctx.reshape(-1, 1), (j_tail * self.mean_prompt)[:, None],
+                                            (j_tail * self.mean_pairs)[:, None])
+        return sec[:, 0], steps[:, 0]
+
+    def _tail_supersteps_floats(self, dec, ctx, means, tail, j_in, j_max: int):
+        """`_tail_supersteps` in Python floats for a dense step: operation for operation the
+        numpy path's (np.maximum / np.where / np.ceil as comparisons; IEEE +, -, x, / are
+        the same in both); None where a value is not finite (numpy's NaN rules then decide)."""
+        st = self.step
+        budget, mean_prompt, mean_pairs = self.budget, self.mean_prompt, self.mean_pairs
+        fixed_s, decode_fixed_s, weights_s = st.fixed_s, st.decode_fixed_s, st.weights_s
+        gemm, lm, spt, sctx, spair, sampled = (st.gemm_s_per_token, st.lm_head_s_per_decode, st.s_per_token,
+                                               st.s_per_context_token, st.s_per_pair, st.s_per_sampled)
+        isfinite = math.isfinite
+
+        def seconds(d, c, prefill, pairs):
+            t = d + prefill
+            a = gemm * t + lm * d
+            out = (a if a > weights_s else weights_s) + spt * t + sctx * c + spair * pairs + (
+                fixed_s if prefill > 0 else decode_fixed_s)
+            if sampled:
+                out = out + sampled * (d + (prefill * prefill / (2.0 * pairs) if pairs > 0 else 0.0))
+            return out
+
+        secs, steps = [], []
+        for d, c, m, tl, ji in zip(dec, ctx, means, tail, j_in):
+            if not (isfinite(m) and isfinite(ji)):
+                return None
+            if tl > 1e-12:
+                v = m - ji
+                jt = (v if v > 0.0 else 0.0) / tl
+            else:
+                jt = j_max + 1.0
+            tokens, pairs = jt * mean_prompt, jt * mean_pairs
+            r = budget - d
+            room = r if r > 1.0 else 1.0
+            q = tokens / room
+            if not (isfinite(q) and isfinite(pairs) and isfinite(d) and isfinite(c)):
+                return None
+            k = float(math.ceil(q))
+            if not k > 1.0:
+                k = 1.0
+            last = tokens - (k - 1.0) * room
+            ptp = pairs / (tokens if tokens > 1e-9 else 1e-9) if tokens > 0 else 0.0
+            sec = seconds(d, c, last, ptp * last)
+            if k > 1.0:
+                sec = (k - 1.0) * seconds(d, c, room, ptp * room) + sec
+            if not isfinite(sec):
+                return None
+            secs.append(sec)
+            steps.append(k)
+        return secs, steps
 
     def prefill_limit(self, n: float) -> float:
         """The rate at which prompts alone would fill every step (prefill load 1) at batch n."""
