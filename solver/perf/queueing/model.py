@@ -259,12 +259,10 @@ class ReplicaLoadModel:
         in a bracket).
         """
         n = np.atleast_1d(np.asarray(n, dtype=float))
-        dec = self._decodes(n)
-        ctx = dec * self.context_per_decode
-        base = self.step.seconds(dec, ctx, 0.0, 0.0)
+        dec, ctx, base, limits = self._batch_step_parts(n)
         if rate <= 0:
-            return base
-        load = np.array([rate / self.prefill_limit(x) for x in n])
+            return base.copy()
+        load = rate / limits  # elementwise the IEEE quotients rate / prefill_limit(n_i)
         out = np.full(len(n), math.inf)
         ok = load < 1.0 - 1e-9
         if not ok.any():
@@ -302,6 +300,25 @@ class ReplicaLoadModel:
             side = np.where(left, 1.0, -1.0)
         out[ok] = e / k  # the content at the last span evaluated
         return out
+
+    def _batch_step_parts(self, n: np.ndarray):
+        """Decodes, their context, the bare step and the prefill limits at batches n: they
+        depend on n alone, so are kept per n (`_state` asks the same grid at every rate).
+        Read-only arrays."""
+        key = n.tobytes()
+        got = self._batch_parts.get(key)
+        if got is None:
+            dec = self._decodes(n)
+            ctx = dec * self.context_per_decode
+            base = self.step.seconds(dec, ctx, 0.0, 0.0)
+            limits = np.array([self.prefill_limit(x) for x in n])
+            for a in (dec, ctx, base, limits):
+                a.flags.writeable = False
+            got = (dec, ctx, base, limits)
+            if len(self._batch_parts) >= 64:
+                self._batch_parts.clear()
+            self._batch_parts[key] = got
+        return got
 
     def slot_seconds(self, n: np.ndarray, rate: float, tau: np.ndarray | None = None) -> np.ndarray:
         """L(n): seconds a request holds its slot at batch n - its prefill step (longer than
