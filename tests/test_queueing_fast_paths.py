@@ -407,3 +407,23 @@ def test_latency_ttft_grid_with_shared_rows_matches_every_row_evaluated(monkeypa
         assert got[0] == got[1]
         checked += 1
     assert checked >= 20
+
+
+def test_float_slot_seconds_match_the_numpy_ones_bit_for_bit():
+    """`_saturation_rate`'s slot time of one batch in Python floats against `slot_seconds`
+    (dense steps; MoE ones and non-finite values take numpy's path: None)."""
+    checked = 0
+    for replica, classes, cv, rng in _cases(41, 80):
+        model = ReplicaLoadModel(replica, classes, cv)
+        n = float(rng.uniform(1.0, max(model.slots, 2)))
+        for _ in range(4):
+            tau = float(model.mean_step(np.array([n]), 0.0)[0] * rng.uniform(1.0, 5.0))
+            rate = float(rng.uniform(0.0, 80.0)) * rng.choice([0.01, 1.0, 20.0])  # prompts past the budget too
+            got = model._slot_seconds_float(n, rate, tau)
+            if replica.step.expert_fraction > 0:
+                assert got is None
+                continue
+            want = float(_slot_seconds_plain(model, np.array([n]), rate, np.array([tau]))[0])
+            assert got is not None and got.hex() == want.hex(), (got, want)
+            checked += 1
+    assert checked >= 100

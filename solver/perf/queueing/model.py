@@ -79,6 +79,7 @@ class ReplicaLoadModel:
         self._prefill_limits: dict[float, float] = {}
         self._atom_steps: dict = {}  # (decodes, context, j_max) -> the atoms' super-steps [M, A]
         self._batch_parts: dict = {}  # batches -> their decodes, context, bare step and prefill limits
+        self._prompt_floats: tuple | None = None  # prompts, prompt^2 / 2 and shares as Python floats
         # Kingman's service variability: slot times differ across classes by their O.
         ms = float(np.dot(self.share, self.output))
         self.cs2 = float(np.dot(self.share, (self.output - ms) ** 2)) / (ms * ms)
@@ -188,22 +189,9 @@ class ReplicaLoadModel:
         """`_tail_supersteps` in Python floats for a dense step: operation for operation the
         numpy path's (np.maximum / np.where / np.ceil as comparisons; IEEE +, -, x, / are
         the same in both); None where a value is not finite (numpy's NaN rules then decide)."""
-        st = self.step
-        budget, mean_prompt, mean_pairs = self.budget, self.mean_prompt, self.mean_pairs
-        fixed_s, decode_fixed_s, weights_s = st.fixed_s, st.decode_fixed_s, st.weights_s
-        gemm, lm, spt, sctx, spair, sampled = (st.gemm_s_per_token, st.lm_head_s_per_decode, st.s_per_token,
-                                               st.s_per_context_token, st.s_per_pair, st.s_per_sampled)
+        mean_prompt, mean_pairs = self.mean_prompt, self.mean_pairs
+        superstep = self._superstep_float
         isfinite = math.isfinite
-
-        def seconds(d, c, prefill, pairs):
-            t = d + prefill
-            a = gemm * t + lm * d
-            out = (a if a > weights_s else weights_s) + spt * t + sctx * c + spair * pairs + (
-                fixed_s if prefill > 0 else decode_fixed_s)
-            if sampled:
-                out = out + sampled * (d + (prefill * prefill / (2.0 * pairs) if pairs > 0 else 0.0))
-            return out
-
         secs, steps = [], []
         for d, c, m, tl, ji in zip(dec, ctx, means, tail, j_in):
             if not (isfinite(m) and isfinite(ji)):
@@ -213,25 +201,69 @@ class ReplicaLoadModel:
                 jt = (v if v > 0.0 else 0.0) / tl
             else:
                 jt = j_max + 1.0
-            tokens, pairs = jt * mean_prompt, jt * mean_pairs
-            r = budget - d
-            room = r if r > 1.0 else 1.0
-            q = tokens / room
-            if not (isfinite(q) and isfinite(pairs) and isfinite(d) and isfinite(c)):
+            got = superstep(d, c, jt * mean_prompt, jt * mean_pairs)
+            if got is None:
                 return None
-            k = float(math.ceil(q))
-            if not k > 1.0:
-                k = 1.0
-            last = tokens - (k - 1.0) * room
-            ptp = pairs / (tokens if tokens > 1e-9 else 1e-9) if tokens > 0 else 0.0
-            sec = seconds(d, c, last, ptp * last)
-            if k > 1.0:
-                sec = (k - 1.0) * seconds(d, c, room, ptp * room) + sec
-            if not isfinite(sec):
-                return None
-            secs.append(sec)
-            steps.append(k)
+            secs.append(got[0])
+            steps.append(got[1])
         return secs, steps
+
+    def _superstep_float(self, d: float, c: float, tokens: float, pairs: float):
+        """`_superstep_tokens` of one content in Python floats for a dense step (operation
+        for operation the numpy path's: np.maximum / np.where / np.ceil as comparisons, IEEE
+        +, -, x, / alike); (seconds, steps), or None where a value is not finite."""
+        isfinite = math.isfinite
+        r = self.budget - d
+        room = r if r > 1.0 else 1.0
+        q = tokens / room
+        if not (isfinite(q) and isfinite(pairs) and isfinite(d) and isfinite(c)):
+            return None
+        k = float(math.ceil(q))
+        if not k > 1.0:
+            k = 1.0
+        last = tokens - (k - 1.0) * room
+        ptp = pairs / (tokens if tokens > 1e-9 else 1e-9) if tokens > 0 else 0.0
+        sec = self._seconds_float(d, c, last, ptp * last)
+        if k > 1.0:
+            sec = (k - 1.0) * self._seconds_float(d, c, room, ptp * room) + sec
+        if not isfinite(sec):
+            return None
+        return sec, k
+
+    def _seconds_float(self, d: float, c: float, prefill: float, pairs: float) -> float:
+        """`StepCost.seconds`' array formula for one dense step (no expert term) in Python floats."""
+        st = self.step
+        t = d + prefill
+        a = st.gemm_s_per_token * t + st.lm_head_s_per_decode * d
+        w = st.weights_s
+        out = ((a if a > w else w) + st.s_per_token * t + st.s_per_context_token * c + st.s_per_pair * pairs
+               + (st.fixed_s if prefill > 0 else st.decode_fixed_s))
+        if st.s_per_sampled:
+            out = out + st.s_per_sampled * (d + (prefill * prefill / (2.0 * pairs) if pairs > 0 else 0.0))
+        return out
+
+    def _slot_seconds_float(self, n: float, rate: float, tau: float):
+        """`slot_seconds([n], rate, [tau])[0]` in Python floats for a dense step (the same
+        operations in the same order); None where numpy's path must decide."""
+        if self.step.expert_fraction > 0 or not math.isfinite(tau):
+            return None
+        if self._prompt_floats is None:
+            # prompt^2 / 2 as slot_seconds forms it (a scalar for one class, an array for several)
+            halves = [float(self.prompt[0] ** 2 / 2)] if len(self.share) == 1 else (self.prompt ** 2 / 2).tolist()
+            self._prompt_floats = (self.prompt.tolist(), halves, self.share.tolist())
+        prompts, halves, shares = self._prompt_floats
+        dec = n * self.decode_fraction
+        ctx = dec * self.context_per_decode
+        rt = rate * tau
+        with_me = rt * self.mean_prompt
+        more = rt * self.mean_pairs
+        first = 0.0
+        for p, h, s in zip(prompts, halves, shares):
+            got = self._superstep_float(dec, ctx, p + with_me, h + more)
+            if got is None:
+                return None
+            first += s * got[0]
+        return self.decode_steps_per_request * tau + first
 
     def prefill_limit(self, n: float) -> float:
         """The rate at which prompts alone would fill every step (prefill load 1) at batch n."""
@@ -382,7 +414,11 @@ class ReplicaLoadModel:
             e, k = self._expected_superstep(dec, ctx, np.array([x]))
             span = float(e[0])
             r = x / span
-            return N / float(self.slot_seconds(n, r, np.array([span / float(k[0])]))[0]) - r, r
+            tau = span / float(k[0])
+            slot = self._slot_seconds_float(N, r, tau)
+            if slot is None:
+                slot = float(self.slot_seconds(n, r, np.array([tau]))[0])
+            return N / slot - r, r
 
         base = float(self.step.seconds(dec, ctx, 0.0, 0.0)[0])
         lo, h_lo = 0.0, no_queue
