@@ -196,6 +196,7 @@ def plain(monkeypatch):
     monkeypatch.setattr(ReplicaLoadModel, "_ttft_parts", _ttft_parts_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_own_done", _own_done_plain)
     monkeypatch.setattr(model_mod, "_TTFT_SAME_ROWS", False)
+    monkeypatch.setattr(model_mod, "_LAT_SAME_ROWS", False)
 
 
 # ---------------------------------------------------------------- random inputs
@@ -393,18 +394,24 @@ def test_cdf_rows_depend_on_their_own_point_only():
             assert float(np.dot(one[0], model.share)) == float(np.dot(rows[-1], model.share))
 
 
-def test_latency_ttft_grid_with_shared_rows_matches_every_row_evaluated(monkeypatch):
-    """The latency CDF's TTFT quantile atoms: rows at or below every own0 (all terms 0)
-    and beyond every own0 + d (all 1) evaluated once, against every row evaluated."""
+def test_latency_cdf_with_shared_rows_matches_every_row_evaluated(monkeypatch):
+    """The latency CDF's TTFT quantile atoms (rows at or below every own0: all terms 0;
+    beyond every own0 + d: all 1) and the latency CDF's own rows (every z <= -12.5 or
+    >= 12.5) evaluated once, against every row evaluated: on grids that reach far below
+    and beyond the support, 33-point grids and single points."""
     checked = 0
     for model, st, rng in _loaded_states(31, 40):
-        xs = np.sort(rng.uniform(0.0, 1.0, 40))
-        got = []
-        for same in (True, False):
-            monkeypatch.setattr(model_mod, "_TTFT_SAME_ROWS", same)
-            cdf, top = model._cdfs(st, ("latency_ms",))["latency_ms"]
-            got.append(cdf(xs * top).tobytes())
-        assert got[0] == got[1]
+        top = model._cdfs(st, ("latency_ms",))["latency_ms"][1]
+        xs = [np.sort(rng.uniform(0.0, 1.0, 40)) * top * 2.0, numerics._linspace(0.0, top),
+              numerics._linspace(top * 0.3, top * 0.31), np.array([top * 0.5])]
+        for same in ((True, False), (False, True), (True, True)):
+            got = []
+            for flags in (same, (False, False)):
+                monkeypatch.setattr(model_mod, "_TTFT_SAME_ROWS", flags[0])
+                monkeypatch.setattr(model_mod, "_LAT_SAME_ROWS", flags[1])
+                cdf, _ = model._cdfs(st, ("latency_ms",))["latency_ms"]
+                got.append([cdf(x).tobytes() for x in xs])
+            assert got[0] == got[1]
         checked += 1
     assert checked >= 20
 

@@ -21,6 +21,8 @@ METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
 # The latency's TTFT grid evaluates the part without a wait once for the rows where it is
 # all 0 or all 1 (`_cdfs`; off: every row, the reference the tests compare with).
 _TTFT_SAME_ROWS = True
+# Likewise the latency CDF for the points where every term is exactly 0 or 1 (off: every row).
+_LAT_SAME_ROWS = True
 
 
 @dataclass(frozen=True)
@@ -679,28 +681,8 @@ class ReplicaLoadModel:
             high = float((own0 + cur_d).max()) * (1.0 + 1e-12)
             if not high > 0:
                 return ttft(grid)
-            zero = grid <= low
-            one = grid >= high
-            rest = np.nonzero(~(zero | one))[0]
-            pick = [rest]
-            first_zero = int(np.argmax(zero)) if zero.any() else None
-            first_one = int(np.argmax(one)) if one.any() else None
-            for first in (first_zero, first_one):
-                if first is not None:
-                    pick.append(np.array([first]))
-            idx = np.concatenate(pick)
-            if len(idx) >= len(grid):
-                return ttft(grid)
-            part = nowait(grid[idx][:, None, None, None])  # [len(idx), K]
-            out = np.empty((len(grid), part.shape[1]))
-            out[rest] = part[:len(rest)]
-            j = len(rest)
-            if first_zero is not None:
-                out[zero] = part[j]
-                j += 1
-            if first_one is not None:
-                out[one] = part[j]
-            return ttft(grid, out)
+            no_wait = _same_rows(grid, grid <= low, grid >= high, lambda x: nowait(x[:, None, None, None]))
+            return ttft(grid, no_wait)
 
         def tpot(x):
             x = np.asarray(x, dtype=float)[:, None, None]
@@ -722,10 +704,27 @@ class ReplicaLoadModel:
         lat_nodes, lat_w = _compress_nodes(tau_life, life_w, 16) if need_tpot else (None, None)
 
         def latency(x):
-            x = np.asarray(x, dtype=float)[:, None, None, None]  # [X,1,1,1]
+            x = np.asarray(x, dtype=float)
             if "lat" not in cache:  # independent of x: once per state
-                cache["lat"] = (ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :]),
-                                np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None])  # [1,K,Q,H], [1,K,1,1]
+                a = ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :])
+                sd = np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None]  # [1,K,Q,H], [1,K,1,1]
+                cache["lat"] = (a, sd)
+                # Points at or beyond these have every z <= -12.5 or >= 12.5 (a +- 13 sd rounded:
+                # the rounding is far below 0.5 sd where sd > 1e-12 x |a|): every term there is
+                # exactly 0.0 or 1.0 (`_phi`'s exact tails), so those rows are all the same row.
+                bounds = None
+                if _LAT_SAME_ROWS and np.isfinite(a).all() and np.isfinite(sd).all():
+                    scale = max(float(np.abs(a).max()), 1.0)
+                    if float(sd.min()) > 1e-12 * scale:
+                        bounds = (float((a - 13.0 * sd).min()), float((a + 13.0 * sd).max()))
+                cache["lat_bounds"] = bounds
+            bounds = cache["lat_bounds"]
+            if bounds is not None and len(x) >= 4:
+                return _same_rows(x, x <= bounds[0], x >= bounds[1], latency_rows)
+            return latency_rows(x)
+
+        def latency_rows(x):  # x: [X] -> [X, K]
+            x = x[:, None, None, None]  # [X,1,1,1]
             a, sd = cache["lat"]
             z = x - a
             z /= sd
@@ -832,6 +831,29 @@ def _batch_grid(slots: int) -> np.ndarray:
     grid = _sorted_unique(np.round(np.geomspace(1, slots, min(slots, 8)))) if slots > 1 else np.array([1.0])
     grid.flags.writeable = False
     return grid
+
+
+def _same_rows(x: np.ndarray, zero: np.ndarray, one: np.ndarray, rows):
+    """rows(x) [X, K], evaluated once for the points marked `zero` and once for those marked
+    `one` (points whose rows are known to be the same row: a row depends on its own point
+    only) and at every other point."""
+    rest = np.nonzero(~(zero | one))[0]
+    first_zero = int(np.argmax(zero)) if zero.any() else None
+    first_one = int(np.argmax(one)) if one.any() else None
+    pick = [rest] + [np.array([i]) for i in (first_zero, first_one) if i is not None]
+    idx = np.concatenate(pick)
+    if len(idx) >= len(x):
+        return rows(x)
+    part = rows(x[idx])
+    out = np.empty((len(x), part.shape[1]))
+    out[rest] = part[:len(rest)]
+    j = len(rest)
+    if first_zero is not None:
+        out[zero] = part[j]
+        j += 1
+    if first_one is not None:
+        out[one] = part[j]
+    return out
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
