@@ -86,6 +86,17 @@ class ReplicaLoadModel:
         ms = float(np.dot(self.share, self.output))
         self.cs2 = float(np.dot(self.share, (self.output - ms) ** 2)) / (ms * ms)
         self.kingman = max((self.cv ** 2 + self.cs2) / 2.0, 1e-3)
+        # Per model, not per rate: the decode steps (at least 1, and >= 0), the decode
+        # windows' weights and the prompt work's second moment (the same expressions as
+        # where they are used, evaluated once). Read-only.
+        self._steps1 = np.maximum(self.output - 1.0, 1.0)
+        self._o1 = np.maximum(self.output - 1.0, 0.0)
+        self._decode_w = self.share * np.maximum(self.output - 1.0, 0.0)
+        self._decode_w_sum = self._decode_w.sum()
+        work = self.prompt * (self.step.gemm_s_per_token + self.step.s_per_token) + self.step.s_per_pair * self.prompt ** 2 / 2
+        self._work_sq = float(np.dot(self.share, work ** 2))
+        for a in (self._steps1, self._o1, self._decode_w):
+            a.flags.writeable = False
 
     # -- building blocks
     def atoms(self, mean_count: float) -> _Atoms:
@@ -457,9 +468,8 @@ class ReplicaLoadModel:
         """Decode window seconds T at Gauss-Hermite nodes xi of the prompt work arriving in it:
         T (1 - rho) = D + a xi sqrt(T), D = (O - 1) x tau x (1 - rho), a = ca sqrt(lambda E[w^2]).
         tau: [..., K] mean steps; returns [Hz, ..., K] window seconds."""
-        steps = np.maximum(self.output - 1.0, 1.0)
-        work = self.prompt * (self.step.gemm_s_per_token + self.step.s_per_token) + self.step.s_per_pair * self.prompt ** 2 / 2
-        a = max(self.cv, 0.05) * math.sqrt(rate * float(np.dot(self.share, work ** 2)))
+        steps = self._steps1
+        a = max(self.cv, 0.05) * math.sqrt(rate * self._work_sq)
         rho = min(rho, 0.95)
         decode = steps * tau * (1.0 - rho)
         xi = _GH_NODES.reshape((-1,) + (1,) * np.ndim(decode))
@@ -470,9 +480,9 @@ class ReplicaLoadModel:
         """Mean decode window over its fluid value (>= 1), weighted by the classes' windows."""
         t = self._window_nodes(rate, rho, np.full(len(self.share), tau))  # [Hz, K]
         mean_t = _GH_WEIGHTS @ t
-        base = np.maximum(self.output - 1.0, 1.0) * tau
-        w = self.share * np.maximum(self.output - 1.0, 0.0)
-        return float(np.dot(w, mean_t / base) / w.sum()) if w.sum() > 0 else 1.0
+        base = self._steps1 * tau
+        w, w_sum = self._decode_w, self._decode_w_sum
+        return float(np.dot(w, mean_t / base) / w_sum) if w_sum > 0 else 1.0
 
     # -- state at a rate
     def _state(self, rate: float) -> "_State":
@@ -598,9 +608,9 @@ class ReplicaLoadModel:
         life = _life_fraction(self.share, self.output, st.eps)
         b = np.clip(st.fluid + 1.0 + np.sqrt(st.var_batch * life)[None, :] * _GH_NODES[:, None], 1.0, st.slots)
         tau_b = st.tau(b)  # [Hb, K]
-        steps = np.maximum(self.output - 1.0, 1.0)
+        steps = self._steps1
         nodes = (self._window_nodes(st.rate, st.rho_p, tau_b) / steps).reshape(-1, len(self.share))  # [Hz*Hb, K]
-        weights = (_GH_WEIGHTS[:, None] * _GH_WEIGHTS[None, :]).reshape(-1)
+        weights = _GH_PAIR_WEIGHTS
         t_bar = float(st.tau(max(min(st.fluid, st.slots), 1.0)))
         smooth = 0.02 * t_bar / np.sqrt(steps)
         return nodes, weights, smooth
@@ -637,7 +647,7 @@ class ReplicaLoadModel:
         need_tpot = "tpot_ms" in need or "latency_ms" in need
         tp = self._ttft_parts(st) if need_ttft else None
         tau_life, life_w, sd_fast = self._tpot_parts(st) if need_tpot else (None, None, None)
-        o1 = np.maximum(self.output - 1.0, 0.0)
+        o1 = self._o1
         K = len(self.share)
 
         if need_ttft:
@@ -831,6 +841,10 @@ def _batch_grid(slots: int) -> np.ndarray:
     grid = _sorted_unique(np.round(np.geomspace(1, slots, min(slots, 8)))) if slots > 1 else np.array([1.0])
     grid.flags.writeable = False
     return grid
+
+
+_GH_PAIR_WEIGHTS = (_GH_WEIGHTS[:, None] * _GH_WEIGHTS[None, :]).reshape(-1)  # the decode windows' node pairs
+_GH_PAIR_WEIGHTS.flags.writeable = False
 
 
 def _same_rows(x: np.ndarray, zero: np.ndarray, one: np.ndarray, rows):
