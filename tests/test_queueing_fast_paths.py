@@ -15,7 +15,12 @@ several shortcuts that must not move a single bit of what a plan reports:
   of evaluating them again, and `_own_done` evaluates only the side (one step, or
   chunked) that its np.where picks from;
 * the TTFT CDF divides by the step lengths spelled out along the atoms (a contiguous
-  array) rather than broadcast.
+  array) rather than broadcast;
+* the latency CDF and the latency's 500-point TTFT grid evaluate once the rows whose
+  every term is exactly 0 or exactly 1 (`_same_rows`);
+* `_expected_superstep` keeps the atoms' super-steps per batch across calls and, like
+  `_saturation_rate`'s slot time of one batch, computes the tail's in Python floats for
+  dense steps (the same IEEE operations, element by element).
 
 Each is checked against the plain computation (the code before the shortcut, kept here
 as the reference) on randomised inputs, and the whole `at_rate` / `saturation_rate`
