@@ -6,7 +6,8 @@ several shortcuts that must not move a single bit of what a plan reports:
 * `_phi` evaluates its formula only off the exact tails (|z| >= 12) of large arrays;
 * `_linspace` is np.linspace(lo, hi, 33) without numpy's dispatch;
 * `_mixture_quantile` takes the CDF at its final bracket from the last grid's rows (a
-  row depends on its own point only) instead of evaluating it again;
+  row depends on its own point only) instead of evaluating it again, and checks that
+  its upper end reaches p on the first grid's last row;
 * `_superstep_tokens` evaluates the last and the full steps in one `StepCost.seconds`
   call, `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call,
   and `slot_seconds` every class's prefill step in one;
@@ -14,7 +15,12 @@ several shortcuts that must not move a single bit of what a plan reports:
   of evaluating them again, and `_own_done` evaluates only the side (one step, or
   chunked) that its np.where picks from;
 * the TTFT CDF divides by the step lengths spelled out along the atoms (a contiguous
-  array) rather than broadcast.
+  array) rather than broadcast;
+* the latency CDF and the latency's 500-point TTFT grid evaluate once the rows whose
+  every term is exactly 0 or exactly 1 (`_same_rows`);
+* `_expected_superstep` keeps the atoms' super-steps per batch across calls and, like
+  `_saturation_rate`'s slot time of one batch, computes the tail's in Python floats for
+  dense steps (the same IEEE operations, element by element).
 
 Each is checked against the plain computation (the code before the shortcut, kept here
 as the reference) on randomised inputs, and the whole `at_rate` / `saturation_rate`
@@ -194,6 +200,8 @@ def plain(monkeypatch):
     monkeypatch.setattr(ReplicaLoadModel, "slot_seconds", _slot_seconds_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_ttft_parts", _ttft_parts_plain)
     monkeypatch.setattr(ReplicaLoadModel, "_own_done", _own_done_plain)
+    monkeypatch.setattr(model_mod, "_TTFT_SAME_ROWS", False)
+    monkeypatch.setattr(model_mod, "_LAT_SAME_ROWS", False)
 
 
 # ---------------------------------------------------------------- random inputs
@@ -385,3 +393,49 @@ def test_cdf_rows_depend_on_their_own_point_only():
                 pair = cdf(np.array([xs[i - 1], xs[i]]))
                 assert pair.tobytes() == rows[[i - 1, i]].tobytes()
                 assert (pair @ model.share).tobytes() == (rows[[i - 1, i]] @ model.share).tobytes()
+            # The grid's last point alone (`_mixture_quantile` checks hi there): the same row and dot.
+            one = cdf(np.array([xs[-1]]))
+            assert one.tobytes() == rows[-1:].tobytes()
+            assert float(np.dot(one[0], model.share)) == float(np.dot(rows[-1], model.share))
+
+
+def test_latency_cdf_with_shared_rows_matches_every_row_evaluated(monkeypatch):
+    """The latency CDF's TTFT quantile atoms (rows at or below every own0: all terms 0;
+    beyond every own0 + d: all 1) and the latency CDF's own rows (every z <= -12.5 or
+    >= 12.5) evaluated once, against every row evaluated: on grids that reach far below
+    and beyond the support, 33-point grids and single points."""
+    checked = 0
+    for model, st, rng in _loaded_states(31, 40):
+        top = model._cdfs(st, ("latency_ms",))["latency_ms"][1]
+        xs = [np.sort(rng.uniform(0.0, 1.0, 40)) * top * 2.0, numerics._linspace(0.0, top),
+              numerics._linspace(top * 0.3, top * 0.31), np.array([top * 0.5])]
+        for same in ((True, False), (False, True), (True, True)):
+            got = []
+            for flags in (same, (False, False)):
+                monkeypatch.setattr(model_mod, "_TTFT_SAME_ROWS", flags[0])
+                monkeypatch.setattr(model_mod, "_LAT_SAME_ROWS", flags[1])
+                cdf, _ = model._cdfs(st, ("latency_ms",))["latency_ms"]
+                got.append([cdf(x).tobytes() for x in xs])
+            assert got[0] == got[1]
+        checked += 1
+    assert checked >= 20
+
+
+def test_float_slot_seconds_match_the_numpy_ones_bit_for_bit():
+    """`_saturation_rate`'s slot time of one batch in Python floats against `slot_seconds`
+    (dense steps; MoE ones and non-finite values take numpy's path: None)."""
+    checked = 0
+    for replica, classes, cv, rng in _cases(41, 80):
+        model = ReplicaLoadModel(replica, classes, cv)
+        n = float(rng.uniform(1.0, max(model.slots, 2)))
+        for _ in range(4):
+            tau = float(model.mean_step(np.array([n]), 0.0)[0] * rng.uniform(1.0, 5.0))
+            rate = float(rng.uniform(0.0, 80.0)) * rng.choice([0.01, 1.0, 20.0])  # prompts past the budget too
+            got = model._slot_seconds_float(n, rate, tau)
+            if replica.step.expert_fraction > 0:
+                assert got is None
+                continue
+            want = float(_slot_seconds_plain(model, np.array([n]), rate, np.array([tau]))[0])
+            assert got is not None and got.hex() == want.hex(), (got, want)
+            checked += 1
+    assert checked >= 100

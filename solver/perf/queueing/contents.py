@@ -140,26 +140,27 @@ def _count_pmf(means: np.ndarray, cv: float, j_max: int, lump_tail: bool = True,
     from one of its arrivals (size-biased less one: NB r + 1, binomial n - 1; Poisson alike)."""
     m = np.maximum(np.asarray(means, dtype=float), 1e-12)[..., None]
     j, logj = _counts(j_max)
-    with np.errstate(divide="ignore"):  # log(0) = -inf where a binomial runs out of trials
-        if abs(cv - 1.0) < 1e-6:
-            log_first = -m
-            log_ratios = np.log(m) - logj
-        elif cv > 1.0:
-            disp = _dispersion(m, cv)
-            r = m / np.maximum(disp - 1.0, 1e-9)
-            q = m / (r + m)  # NB "failure" probability; mean r q / (1 - q) = m
-            if palm:
-                r = r + 1.0
-            log_first = r * np.log1p(-q)
-            log_ratios = np.log(j - 1.0 + r) - logj + np.log(q)
-        else:
-            disp = _dispersion(m, cv)
-            trials = np.maximum(np.ceil(m / np.maximum(1.0 - disp, 1e-3)), np.ceil(m))
-            q = np.clip(m / trials, 1e-300, 1.0 - 1e-12)
-            if palm:
-                trials = np.maximum(trials - 1.0, 0.0)
-            log_first = trials * np.log1p(-q)
-            log_ratios = np.log(np.maximum(trials - j + 1.0, 0.0)) - logj + np.log(q) - np.log1p(-q)
+    if abs(cv - 1.0) < 1e-6:  # Poisson: m >= 1e-12, no log of 0 (no error state to set: ~2 % of a call)
+        log_first = -m
+        log_ratios = np.log(m) - logj
+    else:
+        with np.errstate(divide="ignore"):  # log(0) = -inf where a binomial runs out of trials
+            if cv > 1.0:
+                disp = _dispersion(m, cv)
+                r = m / np.maximum(disp - 1.0, 1e-9)
+                q = m / (r + m)  # NB "failure" probability; mean r q / (1 - q) = m
+                if palm:
+                    r = r + 1.0
+                log_first = r * np.log1p(-q)
+                log_ratios = np.log(j - 1.0 + r) - logj + np.log(q)
+            else:
+                disp = _dispersion(m, cv)
+                trials = np.maximum(np.ceil(m / np.maximum(1.0 - disp, 1e-3)), np.ceil(m))
+                q = np.clip(m / trials, 1e-300, 1.0 - 1e-12)
+                if palm:
+                    trials = np.maximum(trials - 1.0, 0.0)
+                log_first = trials * np.log1p(-q)
+                log_ratios = np.log(np.maximum(trials - j + 1.0, 0.0)) - logj + np.log(q) - np.log1p(-q)
     # In logs: a window holding hundreds of prompts neither under- nor overflows.
     logs = np.concatenate([log_first, log_first + np.cumsum(log_ratios, axis=-1)], axis=-1)
     pmf = exp(logs, inplace=True)  # np.exp bit for bit, without its slow underflow path

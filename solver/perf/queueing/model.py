@@ -18,6 +18,11 @@ from solver.perf.queueing.physics import Replica, TrafficClass
 
 PERCENTILES = (50, 90, 95, 99)
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
+# The latency's TTFT grid evaluates the part without a wait once for the rows where it is
+# all 0 or all 1 (`_cdfs`; off: every row, the reference the tests compare with).
+_TTFT_SAME_ROWS = True
+# Likewise the latency CDF for the points where every term is exactly 0 or 1 (off: every row).
+_LAT_SAME_ROWS = True
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,24 @@ class ReplicaLoadModel:
         self._groups = (tuple(gs.tolist()), tuple(gt.tolist()), tuple(gp.tolist()))
         self._sat: float | None = None
         self._prefill_limits: dict[float, float] = {}
+        self._atom_steps: dict = {}  # (decodes, context, j_max) -> the atoms' super-steps [M, A]
+        self._batch_parts: dict = {}  # batches -> their decodes, context, bare step and prefill limits
+        self._prompt_floats: tuple | None = None  # prompts, prompt^2 / 2 and shares as Python floats
         # Kingman's service variability: slot times differ across classes by their O.
         ms = float(np.dot(self.share, self.output))
         self.cs2 = float(np.dot(self.share, (self.output - ms) ** 2)) / (ms * ms)
         self.kingman = max((self.cv ** 2 + self.cs2) / 2.0, 1e-3)
+        # Per model, not per rate: the decode steps (at least 1, and >= 0), the decode
+        # windows' weights and the prompt work's second moment (the same expressions as
+        # where they are used, evaluated once). Read-only.
+        self._steps1 = np.maximum(self.output - 1.0, 1.0)
+        self._o1 = np.maximum(self.output - 1.0, 0.0)
+        self._decode_w = self.share * np.maximum(self.output - 1.0, 0.0)
+        self._decode_w_sum = self._decode_w.sum()
+        work = self.prompt * (self.step.gemm_s_per_token + self.step.s_per_token) + self.step.s_per_pair * self.prompt ** 2 / 2
+        self._work_sq = float(np.dot(self.share, work ** 2))
+        for a in (self._steps1, self._o1, self._decode_w):
+            a.flags.writeable = False
 
     # -- building blocks
     def atoms(self, mean_count: float) -> _Atoms:
@@ -130,30 +149,134 @@ class ReplicaLoadModel:
     def _expected_superstep(self, dec, ctx, means):
         """E[seconds], E[steps] of the content of windows with `means` prompts on average.
         Counts beyond the enumerated atoms are one atom at their conditional mean, so the
-        means stay right however many prompts a step gathers."""
+        means stay right however many prompts a step gathers.
+
+        The atoms' super-steps depend on the batch and the atoms only, so they are kept per
+        (decodes, context, atoms) across calls (a search evaluates the same batches again and
+        again); the tail's, one per window, in Python floats where the step is dense (the same
+        IEEE operations as numpy's, element by element: `_tail_supersteps`). Each element is
+        the number the one combined evaluation (atoms and tail along one axis) gave: where
+        only one part spills beyond the token budget, the other adds 0 x (a finite full
+        step) = exactly 0 there."""
         means = np.asarray(means, dtype=float)
         at = self.atoms(float(means.max()))
         pmf = _count_pmf(means, self.cv, at.j_max, lump_tail=False)  # [M, J+1]
         w = pmf[:, at.count_index] * at.comp
         tail = np.maximum(1.0 - pmf.sum(axis=1), 0.0)
         j_in = pmf @ _count_values(at.j_max)
-        j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), at.j_max + 1.0)
-        # The atoms' contents and the tail's (its last column) in one super-step evaluation:
-        # elementwise the same operations as two (`_superstep` of the atoms, `_superstep_tokens`
-        # of the tail), at half the numpy calls. Where only one part spills beyond the token
-        # budget, the other adds 0 x (a finite full step) = exactly 0, as in `_superstep_tokens`.
         dec = np.asarray(dec, dtype=float)
-        atoms = len(at.tokens)
-        tokens = np.empty((len(means), atoms + 1))
-        tokens[:, :atoms] = at.tokens
-        tokens[:, atoms] = j_tail * self.mean_prompt
-        pairs = np.empty((len(means), atoms + 1))
-        pairs[:, :atoms] = at.pairs
-        pairs[:, atoms] = j_tail * self.mean_pairs
-        seconds, steps = self._superstep_tokens(dec.reshape(-1, 1), np.asarray(ctx, dtype=float).reshape(-1, 1),
-                                                tokens, pairs)
-        d, dt, k, kt = seconds[:, :atoms], seconds[:, atoms], steps[:, :atoms], steps[:, atoms]
+        ctx = np.asarray(ctx, dtype=float)
+        d, k = self._atom_supersteps(dec, ctx, at)
+        dt, kt = self._tail_supersteps(dec, ctx, means, tail, j_in, at.j_max)
         return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
+
+    def _atom_supersteps(self, dec: np.ndarray, ctx: np.ndarray, at: _Atoms):
+        """Seconds and steps [M, A] of the atoms' contents at each batch (kept)."""
+        key = (dec.tobytes(), ctx.tobytes(), at.j_max)
+        got = self._atom_steps.get(key)
+        if got is None:
+            tokens = np.empty((dec.size, len(at.tokens)))
+            tokens[:] = at.tokens
+            pairs = np.empty((dec.size, len(at.tokens)))
+            pairs[:] = at.pairs
+            got = self._superstep_tokens(dec.reshape(-1, 1), ctx.reshape(-1, 1), tokens, pairs)
+            if len(self._atom_steps) >= 256:
+                self._atom_steps.clear()
+            self._atom_steps[key] = got
+        return got
+
+    def _tail_supersteps(self, dec: np.ndarray, ctx: np.ndarray, means: np.ndarray, tail: np.ndarray,
+                         j_in: np.ndarray, j_max: int):
+        """Seconds and steps [M] of the tail's content (j_tail prompts at their mean)."""
+        if not self.step.expert_fraction > 0 and dec.size == means.size <= 16:
+            out = self._tail_supersteps_floats(dec.tolist(), ctx.tolist(), means.tolist(), tail.tolist(),
+                                               j_in.tolist(), j_max)
+            if out is not None:
+                return np.array(out[0]), np.array(out[1])
+        j_tail = np.where(tail > 1e-12, np.maximum(means - j_in, 0.0) / np.maximum(tail, 1e-300), j_max + 1.0)
+        sec, steps = self._superstep_tokens(dec.reshape(-1, 1), ctx.reshape(-1, 1), (j_tail * self.mean_prompt)[:, None],
+                                            (j_tail * self.mean_pairs)[:, None])
+        return sec[:, 0], steps[:, 0]
+
+    def _tail_supersteps_floats(self, dec, ctx, means, tail, j_in, j_max: int):
+        """`_tail_supersteps` in Python floats for a dense step: operation for operation the
+        numpy path's (np.maximum / np.where / np.ceil as comparisons; IEEE +, -, x, / are
+        the same in both); None where a value is not finite (numpy's NaN rules then decide)."""
+        mean_prompt, mean_pairs = self.mean_prompt, self.mean_pairs
+        superstep = self._superstep_float
+        isfinite = math.isfinite
+        secs, steps = [], []
+        for d, c, m, tl, ji in zip(dec, ctx, means, tail, j_in):
+            if not (isfinite(m) and isfinite(ji)):
+                return None
+            if tl > 1e-12:
+                v = m - ji
+                jt = (v if v > 0.0 else 0.0) / tl
+            else:
+                jt = j_max + 1.0
+            got = superstep(d, c, jt * mean_prompt, jt * mean_pairs)
+            if got is None:
+                return None
+            secs.append(got[0])
+            steps.append(got[1])
+        return secs, steps
+
+    def _superstep_float(self, d: float, c: float, tokens: float, pairs: float):
+        """`_superstep_tokens` of one content in Python floats for a dense step (operation
+        for operation the numpy path's: np.maximum / np.where / np.ceil as comparisons, IEEE
+        +, -, x, / alike); (seconds, steps), or None where a value is not finite."""
+        isfinite = math.isfinite
+        r = self.budget - d
+        room = r if r > 1.0 else 1.0
+        q = tokens / room
+        if not (isfinite(q) and isfinite(pairs) and isfinite(d) and isfinite(c)):
+            return None
+        k = float(math.ceil(q))
+        if not k > 1.0:
+            k = 1.0
+        last = tokens - (k - 1.0) * room
+        ptp = pairs / (tokens if tokens > 1e-9 else 1e-9) if tokens > 0 else 0.0
+        sec = self._seconds_float(d, c, last, ptp * last)
+        if k > 1.0:
+            sec = (k - 1.0) * self._seconds_float(d, c, room, ptp * room) + sec
+        if not isfinite(sec):
+            return None
+        return sec, k
+
+    def _seconds_float(self, d: float, c: float, prefill: float, pairs: float) -> float:
+        """`StepCost.seconds`' array formula for one dense step (no expert term) in Python floats."""
+        st = self.step
+        t = d + prefill
+        a = st.gemm_s_per_token * t + st.lm_head_s_per_decode * d
+        w = st.weights_s
+        out = ((a if a > w else w) + st.s_per_token * t + st.s_per_context_token * c + st.s_per_pair * pairs
+               + (st.fixed_s if prefill > 0 else st.decode_fixed_s))
+        if st.s_per_sampled:
+            out = out + st.s_per_sampled * (d + (prefill * prefill / (2.0 * pairs) if pairs > 0 else 0.0))
+        return out
+
+    def _slot_seconds_float(self, n: float, rate: float, tau: float):
+        """`slot_seconds([n], rate, [tau])[0]` in Python floats for a dense step (the same
+        operations in the same order); None where numpy's path must decide."""
+        if self.step.expert_fraction > 0 or not math.isfinite(tau):
+            return None
+        if self._prompt_floats is None:
+            # prompt^2 / 2 as slot_seconds forms it (a scalar for one class, an array for several)
+            halves = [float(self.prompt[0] ** 2 / 2)] if len(self.share) == 1 else (self.prompt ** 2 / 2).tolist()
+            self._prompt_floats = (self.prompt.tolist(), halves, self.share.tolist())
+        prompts, halves, shares = self._prompt_floats
+        dec = n * self.decode_fraction
+        ctx = dec * self.context_per_decode
+        rt = rate * tau
+        with_me = rt * self.mean_prompt
+        more = rt * self.mean_pairs
+        first = 0.0
+        for p, h, s in zip(prompts, halves, shares):
+            got = self._superstep_float(dec, ctx, p + with_me, h + more)
+            if got is None:
+                return None
+            first += s * got[0]
+        return self.decode_steps_per_request * tau + first
 
     def prefill_limit(self, n: float) -> float:
         """The rate at which prompts alone would fill every step (prefill load 1) at batch n."""
@@ -181,12 +304,10 @@ class ReplicaLoadModel:
         in a bracket).
         """
         n = np.atleast_1d(np.asarray(n, dtype=float))
-        dec = self._decodes(n)
-        ctx = dec * self.context_per_decode
-        base = self.step.seconds(dec, ctx, 0.0, 0.0)
+        dec, ctx, base, limits = self._batch_step_parts(n)
         if rate <= 0:
-            return base
-        load = np.array([rate / self.prefill_limit(x) for x in n])
+            return base.copy()
+        load = rate / limits  # elementwise the IEEE quotients rate / prefill_limit(n_i)
         out = np.full(len(n), math.inf)
         ok = load < 1.0 - 1e-9
         if not ok.any():
@@ -224,6 +345,25 @@ class ReplicaLoadModel:
             side = np.where(left, 1.0, -1.0)
         out[ok] = e / k  # the content at the last span evaluated
         return out
+
+    def _batch_step_parts(self, n: np.ndarray):
+        """Decodes, their context, the bare step and the prefill limits at batches n: they
+        depend on n alone, so are kept per n (`_state` asks the same grid at every rate).
+        Read-only arrays."""
+        key = n.tobytes()
+        got = self._batch_parts.get(key)
+        if got is None:
+            dec = self._decodes(n)
+            ctx = dec * self.context_per_decode
+            base = self.step.seconds(dec, ctx, 0.0, 0.0)
+            limits = np.array([self.prefill_limit(x) for x in n])
+            for a in (dec, ctx, base, limits):
+                a.flags.writeable = False
+            got = (dec, ctx, base, limits)
+            if len(self._batch_parts) >= 64:
+                self._batch_parts.clear()
+            self._batch_parts[key] = got
+        return got
 
     def slot_seconds(self, n: np.ndarray, rate: float, tau: np.ndarray | None = None) -> np.ndarray:
         """L(n): seconds a request holds its slot at batch n - its prefill step (longer than
@@ -287,7 +427,11 @@ class ReplicaLoadModel:
             e, k = self._expected_superstep(dec, ctx, np.array([x]))
             span = float(e[0])
             r = x / span
-            return N / float(self.slot_seconds(n, r, np.array([span / float(k[0])]))[0]) - r, r
+            tau = span / float(k[0])
+            slot = self._slot_seconds_float(N, r, tau)
+            if slot is None:
+                slot = float(self.slot_seconds(n, r, np.array([tau]))[0])
+            return N / slot - r, r
 
         base = float(self.step.seconds(dec, ctx, 0.0, 0.0)[0])
         lo, h_lo = 0.0, no_queue
@@ -324,9 +468,8 @@ class ReplicaLoadModel:
         """Decode window seconds T at Gauss-Hermite nodes xi of the prompt work arriving in it:
         T (1 - rho) = D + a xi sqrt(T), D = (O - 1) x tau x (1 - rho), a = ca sqrt(lambda E[w^2]).
         tau: [..., K] mean steps; returns [Hz, ..., K] window seconds."""
-        steps = np.maximum(self.output - 1.0, 1.0)
-        work = self.prompt * (self.step.gemm_s_per_token + self.step.s_per_token) + self.step.s_per_pair * self.prompt ** 2 / 2
-        a = max(self.cv, 0.05) * math.sqrt(rate * float(np.dot(self.share, work ** 2)))
+        steps = self._steps1
+        a = max(self.cv, 0.05) * math.sqrt(rate * self._work_sq)
         rho = min(rho, 0.95)
         decode = steps * tau * (1.0 - rho)
         xi = _GH_NODES.reshape((-1,) + (1,) * np.ndim(decode))
@@ -337,9 +480,9 @@ class ReplicaLoadModel:
         """Mean decode window over its fluid value (>= 1), weighted by the classes' windows."""
         t = self._window_nodes(rate, rho, np.full(len(self.share), tau))  # [Hz, K]
         mean_t = _GH_WEIGHTS @ t
-        base = np.maximum(self.output - 1.0, 1.0) * tau
-        w = self.share * np.maximum(self.output - 1.0, 0.0)
-        return float(np.dot(w, mean_t / base) / w.sum()) if w.sum() > 0 else 1.0
+        base = self._steps1 * tau
+        w, w_sum = self._decode_w, self._decode_w_sum
+        return float(np.dot(w, mean_t / base) / w_sum) if w_sum > 0 else 1.0
 
     # -- state at a rate
     def _state(self, rate: float) -> "_State":
@@ -465,9 +608,9 @@ class ReplicaLoadModel:
         life = _life_fraction(self.share, self.output, st.eps)
         b = np.clip(st.fluid + 1.0 + np.sqrt(st.var_batch * life)[None, :] * _GH_NODES[:, None], 1.0, st.slots)
         tau_b = st.tau(b)  # [Hb, K]
-        steps = np.maximum(self.output - 1.0, 1.0)
+        steps = self._steps1
         nodes = (self._window_nodes(st.rate, st.rho_p, tau_b) / steps).reshape(-1, len(self.share))  # [Hz*Hb, K]
-        weights = (_GH_WEIGHTS[:, None] * _GH_WEIGHTS[None, :]).reshape(-1)
+        weights = _GH_PAIR_WEIGHTS
         t_bar = float(st.tau(max(min(st.fluid, st.slots), 1.0)))
         smooth = 0.02 * t_bar / np.sqrt(steps)
         return nodes, weights, smooth
@@ -504,7 +647,7 @@ class ReplicaLoadModel:
         need_tpot = "tpot_ms" in need or "latency_ms" in need
         tp = self._ttft_parts(st) if need_ttft else None
         tau_life, life_w, sd_fast = self._tpot_parts(st) if need_tpot else (None, None, None)
-        o1 = np.maximum(self.output - 1.0, 0.0)
+        o1 = self._o1
         K = len(self.share)
 
         if need_ttft:
@@ -514,8 +657,7 @@ class ReplicaLoadModel:
             cur_d_ca = np.ascontiguousarray(np.broadcast_to(tp.cur_d[:, None], tp.own0.shape[1:]))
             pair_w = tp.pair_w
 
-        def ttft(x):  # x: [X] seconds -> [X, K]
-            x = np.asarray(x, dtype=float)[:, None, None, None]
+        def nowait(x):  # x: [X, 1, 1, 1] seconds -> [X, K]
             s = tp.own0[None]  # [1,K,C,A]
             # In place on the one [X,K,C,A] array (the latency's TTFT grid has X = 500): the
             # same operations in the same order as np.clip((x - s) / d, 0, 1) * w.
@@ -523,11 +665,34 @@ class ReplicaLoadModel:
             u /= cur_d_ca
             np.clip(u, 0.0, 1.0, out=u)
             u *= pair_w
-            nowait = u.sum(axis=(2, 3))
+            return u.sum(axis=(2, 3))
+
+        def ttft(x, no_wait=None):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
+            x = np.asarray(x, dtype=float)[:, None, None, None]
+            if no_wait is None:
+                no_wait = nowait(x)
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
             waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
-            return (1.0 - tp.wait) * nowait + tp.wait * waited
+            return (1.0 - tp.wait) * no_wait + tp.wait * waited
+
+        def ttft_grid(grid):
+            """`ttft(grid)` bit for bit, the part without a wait evaluated on fewer rows: a
+            row depends on its own point only (tests/test_queueing_fast_paths.py), and at
+            every point at or below each own0 every clipped term is exactly 0.0, at every
+            point beyond each own0 + d exactly 1.0, so those rows are all the same row."""
+            own0, cur_d = tp.own0, cur_d_ca
+            if not (np.isfinite(own0).all() and np.isfinite(pair_w).all() and (cur_d > 0).all()
+                    and np.isfinite(cur_d).all()):
+                return ttft(grid)
+            low = float(own0.min())
+            # x - s >= d holds in the reals beyond this (s + d rounded, plus a margin), so
+            # (x - s) / d >= 1 in floating point too (rounding is monotone).
+            high = float((own0 + cur_d).max()) * (1.0 + 1e-12)
+            if not high > 0:
+                return ttft(grid)
+            no_wait = _same_rows(grid, grid <= low, grid >= high, lambda x: nowait(x[:, None, None, None]))
+            return ttft(grid, no_wait)
 
         def tpot(x):
             x = np.asarray(x, dtype=float)[:, None, None]
@@ -542,17 +707,34 @@ class ReplicaLoadModel:
                 top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
                 grid = _sorted_unique(np.concatenate([np.linspace(0.0, top, 400),
                                                  np.geomspace(max(top * 1e-4, 1e-6), top, 100)]))
-                fk = ttft(grid)  # [G, K]
+                fk = ttft_grid(grid) if _TTFT_SAME_ROWS else ttft(grid)  # [G, K]
                 cache["tq"] = np.stack([np.interp(_LAT_MIDS, np.maximum.accumulate(fk[:, k]), grid) for k in range(K)])
             return cache["tq"]  # [K, Q]
 
         lat_nodes, lat_w = _compress_nodes(tau_life, life_w, 16) if need_tpot else (None, None)
 
         def latency(x):
-            x = np.asarray(x, dtype=float)[:, None, None, None]  # [X,1,1,1]
+            x = np.asarray(x, dtype=float)
             if "lat" not in cache:  # independent of x: once per state
-                cache["lat"] = (ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :]),
-                                np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None])  # [1,K,Q,H], [1,K,1,1]
+                a = ttft_atoms()[None, :, :, None] + (o1[None, :, None, None] * lat_nodes.T[None, :, None, :])
+                sd = np.maximum(o1 * sd_fast, 1e-7)[None, :, None, None]  # [1,K,Q,H], [1,K,1,1]
+                cache["lat"] = (a, sd)
+                # Points at or beyond these have every z <= -12.5 or >= 12.5 (a +- 13 sd rounded:
+                # the rounding is far below 0.5 sd where sd > 1e-12 x |a|): every term there is
+                # exactly 0.0 or 1.0 (`_phi`'s exact tails), so those rows are all the same row.
+                bounds = None
+                if _LAT_SAME_ROWS and np.isfinite(a).all() and np.isfinite(sd).all():
+                    scale = max(float(np.abs(a).max()), 1.0)
+                    if float(sd.min()) > 1e-12 * scale:
+                        bounds = (float((a - 13.0 * sd).min()), float((a + 13.0 * sd).max()))
+                cache["lat_bounds"] = bounds
+            bounds = cache["lat_bounds"]
+            if bounds is not None and len(x) >= 4:
+                return _same_rows(x, x <= bounds[0], x >= bounds[1], latency_rows)
+            return latency_rows(x)
+
+        def latency_rows(x):  # x: [X] -> [X, K]
+            x = x[:, None, None, None]  # [X,1,1,1]
             a, sd = cache["lat"]
             z = x - a
             z /= sd
@@ -659,6 +841,33 @@ def _batch_grid(slots: int) -> np.ndarray:
     grid = _sorted_unique(np.round(np.geomspace(1, slots, min(slots, 8)))) if slots > 1 else np.array([1.0])
     grid.flags.writeable = False
     return grid
+
+
+_GH_PAIR_WEIGHTS = (_GH_WEIGHTS[:, None] * _GH_WEIGHTS[None, :]).reshape(-1)  # the decode windows' node pairs
+_GH_PAIR_WEIGHTS.flags.writeable = False
+
+
+def _same_rows(x: np.ndarray, zero: np.ndarray, one: np.ndarray, rows):
+    """rows(x) [X, K], evaluated once for the points marked `zero` and once for those marked
+    `one` (points whose rows are known to be the same row: a row depends on its own point
+    only) and at every other point."""
+    rest = np.nonzero(~(zero | one))[0]
+    first_zero = int(np.argmax(zero)) if zero.any() else None
+    first_one = int(np.argmax(one)) if one.any() else None
+    pick = [rest] + [np.array([i]) for i in (first_zero, first_one) if i is not None]
+    idx = np.concatenate(pick)
+    if len(idx) >= len(x):
+        return rows(x)
+    part = rows(x[idx])
+    out = np.empty((len(x), part.shape[1]))
+    out[rest] = part[:len(rest)]
+    j = len(rest)
+    if first_zero is not None:
+        out[zero] = part[j]
+        j += 1
+    if first_one is not None:
+        out[one] = part[j]
+    return out
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:

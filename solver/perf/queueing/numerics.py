@@ -164,14 +164,21 @@ def _mixture_quantile(dist, share: np.ndarray, p: float) -> float:
     """The x with sum_k share_k F_k(x) = p: a coarse grid, then two finer ones."""
     cdf, top = dist
     hi = max(top, 1e-6)
-    for _ in range(60):
-        if float(np.dot(cdf(np.array([hi]))[0], share)) >= p:
+    # The first grid runs from 0 to hi, so its last row is the CDF at hi (a row depends on
+    # its own point only): the check that hi reaches p reads it there rather than
+    # evaluating the CDF at hi alone (the same dot product on the same row); where hi falls
+    # short (rare), the grid at the doubled hi replaces it.
+    for attempt in range(61):
+        xs = _linspace(0.0, hi)
+        rows = cdf(xs)
+        if attempt == 60 or float(np.dot(rows[-1], share)) >= p:
             break
         hi *= 2.0
     lo = 0.0
-    for _ in range(3):
-        xs = _linspace(lo, hi)
-        rows = cdf(xs)
+    for r in range(3):
+        if r:
+            xs = _linspace(lo, hi)
+            rows = cdf(xs)
         f = rows @ share
         i = int(np.searchsorted(f, p - 1e-12))
         i = min(max(i, 1), len(xs) - 1)
