@@ -403,8 +403,24 @@ class CandidateBuilder:
         # keeps those objects alive, so that their ids are never reused meanwhile.
         self._queries: dict[tuple, PerfQuery] = {}
         self._held: list[tuple] = []
-        self._shapes: dict[tuple, _Shape] = {}  # one for_services call's (see _OfferCandidates._shape)
+        self._shapes: dict[int, _Shape] = {}  # one for_services call's (see _OfferCandidates._shape)
+        # One for_services call's: offers' layouts by position, hardware shapes' numbers and
+        # services' numbers (see _OfferCandidates._shape).
+        self._layouts: dict[int, _Layout] = {}
+        self._hardware_shapes: dict[tuple, int] = {}
+        self._slots: dict[int, int] = {}
+        self._slotted: list[ServiceDemand] = []  # keeps the ids in _slots from being reused
         self._hardware: tuple[_Key, ...] | None = None  # one for_services call's (see _hardware_keys)
+
+    _plain = True  # build estimated-only services with _PlainBuild (tests compare it with _Build)
+
+    def _slot(self, svc: ServiceDemand) -> int:
+        """The service's number in this for_services call (its shapes' keys start there)."""
+        slot = self._slots.get(id(svc))
+        if slot is None:
+            slot = self._slots[id(svc)] = len(self._slotted)
+            self._slotted.append(svc)
+        return slot
 
     def _offer_key_at(self, i: int) -> _Key:
         """The hardware key of self.offers[i] (kept by position: `offers` may be reassigned)."""
@@ -440,9 +456,11 @@ class CandidateBuilder:
         # Shapes by the ids of this call's services (held by `rows`); a cancelled call may
         # leave some asked and never estimated, so each call starts afresh.
         self._shapes = {}
+        self._layouts, self._hardware_shapes, self._slots, self._slotted = {}, {}, {}, []
         self._hardware = None
         gpus = self.catalog.gpus
         hardware = [(gpus[o.gpu], self.catalog.usable_memory_gib(o)) for o in self.offers]  # once, not per service
+        layouts = self._layouts
         for svc in services:
             self.stop.check("candidate configurations")  # (nothing below runs long: builds run later)
             service_key = cached = pending = row_key = None
@@ -465,13 +483,21 @@ class CandidateBuilder:
                 cached = self.cache.service(service_key)
                 pending = builds.setdefault(service_key, {})
             mine: list = []
+            # Estimated only (no profiles, no percentile SLO's caps): built without a generator.
+            kind = _PlainBuild if svc.model is not None and not svc.profiles \
+                and (svc.slo.percentile is None or not svc.slo.bounds()) and self._plain else _Build
+            base = self._slot(svc) * _SLOT
             for i, offer in enumerate(self.offers):
                 found = offer_key = None
                 if cached is not None:
                     offer_key = self._offer_key_at(i)
                     found = pending.get(i) or self.cache.get(cached, offer_key)
                 if found is None:
-                    found = _Build(_OfferCandidates(self, svc, offer, *hardware[i]), service_key, offer_key)
+                    layout = layouts.get(i)
+                    if layout is None:
+                        layout = layouts[i] = _Layout(offer, *hardware[i], self._hardware_shapes)
+                    found = kind(_OfferCandidates(self, svc, offer, *hardware[i], base=base, layout=layout),
+                                 service_key, offer_key)
                     fresh.append(found)
                     if cached is not None:
                         pending[i] = found
@@ -591,6 +617,88 @@ class _Build:
             self.asked = []
 
 
+class _PlainBuild(_Build):
+    """A _Build of a service that is estimated only (an LLM model, no measured profiles, no
+    percentile SLO to cap for): _OfferCandidates.build's steps for it, in the same order and
+    rounds, as a state machine rather than a generator (thousands of builds a plan: no
+    generator, no dictionary of shapes, no calls that find nothing to do)."""
+
+    __slots__ = ("_step", "_shapes", "_mine", "_plans", "_configs")
+
+    def advance(self, estimates: list[PerfEstimate] | None, waiting: list[_Build]) -> None:
+        oc = self.offer
+        if estimates is None:  # first: the shapes of single-instance replicas, every size
+            layout, base, shapes_of, model = oc._layout, oc._base, oc.b._shapes, oc.svc.model
+            shapes = []
+            for g, number in zip(layout.sizes, layout.single):
+                shape = shapes_of.get(base + number)
+                if shape is None:
+                    shape = shapes_of[base + number] = _Shape(oc._plan(model, g, 1), g, 1)
+                shapes.append(shape)
+            oc.signature = []
+            self._configs = []
+            self._step = 1
+            if self._ask(shapes, waiting):
+                return
+        elif self._got(estimates, waiting):
+            return
+        if self._step == 1:
+            configs = self._configs
+            for shape in self._shapes:
+                configs.extend(oc._stamped(shape.g, 1, shape))
+            if not oc.offer.inter_node_fabric or not oc._spans():
+                return self._done()
+            self._step = 2
+            if self._ask([oc._shape(oc.svc.model, oc.offer.gpus_per_instance, 2)], waiting):
+                return
+        if self._step == 2:  # replicas across 2 instances: the model fits no single one
+            found = oc._stamped(oc.offer.gpus_per_instance, 2, self._shapes[0])
+            if found:
+                self._configs.extend(found)
+                return self._done()
+            self._step = 3
+            if self._ask([oc._shape(oc.svc.model, oc.offer.gpus_per_instance, 4)], waiting):
+                return
+        self._configs.extend(oc._stamped(oc.offer.gpus_per_instance, 4, self._shapes[0]))
+        self._done()
+
+    def _ask(self, shapes: list[_Shape], waiting: list[_Build]) -> bool:
+        """_OfferCandidates._estimate's start: ask for the new shapes' queries; whether to
+        wait (for them, or for shapes another build asked for)."""
+        self._shapes = shapes
+        mine = [s for s in shapes if s.state == _Shape.NEW]
+        for s in mine:
+            s.state = _Shape.ASKED
+        self._mine = mine
+        self._plans = plans = [p for s in mine for p in s.plans]
+        self.asked = queries = [q for p in plans for q in p.queries]
+        if queries or any(s.state != _Shape.DONE for s in shapes):
+            waiting.append(self)
+            return True
+        return False
+
+    def _got(self, estimates: list[PerfEstimate], waiting: list[_Build]) -> bool:
+        """_OfferCandidates._estimate's round: the outcomes of the shapes this build asked
+        for; whether to wait another round (for shapes another build asked for)."""
+        at = 0
+        for p in self._plans:
+            p.estimates = estimates[at:at + len(p.queries)]
+            at += len(p.queries)
+        oc = self.offer
+        for s in self._mine:
+            s.items = [oc._outcome(p, s.g, s.span) for p in s.plans]
+            s.state = _Shape.DONE
+        self._mine, self._plans, self.asked = [], [], []
+        if any(s.state != _Shape.DONE for s in self._shapes):
+            waiting.append(self)
+            return True
+        return False
+
+    def _done(self) -> None:
+        self.configs, self.rejections = tuple(self._configs), tuple(self.offer.rejections)
+        self.asked = []
+
+
 @dataclass(eq=False)
 class _Plan:
     """One precision of one replica size: why it cannot be estimated, or its queries and
@@ -620,11 +728,43 @@ class _Shape:
         self.state = _Shape.NEW
 
 
+_SLOT = 1 << 24  # a shape's key: its service's number x _SLOT + its hardware shape's number
+
+
+class _Layout:
+    """One offer's replica sizes and, per (GPUs per replica, instances spanned), the number of
+    its hardware shape in one for_services call: equal numbers for offers whose estimates of
+    that shape read the same hardware (see _OfferCandidates._shape). Made once per offer and
+    call, so that each service's shapes are found by a number, not a tuple made per service."""
+
+    __slots__ = ("offer", "gpu", "usable_gib", "sizes", "single", "_numbers", "_shapes")
+
+    def __init__(self, offer: Offer, gpu: GpuType, usable_gib: float, numbers: dict[tuple, int]):
+        self.offer, self.gpu, self.usable_gib = offer, gpu, usable_gib
+        self._numbers = numbers  # the call's: hardware shape -> its number
+        self._shapes: dict[tuple[int, int], int] = {}
+        self.sizes = _replica_sizes(offer.gpus_per_instance)
+        self.single = tuple(self.number(g, 1) for g in self.sizes)  # one instance per replica, per size
+
+    def number(self, g: int, span: int) -> int:
+        found = self._shapes.get((g, span))
+        if found is None:
+            offer = self.offer
+            hardware = (id(self.gpu), offer.gpu, self.usable_gib, g, span, offer.interconnect if g > 1 else None,
+                        offer.inter_node_gbs if span > 1 else None)
+            numbers = self._numbers
+            found = numbers.get(hardware)
+            if found is None:
+                found = numbers[hardware] = len(numbers)
+            self._shapes[(g, span)] = found
+        return found
+
+
 class _OfferCandidates:
     """The configurations (and rejections) of one service on one offer."""
 
     def __init__(self, builder: CandidateBuilder, svc: ServiceDemand, offer: Offer, gpu: GpuType,
-                 usable_gib: float | None = None):
+                 usable_gib: float | None = None, base: int | None = None, layout: _Layout | None = None):
         self.b = builder
         self.svc = svc
         self.offer = offer
@@ -632,9 +772,10 @@ class _OfferCandidates:
         self.usable_gib = builder.catalog.usable_memory_gib(offer) if usable_gib is None else usable_gib
         self.rejections: list[Rejection] = []
         self.signature: list[_Shape] | None = None  # see build
-        # What `_query`'s memo key takes from the service and offer (see CandidateBuilder._queries).
-        self._query_key = (id(svc), id(gpu), id(builder.calibration), offer.interconnect, self.usable_gib,
-                           offer.inter_node_gbs)
+        # Where this service's shapes start among the builder's, and the offer's hardware shapes.
+        self._base = builder._slot(svc) * _SLOT if base is None else base
+        self._layout = _Layout(offer, gpu, self.usable_gib, builder._hardware_shapes) if layout is None else layout
+        self._query_key: tuple | None = None  # see _query
 
     def build(self) -> Generator[list[PerfQuery], list[PerfEstimate], tuple[tuple[Config, ...], tuple[Rejection, ...]]]:
         """A generator: yields the performance queries it needs, is sent their estimates (a
@@ -744,9 +885,7 @@ class _OfferCandidates:
         interconnect only with tensor parallelism (g > 1) and the inter-node bandwidth only
         across instances (span > 1; see `solver.perf.links_read`), so only then do they part
         offers; the GPU type, its name and the usable memory always do."""
-        offer = self.offer
-        key = (id(self.svc), id(self.gpu), offer.gpu, self.usable_gib, g, span,
-               offer.interconnect if g > 1 else None, offer.inter_node_gbs if span > 1 else None)
+        key = self._base + self._layout.number(g, span)
         shapes = self.b._shapes
         found = shapes.get(key)
         if found is None:
@@ -830,10 +969,9 @@ class _OfferCandidates:
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
-        whole = self.offer.gpus_per_instance
-        single = [r for r in self.rejections if r.gpus_per_replica == whole]
-        if not single or any(r.kind != "vram" for r in single):
+        if not self._spans():
             return []
+        whole = self.offer.gpus_per_instance
         out: list[Config] = []
         for span in (2, 4):
             shape = self._shape(model, whole, span)
@@ -844,7 +982,18 @@ class _OfferCandidates:
                 break
         return out
 
+    def _spans(self) -> bool:
+        """Whether replicas across instances are planned: the whole-instance replica was
+        rejected, for memory only."""
+        whole = self.offer.gpus_per_instance
+        single = [r for r in self.rejections if r.gpus_per_replica == whole]
+        return bool(single) and all(r.kind == "vram" for r in single)
+
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
+        if self._query_key is None:
+            # What the memo key takes from the service and offer (see CandidateBuilder._queries).
+            self._query_key = (id(self.svc), id(self.gpu), id(self.b.calibration), self.offer.interconnect,
+                               self.usable_gib, self.offer.inter_node_gbs)
         key = (self._query_key, id(model), gpus, span, precision, prompt, output)
         made = self.b._queries.get(key)
         if made is not None:
