@@ -1,8 +1,8 @@
 """The candidate builder's fast paths against the straightforward ones: estimated-only
 services built without a generator (solver.compile.candidates._PlainBuild) must give what
-_OfferCandidates.build gives, and the pruned configurations what prune_configs gives offer
-by offer - the same configurations, rejections and dominated configurations, in the same
-order."""
+_OfferCandidates.build gives, and pruning shape by shape (_Pruning) what prune_configs gives
+offer by offer - the same configurations, rejections and dominated configurations, in the
+same order."""
 
 from __future__ import annotations
 

@@ -545,25 +545,26 @@ class CandidateBuilder:
         return out
 
     @staticmethod
-    def _pruned(b: _Build, done: dict[tuple, tuple]) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
+    def _pruned(b: _Build, done: dict[tuple, _Pruning]) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
         """(kept, dominated) of one build's configurations (`prune_configs`). Builds whose
         configurations all come from the same list of shapes differ only in their offer,
-        which pruning (within one offer) never reads: their positions are pruned once."""
+        which pruning (within one offer) never reads: their positions are pruned once, from
+        the shapes' configurations (see _Pruning), list by list."""
         configs = b.configs
         if len(configs) < 2:
             return configs, ()
         signature = b.offer.signature
-        key = tuple(signature) if signature is not None else None
-        at = done.get(key) if key is not None else None
-        if at is None:
-            position = {id(c): i for i, c in enumerate(configs)}  # prune_configs keeps the objects it is given
-            kept_at = [position[id(c)] for c in prune_configs(list(configs), b.offer.svc)]  # in its order
-            kept = set(kept_at)
-            dropped_at = [i for i in range(len(configs)) if i not in kept]
-            at = (_picker(kept_at), _picker(dropped_at))
-            if key is not None:
-                done[key] = at
-        return at[0](configs), at[1](configs)
+        if signature is not None:
+            if b.offer.svc.max_replicas is not None:
+                return configs, ()  # prune_configs keeps every one, in order
+            at = _Pruning.of(tuple(signature), done)
+            if at is not None and at.n == len(configs):
+                pickers = at.pickers()
+                return pickers[0](configs), pickers[1](configs)
+        position = {id(c): i for i, c in enumerate(configs)}  # prune_configs keeps the objects it is given
+        kept_at = [position[id(c)] for c in prune_configs(list(configs), b.offer.svc)]  # in its order
+        kept = set(kept_at)
+        return _picker(kept_at)(configs), tuple(c for i, c in enumerate(configs) if i not in kept)
 
     def _run(self, builds: list[_Build]) -> None:
         """Drive the builds together: each round, every build that waits for estimates gets
@@ -588,6 +589,70 @@ class CandidateBuilder:
                 n = len(b.asked)
                 b.advance(estimates[at:at + n], waiting)
                 at += n
+
+
+class _Pruning:
+    """`prune_configs` of one offer's configurations that come from a list of shapes (in
+    that order: every shape's configurations use more GPUs than the earlier shapes'), as
+    positions: the kept ones in prune_configs' order, and the survivors it compares the
+    next ones with. prune_configs sorts by GPUs first, so the configurations of a list's
+    last shape come after all the others and cannot change which of those survive: a
+    list's answer is its list without the last shape's, extended by that shape's. Offers of
+    one GPU type share their first shapes (1, 2, 4 GPUs...): each shape is pruned once.
+    Within one shape every configuration has the same GPUs and instances, and their keys
+    differ only in their precision, so the sort is by (-total throughput, precision)."""
+
+    __slots__ = ("kept_at", "survivors", "n", "top", "_pickers")
+
+    def __init__(self, kept_at: list[int], survivors: list[tuple], n: int, top: int):
+        self.kept_at = kept_at  # positions of the kept configurations, in prune_configs' order
+        self.survivors = survivors  # theirs: (throughputs, GPUs per replica, instances per replica)
+        self.n = n  # configurations in all
+        self.top = top  # the most GPUs per replica of any shape so far
+        self._pickers = None
+
+    @staticmethod
+    def of(signature: tuple, done: dict[tuple, _Pruning]) -> _Pruning | None:
+        """The answer for a list of shapes (remembered in `done`, its shorter lists too);
+        None where a shape does not use more GPUs than the earlier ones (never, as builds
+        list them: then prune_configs itself answers)."""
+        found = done.get(signature)
+        if found is None:
+            before = _Pruning.of(signature[:-1], done) if len(signature) > 1 else _NOTHING_PRUNED
+            found = done[signature] = before.extended(signature[-1]) if before is not None else None
+        return found
+
+    def extended(self, shape: _Shape) -> _Pruning | None:
+        gpus = shape.g * shape.span
+        if gpus <= self.top:
+            return None
+        rows = shape.rows
+        if not rows:
+            return _Pruning(self.kept_at, self.survivors, self.n, gpus)
+        kept_at, survivors, n = list(self.kept_at), list(self.survivors), self.n
+        order = sorted(range(len(rows)), key=lambda j: rows[j][:2]) if len(rows) > 1 else (0,)
+        for j in order:
+            thr, span = rows[j][2], rows[j][3]
+            for theirs, g, their_span in survivors:  # pruning._dominates(survivor, this one)
+                if gpus % g or (their_span != 1 and their_span != span):
+                    continue
+                k = gpus // g
+                if all(a * k >= b - 1e-12 for a, b in zip(theirs, thr)):
+                    break
+            else:
+                survivors.append((thr, gpus, span))
+                kept_at.append(n + j)
+        return _Pruning(kept_at, survivors, n + len(rows), gpus)
+
+    def pickers(self) -> tuple:
+        """(configurations -> the kept ones, in prune_configs' order; -> the others, in order)"""
+        if self._pickers is None:
+            kept = set(self.kept_at)
+            self._pickers = (_picker(self.kept_at), _picker([i for i in range(self.n) if i not in kept]))
+        return self._pickers
+
+
+_NOTHING_PRUNED = _Pruning([], [], 0, 0)
 
 
 class _Build:
@@ -718,7 +783,7 @@ class _Shape:
     8-GPU instance's 1-GPU replicas are the 1-GPU instance's. Offers stamp their own
     configurations and rejections from it (`_OfferCandidates._stamped`)."""
 
-    __slots__ = ("plans", "g", "span", "items", "state")
+    __slots__ = ("plans", "g", "span", "items", "state", "_rows")
     NEW, ASKED, DONE = 0, 1, 2
 
     def __init__(self, plans: list[_Plan], g: int, span: int):
@@ -726,6 +791,20 @@ class _Shape:
         self.g, self.span = g, span
         self.items: list[tuple[bool, dict]] = []  # per plan: (whether a configuration, its fields but the offer id)
         self.state = _Shape.NEW
+        self._rows = None
+
+    @property
+    def rows(self) -> list[tuple]:
+        """What pruning reads of each configuration (see _Pruning), in order: (-total
+        throughput, precision as its key ends, throughputs, instances per replica)."""
+        if self._rows is None:
+            rows = []
+            for is_config, t in self.items:
+                if is_config:
+                    thr = tuple(c.throughput for c in t["classes"])
+                    rows.append((-sum(thr), t["precision"] or "measured", thr, t["instances_per_replica"]))
+            self._rows = rows
+        return self._rows
 
 
 _SLOT = 1 << 24  # a shape's key: its service's number x _SLOT + its hardware shape's number
