@@ -7,6 +7,7 @@ same order."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from solver.catalog import default_catalog
 from solver.compile.candidates import CandidateBuilder, CandidateCache
 from solver.compile.compiled import compile_problem
+from solver.compile.problem import ClassPerf
 from solver.compile.pruning import prune_configs
 from solver.workload.documents import parse_workload
 
@@ -70,4 +72,7 @@ def test_fast_paths_equal_the_straightforward_ones(seed, cache):
             dominated += [c for c in configs if all(c is not s for s in survivors)]
         assert mine == kept, svc.name
     assert fast.dominated == dominated
+    # Objects made field by field carry every field in their own __dict__, as the dataclass makes them.
+    names = {f.name for f in dataclasses.fields(ClassPerf)}
+    assert all(set(vars(k)) == names for row in got for c in row for k in c.classes)
     assert dominated and any(c.instances_per_replica > 1 for row in got for c in row)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from operator import attrgetter, itemgetter
 from typing import Generator, Sequence
 
@@ -138,7 +138,16 @@ def _object_hashes(model, gpu, calibration) -> tuple[int, int, int]:
 
 
 _new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
-_new_class = maker(ClassPerf)
+_new_object = object.__new__
+
+
+def _class_perf(ttft_ms, tpot_ms, latency_ms, batch, binding_limit, reason, throughput) -> ClassPerf:
+    """ClassPerf(throughput, ...), made faster (one per estimate a configuration reads): every
+    field given, in the order maker(ClassPerf) leaves them in (its defaults', then the rest)."""
+    obj = _new_object(ClassPerf)
+    obj.__dict__.update({"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "latency_ms": latency_ms, "batch": batch,
+                         "binding_limit": binding_limit, "reason": reason, "throughput": throughput})
+    return obj
 _new_rejection = maker(Rejection)
 _config_on = stamper(Config, "offer_id")  # (fields but the offer id, offer id) -> Config: offers of one shape
 _rejection_on = stamper(Rejection, "offer_id")
@@ -751,8 +760,7 @@ class _PlainBuild(_Build):
             at += len(p.queries)
         oc = self.offer
         for s in self._mine:
-            s.items = [oc._outcome(p, s.g, s.span) for p in s.plans]
-            s.state = _Shape.DONE
+            s.finish([oc._outcome(p, s.g, s.span) for p in s.plans])
         self._mine, self._plans, self.asked = [], [], []
         if any(s.state != _Shape.DONE for s in self._shapes):
             waiting.append(self)
@@ -764,15 +772,17 @@ class _PlainBuild(_Build):
         self.asked = []
 
 
-@dataclass(eq=False)
 class _Plan:
     """One precision of one replica size: why it cannot be estimated, or its queries and
     (once made) their estimates."""
 
-    precision: str
-    why: tuple[str, str] | None
-    queries: list[PerfQuery]
-    estimates: list[PerfEstimate] = field(default_factory=list)
+    __slots__ = ("precision", "why", "queries", "estimates")
+
+    def __init__(self, precision: str, why: tuple[str, str] | None, queries: list[PerfQuery]):
+        self.precision = precision
+        self.why = why
+        self.queries = queries
+        self.estimates: list[PerfEstimate] = []
 
 
 class _Shape:
@@ -783,7 +793,7 @@ class _Shape:
     8-GPU instance's 1-GPU replicas are the 1-GPU instance's. Offers stamp their own
     configurations and rejections from it (`_OfferCandidates._stamped`)."""
 
-    __slots__ = ("plans", "g", "span", "items", "state", "_rows")
+    __slots__ = ("plans", "g", "span", "items", "state", "_rows", "configs", "rejections")
     NEW, ASKED, DONE = 0, 1, 2
 
     def __init__(self, plans: list[_Plan], g: int, span: int):
@@ -792,6 +802,16 @@ class _Shape:
         self.items: list[tuple[bool, dict]] = []  # per plan: (whether a configuration, its fields but the offer id)
         self.state = _Shape.NEW
         self._rows = None
+        # The items' configurations and rejections, each in plan (precision) order.
+        self.configs: list[dict] = []
+        self.rejections: list[dict] = []
+
+    def finish(self, items: list[tuple[bool, dict]]) -> None:
+        """Its items, from its plans' estimates: the shape is done."""
+        self.items = items
+        self.configs = [t for is_config, t in items if is_config]
+        self.rejections = [t for is_config, t in items if not is_config]
+        self.state = _Shape.DONE
 
     @property
     def rows(self) -> list[tuple]:
@@ -987,8 +1007,7 @@ class _OfferCandidates:
                 p.estimates = estimates[at:at + len(p.queries)]
                 at += len(p.queries)
             for s in mine:
-                s.items = [self._outcome(p, s.g, s.span) for p in s.plans]
-                s.state = _Shape.DONE
+                s.finish([self._outcome(p, s.g, s.span) for p in s.plans])
             mine, plans, queries = [], [], []
 
     def _outcome(self, plan: _Plan, g: int, span: int) -> tuple[bool, dict]:
@@ -1011,8 +1030,7 @@ class _OfferCandidates:
                 return rejected(e.reason_kind, e.reason)
             band = e.error_band
             if not e.feasible:
-                perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
-                                        batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
+                perfs.append(_class_perf(e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit, e.reason, 0.0))
                 continue
             mem = max(mem or 0.0, e.memory_gib_per_gpu)
             if svc.size_with_error_band:
@@ -1020,12 +1038,11 @@ class _OfferCandidates:
                 # slower tokens, fewer requests - as the model checked the SLOs.
                 ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
                 latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
-                perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
-                                        tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
-                                        batch=e.batch, binding_limit=e.binding_limit))
+                perfs.append(_class_perf(ttft_hi, e.tpot_ms * (1 + e.tpot_error_band), latency_hi, e.batch,
+                                         e.binding_limit, "", e.requests_per_s / (1 + e.error_band)))
             else:
-                perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
-                                        latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
+                perfs.append(_class_perf(e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit, "",
+                                         e.requests_per_s))
         if all(c.throughput <= 0 for c in perfs):
             first = next(c for c in perfs if c.reason)
             return rejected(_slo_kind(first.reason) or "latency", first.reason)
@@ -1038,13 +1055,9 @@ class _OfferCandidates:
         offer_id = self.offer.id
         if self.signature is not None:
             self.signature.append(shape)
-        out = []
-        for is_config, template in shape.items:
-            if is_config:
-                out.append(_config_on(template, offer_id))
-            else:
-                self.rejections.append(_rejection_on(template, offer_id))
-        return out
+        if shape.rejections:
+            self.rejections.extend([_rejection_on(t, offer_id) for t in shape.rejections])
+        return [_config_on(t, offer_id) for t in shape.configs]
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
