@@ -419,6 +419,9 @@ class CandidateBuilder:
         self._hardware_shapes: dict[tuple, int] = {}
         self._slots: dict[int, int] = {}
         self._slotted: list[ServiceDemand] = []  # keeps the ids in _slots from being reused
+        # By service number: the calibration and every field of a query of the service made
+        # with it (see _OfferCandidates._query).
+        self._query_fields: dict[int, tuple[Calibration, dict]] = {}
         self._hardware: tuple[_Key, ...] | None = None  # one for_services call's (see _hardware_keys)
 
     _plain = True  # build estimated-only services with _PlainBuild (tests compare it with _Build)
@@ -466,6 +469,7 @@ class CandidateBuilder:
         # leave some asked and never estimated, so each call starts afresh.
         self._shapes = {}
         self._layouts, self._hardware_shapes, self._slots, self._slotted = {}, {}, {}, []
+        self._query_fields = {}
         self._hardware = None
         gpus = self.catalog.gpus
         hardware = [(gpus[o.gpu], self.catalog.usable_memory_gib(o)) for o in self.offers]  # once, not per service
@@ -513,7 +517,7 @@ class CandidateBuilder:
                 mine.append(found)
             rows.append((svc, mine, row_key, None))
         self._run(fresh)
-        pruned: dict[tuple, tuple] = {}  # see _pruned
+        pruned = _Pruning([], [], 0, 0)  # this call's, from no shapes on (see _pruned)
         for i, b in enumerate(fresh):
             if not i % _CHECK_EVERY:
                 self.stop.check("candidate configurations")
@@ -554,7 +558,7 @@ class CandidateBuilder:
         return out
 
     @staticmethod
-    def _pruned(b: _Build, done: dict[tuple, _Pruning]) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
+    def _pruned(b: _Build, done: _Pruning) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
         """(kept, dominated) of one build's configurations (`prune_configs`). Builds whose
         configurations all come from the same list of shapes differ only in their offer,
         which pruning (within one offer) never reads: their positions are pruned once, from
@@ -566,7 +570,7 @@ class CandidateBuilder:
         if signature is not None:
             if b.offer.svc.max_replicas is not None:
                 return configs, ()  # prune_configs keeps every one, in order
-            at = _Pruning.of(tuple(signature), done)
+            at = done.of(signature)
             if at is not None and at.n == len(configs):
                 pickers = at.pickers()
                 return pickers[0](configs), pickers[1](configs)
@@ -607,11 +611,12 @@ class _Pruning:
     next ones with. prune_configs sorts by GPUs first, so the configurations of a list's
     last shape come after all the others and cannot change which of those survive: a
     list's answer is its list without the last shape's, extended by that shape's. Offers of
-    one GPU type share their first shapes (1, 2, 4 GPUs...): each shape is pruned once.
+    one GPU type share their first shapes (1, 2, 4 GPUs...): each shape is pruned once
+    (the answers form a tree: a list's answer holds those of the lists one shape longer).
     Within one shape every configuration has the same GPUs and instances, and their keys
     differ only in their precision, so the sort is by (-total throughput, precision)."""
 
-    __slots__ = ("kept_at", "survivors", "n", "top", "_pickers")
+    __slots__ = ("kept_at", "survivors", "n", "top", "_pickers", "_longer")
 
     def __init__(self, kept_at: list[int], survivors: list[tuple], n: int, top: int):
         self.kept_at = kept_at  # positions of the kept configurations, in prune_configs' order
@@ -619,17 +624,22 @@ class _Pruning:
         self.n = n  # configurations in all
         self.top = top  # the most GPUs per replica of any shape so far
         self._pickers = None
+        self._longer: dict[_Shape, _Pruning | None] = {}  # by the shape that lengthens the list
 
-    @staticmethod
-    def of(signature: tuple, done: dict[tuple, _Pruning]) -> _Pruning | None:
-        """The answer for a list of shapes (remembered in `done`, its shorter lists too);
-        None where a shape does not use more GPUs than the earlier ones (never, as builds
-        list them: then prune_configs itself answers)."""
-        found = done.get(signature)
-        if found is None:
-            before = _Pruning.of(signature[:-1], done) if len(signature) > 1 else _NOTHING_PRUNED
-            found = done[signature] = before.extended(signature[-1]) if before is not None else None
-        return found
+    def of(self, signature: list[_Shape]) -> _Pruning | None:
+        """The answer for this list lengthened by `signature` (remembered, its shorter lists'
+        too); None where a shape does not use more GPUs than the earlier ones (never, as
+        builds list them: then prune_configs itself answers)."""
+        at = self
+        for shape in signature:
+            longer = at._longer
+            found = longer.get(shape, False)
+            if found is False:
+                found = longer[shape] = at.extended(shape)
+            if found is None:
+                return None
+            at = found
+        return at
 
     def extended(self, shape: _Shape) -> _Pruning | None:
         gpus = shape.g * shape.span
@@ -660,8 +670,6 @@ class _Pruning:
             self._pickers = (_picker(self.kept_at), _picker([i for i in range(self.n) if i not in kept]))
         return self._pickers
 
-
-_NOTHING_PRUNED = _Pruning([], [], 0, 0)
 
 
 class _Build:
@@ -1091,10 +1099,30 @@ class _OfferCandidates:
         if made is not None:
             return made
         svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
-        self.b._held.append((svc, model, self.gpu, cal))
+        b = self.b
+        b._held.append((svc, model, self.gpu, cal))
+        like = b._query_fields.get(self._base)
+        if like is not None and like[0] is cal:
+            # The service's other queries' fields, then what this one's own are (in place:
+            # the same __dict__, in the same order, as _new_query makes).
+            made = _new_object(PerfQuery)
+            d = made.__dict__
+            d.update(like[1])
+            d["model"] = model
+            d["gpu"] = self.gpu
+            d["gpus_per_replica"] = gpus
+            d["interconnect"] = self.offer.interconnect
+            d["usable_memory_gib"] = self.usable_gib
+            d["precision"] = precision
+            d["prompt_tokens"] = prompt
+            d["output_tokens"] = output
+            d["instances_per_replica"] = span
+            d["inter_node_gbs"] = self.offer.inter_node_gbs
+            b._queries[key] = made
+            return made
         # size_with_error_band: the model checks the SLOs against the pessimistic end of the
         # band of each estimate's regime (memory- or compute-bound).
-        made = self.b._queries[key] = _new_query(
+        made = b._queries[key] = _new_query(
             model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
             usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
@@ -1103,6 +1131,7 @@ class _OfferCandidates:
             kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
             size_with_error_band=svc.size_with_error_band,
         )
+        b._query_fields[self._base] = (cal, dict(made.__dict__))
         return made
 
     def _reject(self, g, precision, kind, reason):
