@@ -139,6 +139,7 @@ def _object_hashes(model, gpu, calibration) -> tuple[int, int, int]:
 
 _new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
 _new_object = object.__new__
+_THROUGHPUT = attrgetter("throughput")
 
 
 def _class_perf(ttft_ms, tpot_ms, latency_ms, batch, binding_limit, reason, throughput) -> ClassPerf:
@@ -500,11 +501,19 @@ class CandidateBuilder:
             kind = _PlainBuild if svc.model is not None and not svc.profiles \
                 and (svc.slo.percentile is None or not svc.slo.bounds()) and self._plain else _Build
             base = self._slot(svc) * _SLOT
+            offer_keys = self._hardware_keys() if cached is not None else None  # _offer_key_at of each
+            hits = misses = 0
             for i, offer in enumerate(self.offers):
                 found = offer_key = None
                 if cached is not None:
-                    offer_key = self._offer_key_at(i)
-                    found = pending.get(i) or self.cache.get(cached, offer_key)
+                    offer_key = offer_keys[i]
+                    found = pending.get(i)
+                    if found is None:  # CandidateCache.get, counted below
+                        found = cached.get(offer_key)
+                        if found is None:
+                            misses += 1
+                        else:
+                            hits += 1
                 if found is None:
                     layout = layouts.get(i)
                     if layout is None:
@@ -515,6 +524,9 @@ class CandidateBuilder:
                     if cached is not None:
                         pending[i] = found
                 mine.append(found)
+            if hits or misses:
+                self.cache.hits += hits
+                self.cache.misses += misses
             rows.append((svc, mine, row_key, None))
         self._run(fresh)
         pruned = _Pruning([], [], 0, 0)  # this call's, from no shapes on (see _pruned)
@@ -711,23 +723,30 @@ class _PlainBuild(_Build):
         oc = self.offer
         if estimates is None:  # first: the shapes of single-instance replicas, every size
             layout, base, shapes_of, model = oc._layout, oc._base, oc.b._shapes, oc.svc.model
-            shapes = []
+            shapes, mine, plans, queries = [], [], [], []
+            new, asked = _Shape.NEW, _Shape.ASKED
             for g, number in zip(layout.sizes, layout.single):
                 shape = shapes_of.get(base + number)
                 if shape is None:
                     shape = shapes_of[base + number] = _Shape(oc._plan(model, g, 1), g, 1)
+                if shape.state == new:  # as _ask: the new shapes' queries, in order
+                    shape.state = asked
+                    mine.append(shape)
+                    for p in shape.plans:
+                        plans.append(p)
+                        queries.extend(p.queries)
                 shapes.append(shape)
             oc.signature = []
             self._configs = []
             self._step = 1
-            if self._ask(shapes, waiting):
+            self._shapes, self._mine, self._plans, self.asked = shapes, mine, plans, queries
+            if mine or any(s.state != _Shape.DONE for s in shapes):
+                waiting.append(self)
                 return
         elif self._got(estimates, waiting):
             return
         if self._step == 1:
-            configs = self._configs
-            for shape in self._shapes:
-                configs.extend(oc._stamped(shape.g, 1, shape))
+            oc._stamp_all(self._shapes, self._configs)
             if not oc.offer.inter_node_fabric or not oc._spans():
                 return self._done()
             self._step = 2
@@ -829,7 +848,7 @@ class _Shape:
             rows = []
             for is_config, t in self.items:
                 if is_config:
-                    thr = tuple(c.throughput for c in t["classes"])
+                    thr = tuple(map(_THROUGHPUT, t["classes"]))
                     rows.append((-sum(thr), t["precision"] or "measured", thr, t["instances_per_replica"]))
             self._rows = rows
         return self._rows
@@ -1063,9 +1082,44 @@ class _OfferCandidates:
         offer_id = self.offer.id
         if self.signature is not None:
             self.signature.append(shape)
+        new = _new_object
         if shape.rejections:
-            self.rejections.extend([_rejection_on(t, offer_id) for t in shape.rejections])
-        return [_config_on(t, offer_id) for t in shape.configs]
+            rejections = self.rejections
+            for t in shape.rejections:  # _rejection_on(t, offer_id), inlined
+                r = new(Rejection)
+                d = r.__dict__
+                d.update(t)
+                d["offer_id"] = offer_id
+                rejections.append(r)
+        out = []
+        for t in shape.configs:  # _config_on(t, offer_id), inlined
+            c = new(Config)
+            d = c.__dict__
+            d.update(t)
+            d["offer_id"] = offer_id
+            out.append(c)
+        return out
+
+    def _stamp_all(self, shapes: list[_Shape], configs: list[Config]) -> None:
+        """_stamped of each shape in turn, its configurations added to `configs`."""
+        offer_id = self.offer.id
+        if self.signature is not None:
+            self.signature.extend(shapes)
+        new = _new_object
+        rejections = self.rejections
+        for shape in shapes:
+            for t in shape.rejections:  # _rejection_on(t, offer_id), inlined
+                r = new(Rejection)
+                d = r.__dict__
+                d.update(t)
+                d["offer_id"] = offer_id
+                rejections.append(r)
+            for t in shape.configs:  # _config_on(t, offer_id), inlined
+                c = new(Config)
+                d = c.__dict__
+                d.update(t)
+                d["offer_id"] = offer_id
+                configs.append(c)
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
