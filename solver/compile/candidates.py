@@ -501,6 +501,10 @@ class CandidateBuilder:
             kind = _PlainBuild if svc.model is not None and not svc.profiles \
                 and (svc.slo.percentile is None or not svc.slo.bounds()) and self._plain else _Build
             base = self._slot(svc) * _SLOT
+            # Measured only: the GPU types its profiles name (an offer of another one gets a
+            # single rejection, as _OfferCandidates._measured makes it).
+            profiled = {p.gpu for p in svc.profiles} if svc.model is None and svc.profiles and self._plain \
+                else None
             offer_keys = self._hardware_keys() if cached is not None else None  # _offer_key_at of each
             hits = misses = 0
             for i, offer in enumerate(self.offers):
@@ -518,8 +522,11 @@ class CandidateBuilder:
                     layout = layouts.get(i)
                     if layout is None:
                         layout = layouts[i] = _Layout(offer, *hardware[i], self._hardware_shapes)
-                    found = kind(_OfferCandidates(self, svc, offer, *hardware[i], base=base, layout=layout),
-                                 service_key, offer_key)
+                    if profiled is not None and offer.gpu not in profiled:
+                        found = _Unprofiled(svc, offer, service_key, offer_key)
+                    else:
+                        found = kind(_OfferCandidates(self, svc, offer, *hardware[i], base=base, layout=layout),
+                                     service_key, offer_key)
                     fresh.append(found)
                     if cached is not None:
                         pending[i] = found
@@ -709,6 +716,24 @@ class _Build:
         except StopIteration as done:
             self.configs, self.rejections = done.value
             self.asked = []
+
+
+class _Unprofiled(_Build):
+    """A _Build of a measured-only service (no LLM model) on an offer of a GPU type none of
+    its profiles names: done from the start, with the one rejection _OfferCandidates.build
+    makes for it (_measured's for 1 GPU; no other size, no profile of that GPU, nothing to
+    cap)."""
+
+    __slots__ = ()
+
+    def __init__(self, svc: ServiceDemand, offer: Offer, service_key: _Key | None, offer_key: _Key | None):
+        super().__init__(None, service_key, offer_key)
+        self.rejections = (_new_rejection(
+            service=svc.name, offer_id=offer.id, gpu=offer.gpu, gpus_per_replica=1, precision=None, kind="no_profile",
+            reason=f"no measured profile for {offer.gpu} and the service has no LLM model to estimate from"),)
+
+    def advance(self, estimates: list[PerfEstimate] | None, waiting: list[_Build]) -> None:
+        self.asked = []
 
 
 class _PlainBuild(_Build):
