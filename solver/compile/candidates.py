@@ -23,7 +23,10 @@ per replica x instances spanned, on that GPU with its usable memory and the link
 estimates read): the queries, their estimates and each precision's outcome are made once,
 and every offer stamps its own configurations and rejections from it (a 1-GPU replica on
 1-, 2-, 4- and 8-GPU instances is one shape). Offers whose configurations come from the
-same list of shapes are pruned once.
+same list of shapes are pruned once, and lists that share their first shapes share the
+pruning of those (`_Pruning`). Services that are estimated only (the most common kind)
+are built by a small state machine (`_PlainBuild`) rather than the general generator;
+tests/test_candidate_fast_paths.py holds both to the same answers.
 """
 
 from __future__ import annotations
@@ -149,6 +152,8 @@ def _class_perf(ttft_ms, tpot_ms, latency_ms, batch, binding_limit, reason, thro
     obj.__dict__.update({"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "latency_ms": latency_ms, "batch": batch,
                          "binding_limit": binding_limit, "reason": reason, "throughput": throughput})
     return obj
+
+
 _new_rejection = maker(Rejection)
 _config_on = stamper(Config, "offer_id")  # (fields but the offer id, offer id) -> Config: offers of one shape
 _rejection_on = stamper(Rejection, "offer_id")
