@@ -23,7 +23,10 @@ per replica x instances spanned, on that GPU with its usable memory and the link
 estimates read): the queries, their estimates and each precision's outcome are made once,
 and every offer stamps its own configurations and rejections from it (a 1-GPU replica on
 1-, 2-, 4- and 8-GPU instances is one shape). Offers whose configurations come from the
-same list of shapes are pruned once.
+same list of shapes are pruned once, and lists that share their first shapes share the
+pruning of those (`_Pruning`). Services that are estimated only (the most common kind)
+are built by a small state machine (`_PlainBuild`) rather than the general generator;
+tests/test_candidate_fast_paths.py holds both to the same answers.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from operator import attrgetter, itemgetter
 from typing import Generator, Sequence
 
@@ -138,7 +141,19 @@ def _object_hashes(model, gpu, calibration) -> tuple[int, int, int]:
 
 
 _new_query = maker(PerfQuery)  # PerfQuery(**fields), made faster
-_new_class = maker(ClassPerf)
+_new_object = object.__new__
+_THROUGHPUT = attrgetter("throughput")
+
+
+def _class_perf(ttft_ms, tpot_ms, latency_ms, batch, binding_limit, reason, throughput) -> ClassPerf:
+    """ClassPerf(throughput, ...), made faster (one per estimate a configuration reads): every
+    field given, in the order maker(ClassPerf) leaves them in (its defaults', then the rest)."""
+    obj = _new_object(ClassPerf)
+    obj.__dict__.update({"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "latency_ms": latency_ms, "batch": batch,
+                         "binding_limit": binding_limit, "reason": reason, "throughput": throughput})
+    return obj
+
+
 _new_rejection = maker(Rejection)
 _config_on = stamper(Config, "offer_id")  # (fields but the offer id, offer id) -> Config: offers of one shape
 _rejection_on = stamper(Rejection, "offer_id")
@@ -403,8 +418,27 @@ class CandidateBuilder:
         # keeps those objects alive, so that their ids are never reused meanwhile.
         self._queries: dict[tuple, PerfQuery] = {}
         self._held: list[tuple] = []
-        self._shapes: dict[tuple, _Shape] = {}  # one for_services call's (see _OfferCandidates._shape)
+        self._shapes: dict[int, _Shape] = {}  # one for_services call's (see _OfferCandidates._shape)
+        # One for_services call's: offers' layouts by position, hardware shapes' numbers and
+        # services' numbers (see _OfferCandidates._shape).
+        self._layouts: dict[int, _Layout] = {}
+        self._hardware_shapes: dict[tuple, int] = {}
+        self._slots: dict[int, int] = {}
+        self._slotted: list[ServiceDemand] = []  # keeps the ids in _slots from being reused
+        # By service number: the calibration and every field of a query of the service made
+        # with it (see _OfferCandidates._query).
+        self._query_fields: dict[int, tuple[Calibration, dict]] = {}
         self._hardware: tuple[_Key, ...] | None = None  # one for_services call's (see _hardware_keys)
+
+    _plain = True  # build estimated-only services with _PlainBuild (tests compare it with _Build)
+
+    def _slot(self, svc: ServiceDemand) -> int:
+        """The service's number in this for_services call (its shapes' keys start there)."""
+        slot = self._slots.get(id(svc))
+        if slot is None:
+            slot = self._slots[id(svc)] = len(self._slotted)
+            self._slotted.append(svc)
+        return slot
 
     def _offer_key_at(self, i: int) -> _Key:
         """The hardware key of self.offers[i] (kept by position: `offers` may be reassigned)."""
@@ -440,9 +474,12 @@ class CandidateBuilder:
         # Shapes by the ids of this call's services (held by `rows`); a cancelled call may
         # leave some asked and never estimated, so each call starts afresh.
         self._shapes = {}
+        self._layouts, self._hardware_shapes, self._slots, self._slotted = {}, {}, {}, []
+        self._query_fields = {}
         self._hardware = None
         gpus = self.catalog.gpus
         hardware = [(gpus[o.gpu], self.catalog.usable_memory_gib(o)) for o in self.offers]  # once, not per service
+        layouts = self._layouts
         for svc in services:
             self.stop.check("candidate configurations")  # (nothing below runs long: builds run later)
             service_key = cached = pending = row_key = None
@@ -465,20 +502,46 @@ class CandidateBuilder:
                 cached = self.cache.service(service_key)
                 pending = builds.setdefault(service_key, {})
             mine: list = []
+            # Estimated only (no profiles, no percentile SLO's caps): built without a generator.
+            kind = _PlainBuild if svc.model is not None and not svc.profiles \
+                and (svc.slo.percentile is None or not svc.slo.bounds()) and self._plain else _Build
+            base = self._slot(svc) * _SLOT
+            # Measured only: the GPU types its profiles name (an offer of another one gets a
+            # single rejection, as _OfferCandidates._measured makes it).
+            profiled = {p.gpu for p in svc.profiles} if svc.model is None and svc.profiles and self._plain \
+                else None
+            offer_keys = self._hardware_keys() if cached is not None else None  # _offer_key_at of each
+            hits = misses = 0
             for i, offer in enumerate(self.offers):
                 found = offer_key = None
                 if cached is not None:
-                    offer_key = self._offer_key_at(i)
-                    found = pending.get(i) or self.cache.get(cached, offer_key)
+                    offer_key = offer_keys[i]
+                    found = pending.get(i)
+                    if found is None:  # CandidateCache.get, counted below
+                        found = cached.get(offer_key)
+                        if found is None:
+                            misses += 1
+                        else:
+                            hits += 1
                 if found is None:
-                    found = _Build(_OfferCandidates(self, svc, offer, *hardware[i]), service_key, offer_key)
+                    layout = layouts.get(i)
+                    if layout is None:
+                        layout = layouts[i] = _Layout(offer, *hardware[i], self._hardware_shapes)
+                    if profiled is not None and offer.gpu not in profiled:
+                        found = _Unprofiled(svc, offer, service_key, offer_key)
+                    else:
+                        found = kind(_OfferCandidates(self, svc, offer, *hardware[i], base=base, layout=layout),
+                                     service_key, offer_key)
                     fresh.append(found)
                     if cached is not None:
                         pending[i] = found
                 mine.append(found)
+            if hits or misses:
+                self.cache.hits += hits
+                self.cache.misses += misses
             rows.append((svc, mine, row_key, None))
         self._run(fresh)
-        pruned: dict[tuple, tuple] = {}  # see _pruned
+        pruned = _Pruning([], [], 0, 0)  # this call's, from no shapes on (see _pruned)
         for i, b in enumerate(fresh):
             if not i % _CHECK_EVERY:
                 self.stop.check("candidate configurations")
@@ -519,25 +582,26 @@ class CandidateBuilder:
         return out
 
     @staticmethod
-    def _pruned(b: _Build, done: dict[tuple, tuple]) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
+    def _pruned(b: _Build, done: _Pruning) -> tuple[tuple[Config, ...], tuple[Config, ...]]:
         """(kept, dominated) of one build's configurations (`prune_configs`). Builds whose
         configurations all come from the same list of shapes differ only in their offer,
-        which pruning (within one offer) never reads: their positions are pruned once."""
+        which pruning (within one offer) never reads: their positions are pruned once, from
+        the shapes' configurations (see _Pruning), list by list."""
         configs = b.configs
         if len(configs) < 2:
             return configs, ()
         signature = b.offer.signature
-        key = tuple(signature) if signature is not None else None
-        at = done.get(key) if key is not None else None
-        if at is None:
-            position = {id(c): i for i, c in enumerate(configs)}  # prune_configs keeps the objects it is given
-            kept_at = [position[id(c)] for c in prune_configs(list(configs), b.offer.svc)]  # in its order
-            kept = set(kept_at)
-            dropped_at = [i for i in range(len(configs)) if i not in kept]
-            at = (_picker(kept_at), _picker(dropped_at))
-            if key is not None:
-                done[key] = at
-        return at[0](configs), at[1](configs)
+        if signature is not None:
+            if b.offer.svc.max_replicas is not None:
+                return configs, ()  # prune_configs keeps every one, in order
+            at = done.of(signature)
+            if at is not None and at.n == len(configs):
+                pickers = at.pickers()
+                return pickers[0](configs), pickers[1](configs)
+        position = {id(c): i for i, c in enumerate(configs)}  # prune_configs keeps the objects it is given
+        kept_at = [position[id(c)] for c in prune_configs(list(configs), b.offer.svc)]  # in its order
+        kept = set(kept_at)
+        return _picker(kept_at)(configs), tuple(c for i, c in enumerate(configs) if i not in kept)
 
     def _run(self, builds: list[_Build]) -> None:
         """Drive the builds together: each round, every build that waits for estimates gets
@@ -562,6 +626,74 @@ class CandidateBuilder:
                 n = len(b.asked)
                 b.advance(estimates[at:at + n], waiting)
                 at += n
+
+
+class _Pruning:
+    """`prune_configs` of one offer's configurations that come from a list of shapes (in
+    that order: every shape's configurations use more GPUs than the earlier shapes'), as
+    positions: the kept ones in prune_configs' order, and the survivors it compares the
+    next ones with. prune_configs sorts by GPUs first, so the configurations of a list's
+    last shape come after all the others and cannot change which of those survive: a
+    list's answer is its list without the last shape's, extended by that shape's. Offers of
+    one GPU type share their first shapes (1, 2, 4 GPUs...): each shape is pruned once
+    (the answers form a tree: a list's answer holds those of the lists one shape longer).
+    Within one shape every configuration has the same GPUs and instances, and their keys
+    differ only in their precision, so the sort is by (-total throughput, precision)."""
+
+    __slots__ = ("kept_at", "survivors", "n", "top", "_pickers", "_longer")
+
+    def __init__(self, kept_at: list[int], survivors: list[tuple], n: int, top: int):
+        self.kept_at = kept_at  # positions of the kept configurations, in prune_configs' order
+        self.survivors = survivors  # theirs: (throughputs, GPUs per replica, instances per replica)
+        self.n = n  # configurations in all
+        self.top = top  # the most GPUs per replica of any shape so far
+        self._pickers = None
+        self._longer: dict[_Shape, _Pruning | None] = {}  # by the shape that lengthens the list
+
+    def of(self, signature: list[_Shape]) -> _Pruning | None:
+        """The answer for this list lengthened by `signature` (remembered, its shorter lists'
+        too); None where a shape does not use more GPUs than the earlier ones (never, as
+        builds list them: then prune_configs itself answers)."""
+        at = self
+        for shape in signature:
+            longer = at._longer
+            found = longer.get(shape, False)
+            if found is False:
+                found = longer[shape] = at.extended(shape)
+            if found is None:
+                return None
+            at = found
+        return at
+
+    def extended(self, shape: _Shape) -> _Pruning | None:
+        gpus = shape.g * shape.span
+        if gpus <= self.top:
+            return None
+        rows = shape.rows
+        if not rows:
+            return _Pruning(self.kept_at, self.survivors, self.n, gpus)
+        kept_at, survivors, n = list(self.kept_at), list(self.survivors), self.n
+        order = sorted(range(len(rows)), key=lambda j: rows[j][:2]) if len(rows) > 1 else (0,)
+        for j in order:
+            thr, span = rows[j][2], rows[j][3]
+            for theirs, g, their_span in survivors:  # pruning._dominates(survivor, this one)
+                if gpus % g or (their_span != 1 and their_span != span):
+                    continue
+                k = gpus // g
+                if all(a * k >= b - 1e-12 for a, b in zip(theirs, thr)):
+                    break
+            else:
+                survivors.append((thr, gpus, span))
+                kept_at.append(n + j)
+        return _Pruning(kept_at, survivors, n + len(rows), gpus)
+
+    def pickers(self) -> tuple:
+        """(configurations -> the kept ones, in prune_configs' order; -> the others, in order)"""
+        if self._pickers is None:
+            kept = set(self.kept_at)
+            self._pickers = (_picker(self.kept_at), _picker([i for i in range(self.n) if i not in kept]))
+        return self._pickers
+
 
 
 class _Build:
@@ -591,15 +723,123 @@ class _Build:
             self.asked = []
 
 
-@dataclass(eq=False)
+class _Unprofiled(_Build):
+    """A _Build of a measured-only service (no LLM model) on an offer of a GPU type none of
+    its profiles names: done from the start, with the one rejection _OfferCandidates.build
+    makes for it (_measured's for 1 GPU; no other size, no profile of that GPU, nothing to
+    cap)."""
+
+    __slots__ = ()
+
+    def __init__(self, svc: ServiceDemand, offer: Offer, service_key: _Key | None, offer_key: _Key | None):
+        super().__init__(None, service_key, offer_key)
+        self.rejections = (_new_rejection(
+            service=svc.name, offer_id=offer.id, gpu=offer.gpu, gpus_per_replica=1, precision=None, kind="no_profile",
+            reason=f"no measured profile for {offer.gpu} and the service has no LLM model to estimate from"),)
+
+    def advance(self, estimates: list[PerfEstimate] | None, waiting: list[_Build]) -> None:
+        self.asked = []
+
+
+class _PlainBuild(_Build):
+    """A _Build of a service that is estimated only (an LLM model, no measured profiles, no
+    percentile SLO to cap for): _OfferCandidates.build's steps for it, in the same order and
+    rounds, as a state machine rather than a generator (thousands of builds a plan: no
+    generator, no dictionary of shapes, no calls that find nothing to do)."""
+
+    __slots__ = ("_step", "_shapes", "_mine", "_plans", "_configs")
+
+    def advance(self, estimates: list[PerfEstimate] | None, waiting: list[_Build]) -> None:
+        oc = self.offer
+        if estimates is None:  # first: the shapes of single-instance replicas, every size
+            layout, base, shapes_of, model = oc._layout, oc._base, oc.b._shapes, oc.svc.model
+            shapes, mine, plans, queries = [], [], [], []
+            new, asked = _Shape.NEW, _Shape.ASKED
+            for g, number in zip(layout.sizes, layout.single):
+                shape = shapes_of.get(base + number)
+                if shape is None:
+                    shape = shapes_of[base + number] = _Shape(oc._plan(model, g, 1), g, 1)
+                if shape.state == new:  # as _ask: the new shapes' queries, in order
+                    shape.state = asked
+                    mine.append(shape)
+                    for p in shape.plans:
+                        plans.append(p)
+                        queries.extend(p.queries)
+                shapes.append(shape)
+            oc.signature = []
+            self._configs = []
+            self._step = 1
+            self._shapes, self._mine, self._plans, self.asked = shapes, mine, plans, queries
+            if mine or any(s.state != _Shape.DONE for s in shapes):
+                waiting.append(self)
+                return
+        elif self._got(estimates, waiting):
+            return
+        if self._step == 1:
+            oc._stamp_all(self._shapes, self._configs)
+            if not oc.offer.inter_node_fabric or not oc._spans():
+                return self._done()
+            self._step = 2
+            if self._ask([oc._shape(oc.svc.model, oc.offer.gpus_per_instance, 2)], waiting):
+                return
+        if self._step == 2:  # replicas across 2 instances: the model fits no single one
+            found = oc._stamped(oc.offer.gpus_per_instance, 2, self._shapes[0])
+            if found:
+                self._configs.extend(found)
+                return self._done()
+            self._step = 3
+            if self._ask([oc._shape(oc.svc.model, oc.offer.gpus_per_instance, 4)], waiting):
+                return
+        self._configs.extend(oc._stamped(oc.offer.gpus_per_instance, 4, self._shapes[0]))
+        self._done()
+
+    def _ask(self, shapes: list[_Shape], waiting: list[_Build]) -> bool:
+        """_OfferCandidates._estimate's start: ask for the new shapes' queries; whether to
+        wait (for them, or for shapes another build asked for)."""
+        self._shapes = shapes
+        mine = [s for s in shapes if s.state == _Shape.NEW]
+        for s in mine:
+            s.state = _Shape.ASKED
+        self._mine = mine
+        self._plans = plans = [p for s in mine for p in s.plans]
+        self.asked = queries = [q for p in plans for q in p.queries]
+        if queries or any(s.state != _Shape.DONE for s in shapes):
+            waiting.append(self)
+            return True
+        return False
+
+    def _got(self, estimates: list[PerfEstimate], waiting: list[_Build]) -> bool:
+        """_OfferCandidates._estimate's round: the outcomes of the shapes this build asked
+        for; whether to wait another round (for shapes another build asked for)."""
+        at = 0
+        for p in self._plans:
+            p.estimates = estimates[at:at + len(p.queries)]
+            at += len(p.queries)
+        oc = self.offer
+        for s in self._mine:
+            s.finish([oc._outcome(p, s.g, s.span) for p in s.plans])
+        self._mine, self._plans, self.asked = [], [], []
+        if any(s.state != _Shape.DONE for s in self._shapes):
+            waiting.append(self)
+            return True
+        return False
+
+    def _done(self) -> None:
+        self.configs, self.rejections = tuple(self._configs), tuple(self.offer.rejections)
+        self.asked = []
+
+
 class _Plan:
     """One precision of one replica size: why it cannot be estimated, or its queries and
     (once made) their estimates."""
 
-    precision: str
-    why: tuple[str, str] | None
-    queries: list[PerfQuery]
-    estimates: list[PerfEstimate] = field(default_factory=list)
+    __slots__ = ("precision", "why", "queries", "estimates")
+
+    def __init__(self, precision: str, why: tuple[str, str] | None, queries: list[PerfQuery]):
+        self.precision = precision
+        self.why = why
+        self.queries = queries
+        self.estimates: list[PerfEstimate] = []
 
 
 class _Shape:
@@ -610,7 +850,7 @@ class _Shape:
     8-GPU instance's 1-GPU replicas are the 1-GPU instance's. Offers stamp their own
     configurations and rejections from it (`_OfferCandidates._stamped`)."""
 
-    __slots__ = ("plans", "g", "span", "items", "state")
+    __slots__ = ("plans", "g", "span", "items", "state", "_rows", "configs", "rejections")
     NEW, ASKED, DONE = 0, 1, 2
 
     def __init__(self, plans: list[_Plan], g: int, span: int):
@@ -618,13 +858,69 @@ class _Shape:
         self.g, self.span = g, span
         self.items: list[tuple[bool, dict]] = []  # per plan: (whether a configuration, its fields but the offer id)
         self.state = _Shape.NEW
+        self._rows = None
+        # The items' configurations and rejections, each in plan (precision) order.
+        self.configs: list[dict] = []
+        self.rejections: list[dict] = []
+
+    def finish(self, items: list[tuple[bool, dict]]) -> None:
+        """Its items, from its plans' estimates: the shape is done."""
+        self.items = items
+        self.configs = [t for is_config, t in items if is_config]
+        self.rejections = [t for is_config, t in items if not is_config]
+        self.state = _Shape.DONE
+
+    @property
+    def rows(self) -> list[tuple]:
+        """What pruning reads of each configuration (see _Pruning), in order: (-total
+        throughput, precision as its key ends, throughputs, instances per replica)."""
+        if self._rows is None:
+            rows = []
+            for is_config, t in self.items:
+                if is_config:
+                    thr = tuple(map(_THROUGHPUT, t["classes"]))
+                    rows.append((-sum(thr), t["precision"] or "measured", thr, t["instances_per_replica"]))
+            self._rows = rows
+        return self._rows
+
+
+_SLOT = 1 << 24  # a shape's key: its service's number x _SLOT + its hardware shape's number
+
+
+class _Layout:
+    """One offer's replica sizes and, per (GPUs per replica, instances spanned), the number of
+    its hardware shape in one for_services call: equal numbers for offers whose estimates of
+    that shape read the same hardware (see _OfferCandidates._shape). Made once per offer and
+    call, so that each service's shapes are found by a number, not a tuple made per service."""
+
+    __slots__ = ("offer", "gpu", "usable_gib", "sizes", "single", "_numbers", "_shapes")
+
+    def __init__(self, offer: Offer, gpu: GpuType, usable_gib: float, numbers: dict[tuple, int]):
+        self.offer, self.gpu, self.usable_gib = offer, gpu, usable_gib
+        self._numbers = numbers  # the call's: hardware shape -> its number
+        self._shapes: dict[tuple[int, int], int] = {}
+        self.sizes = _replica_sizes(offer.gpus_per_instance)
+        self.single = tuple(self.number(g, 1) for g in self.sizes)  # one instance per replica, per size
+
+    def number(self, g: int, span: int) -> int:
+        found = self._shapes.get((g, span))
+        if found is None:
+            offer = self.offer
+            hardware = (id(self.gpu), offer.gpu, self.usable_gib, g, span, offer.interconnect if g > 1 else None,
+                        offer.inter_node_gbs if span > 1 else None)
+            numbers = self._numbers
+            found = numbers.get(hardware)
+            if found is None:
+                found = numbers[hardware] = len(numbers)
+            self._shapes[(g, span)] = found
+        return found
 
 
 class _OfferCandidates:
     """The configurations (and rejections) of one service on one offer."""
 
     def __init__(self, builder: CandidateBuilder, svc: ServiceDemand, offer: Offer, gpu: GpuType,
-                 usable_gib: float | None = None):
+                 usable_gib: float | None = None, base: int | None = None, layout: _Layout | None = None):
         self.b = builder
         self.svc = svc
         self.offer = offer
@@ -632,9 +928,10 @@ class _OfferCandidates:
         self.usable_gib = builder.catalog.usable_memory_gib(offer) if usable_gib is None else usable_gib
         self.rejections: list[Rejection] = []
         self.signature: list[_Shape] | None = None  # see build
-        # What `_query`'s memo key takes from the service and offer (see CandidateBuilder._queries).
-        self._query_key = (id(svc), id(gpu), id(builder.calibration), offer.interconnect, self.usable_gib,
-                           offer.inter_node_gbs)
+        # Where this service's shapes start among the builder's, and the offer's hardware shapes.
+        self._base = builder._slot(svc) * _SLOT if base is None else base
+        self._layout = _Layout(offer, gpu, self.usable_gib, builder._hardware_shapes) if layout is None else layout
+        self._query_key: tuple | None = None  # see _query
 
     def build(self) -> Generator[list[PerfQuery], list[PerfEstimate], tuple[tuple[Config, ...], tuple[Rejection, ...]]]:
         """A generator: yields the performance queries it needs, is sent their estimates (a
@@ -744,9 +1041,7 @@ class _OfferCandidates:
         interconnect only with tensor parallelism (g > 1) and the inter-node bandwidth only
         across instances (span > 1; see `solver.perf.links_read`), so only then do they part
         offers; the GPU type, its name and the usable memory always do."""
-        offer = self.offer
-        key = (id(self.svc), id(self.gpu), offer.gpu, self.usable_gib, g, span,
-               offer.interconnect if g > 1 else None, offer.inter_node_gbs if span > 1 else None)
+        key = self._base + self._layout.number(g, span)
         shapes = self.b._shapes
         found = shapes.get(key)
         if found is None:
@@ -769,8 +1064,7 @@ class _OfferCandidates:
                 p.estimates = estimates[at:at + len(p.queries)]
                 at += len(p.queries)
             for s in mine:
-                s.items = [self._outcome(p, s.g, s.span) for p in s.plans]
-                s.state = _Shape.DONE
+                s.finish([self._outcome(p, s.g, s.span) for p in s.plans])
             mine, plans, queries = [], [], []
 
     def _outcome(self, plan: _Plan, g: int, span: int) -> tuple[bool, dict]:
@@ -793,8 +1087,7 @@ class _OfferCandidates:
                 return rejected(e.reason_kind, e.reason)
             band = e.error_band
             if not e.feasible:
-                perfs.append(_new_class(throughput=0.0, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, latency_ms=e.latency_ms,
-                                        batch=e.batch, binding_limit=e.binding_limit, reason=e.reason))
+                perfs.append(_class_perf(e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit, e.reason, 0.0))
                 continue
             mem = max(mem or 0.0, e.memory_gib_per_gpu)
             if svc.size_with_error_band:
@@ -802,12 +1095,11 @@ class _OfferCandidates:
                 # slower tokens, fewer requests - as the model checked the SLOs.
                 ttft_hi = e.ttft_ms * (1 + e.ttft_error_band)
                 latency_hi = ttft_hi + (e.latency_ms - e.ttft_ms) * (1 + e.tpot_error_band)
-                perfs.append(_new_class(throughput=e.requests_per_s / (1 + e.error_band), ttft_ms=ttft_hi,
-                                        tpot_ms=e.tpot_ms * (1 + e.tpot_error_band), latency_ms=latency_hi,
-                                        batch=e.batch, binding_limit=e.binding_limit))
+                perfs.append(_class_perf(ttft_hi, e.tpot_ms * (1 + e.tpot_error_band), latency_hi, e.batch,
+                                         e.binding_limit, "", e.requests_per_s / (1 + e.error_band)))
             else:
-                perfs.append(_new_class(throughput=e.requests_per_s, ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms,
-                                        latency_ms=e.latency_ms, batch=e.batch, binding_limit=e.binding_limit))
+                perfs.append(_class_perf(e.ttft_ms, e.tpot_ms, e.latency_ms, e.batch, e.binding_limit, "",
+                                         e.requests_per_s))
         if all(c.throughput <= 0 for c in perfs):
             first = next(c for c in perfs if c.reason)
             return rejected(_slo_kind(first.reason) or "latency", first.reason)
@@ -820,20 +1112,50 @@ class _OfferCandidates:
         offer_id = self.offer.id
         if self.signature is not None:
             self.signature.append(shape)
+        new = _new_object
+        if shape.rejections:
+            rejections = self.rejections
+            for t in shape.rejections:  # _rejection_on(t, offer_id), inlined
+                r = new(Rejection)
+                d = r.__dict__
+                d.update(t)
+                d["offer_id"] = offer_id
+                rejections.append(r)
         out = []
-        for is_config, template in shape.items:
-            if is_config:
-                out.append(_config_on(template, offer_id))
-            else:
-                self.rejections.append(_rejection_on(template, offer_id))
+        for t in shape.configs:  # _config_on(t, offer_id), inlined
+            c = new(Config)
+            d = c.__dict__
+            d.update(t)
+            d["offer_id"] = offer_id
+            out.append(c)
         return out
+
+    def _stamp_all(self, shapes: list[_Shape], configs: list[Config]) -> None:
+        """_stamped of each shape in turn, its configurations added to `configs`."""
+        offer_id = self.offer.id
+        if self.signature is not None:
+            self.signature.extend(shapes)
+        new = _new_object
+        rejections = self.rejections
+        for shape in shapes:
+            for t in shape.rejections:  # _rejection_on(t, offer_id), inlined
+                r = new(Rejection)
+                d = r.__dict__
+                d.update(t)
+                d["offer_id"] = offer_id
+                rejections.append(r)
+            for t in shape.configs:  # _config_on(t, offer_id), inlined
+                c = new(Config)
+                d = c.__dict__
+                d.update(t)
+                d["offer_id"] = offer_id
+                configs.append(c)
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
-        whole = self.offer.gpus_per_instance
-        single = [r for r in self.rejections if r.gpus_per_replica == whole]
-        if not single or any(r.kind != "vram" for r in single):
+        if not self._spans():
             return []
+        whole = self.offer.gpus_per_instance
         out: list[Config] = []
         for span in (2, 4):
             shape = self._shape(model, whole, span)
@@ -844,16 +1166,47 @@ class _OfferCandidates:
                 break
         return out
 
+    def _spans(self) -> bool:
+        """Whether replicas across instances are planned: the whole-instance replica was
+        rejected, for memory only."""
+        whole = self.offer.gpus_per_instance
+        single = [r for r in self.rejections if r.gpus_per_replica == whole]
+        return bool(single) and all(r.kind == "vram" for r in single)
+
     def _query(self, model, gpus, span, precision, prompt, output) -> PerfQuery:
+        if self._query_key is None:
+            # What the memo key takes from the service and offer (see CandidateBuilder._queries).
+            self._query_key = (id(self.svc), id(self.gpu), id(self.b.calibration), self.offer.interconnect,
+                               self.usable_gib, self.offer.inter_node_gbs)
         key = (self._query_key, id(model), gpus, span, precision, prompt, output)
         made = self.b._queries.get(key)
         if made is not None:
             return made
         svc, slo, cal = self.svc, self.svc.slo, self.b.calibration
-        self.b._held.append((svc, model, self.gpu, cal))
+        b = self.b
+        b._held.append((svc, model, self.gpu, cal))
+        like = b._query_fields.get(self._base)
+        if like is not None and like[0] is cal:
+            # The service's other queries' fields, then what this one's own are (in place:
+            # the same __dict__, in the same order, as _new_query makes).
+            made = _new_object(PerfQuery)
+            d = made.__dict__
+            d.update(like[1])
+            d["model"] = model
+            d["gpu"] = self.gpu
+            d["gpus_per_replica"] = gpus
+            d["interconnect"] = self.offer.interconnect
+            d["usable_memory_gib"] = self.usable_gib
+            d["precision"] = precision
+            d["prompt_tokens"] = prompt
+            d["output_tokens"] = output
+            d["instances_per_replica"] = span
+            d["inter_node_gbs"] = self.offer.inter_node_gbs
+            b._queries[key] = made
+            return made
         # size_with_error_band: the model checks the SLOs against the pessimistic end of the
         # band of each estimate's regime (memory- or compute-bound).
-        made = self.b._queries[key] = _new_query(
+        made = b._queries[key] = _new_query(
             model=model, gpu=self.gpu, gpus_per_replica=gpus, interconnect=self.offer.interconnect,
             usable_memory_gib=self.usable_gib, precision=precision, engine=svc.engine,
             prompt_tokens=prompt, output_tokens=output,
@@ -862,6 +1215,7 @@ class _OfferCandidates:
             kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
             size_with_error_band=svc.size_with_error_band,
         )
+        b._query_fields[self._base] = (cal, dict(made.__dict__))
         return made
 
     def _reject(self, g, precision, kind, reason):
