@@ -144,3 +144,32 @@ def test_models_never_share_indices_with_the_memo(monkeypatch):
     second = formulation.build(problem)  # the remembered grouping
     assert _signature(second) == reference
     clear_all()
+
+
+@pytest.mark.parametrize("pool, with_region", [(True, False), (False, False), (True, True)])
+def test_groups_are_taken_from_the_last_grouping_only_for_the_same_objects(pool, with_region):
+    problem = _problem(10, 7)
+    region = {o.id: formulation.region_of(o) for o in problem.offers} if with_region else None
+    configs = list(problem.configs)
+
+    def fresh(cs):
+        formulation._LAST_GROUPS = {}
+        return formulation._group_configs(cs, pool, region)
+
+    first = formulation._group_configs(configs, pool, region)
+    # An equal configuration that is another object: its group is made anew, with it.
+    k = next(i for i, c in enumerate(configs) if sum(c2.replica_kind == c.replica_kind for c2 in configs) > 1)
+    copy = replace(configs[k])
+    other = configs[:k] + [copy] + configs[k + 1:]
+    second = formulation._group_configs(other, pool, region)
+    assert second == fresh(other)
+    mine = next(g for g in second[0] if any(c is copy for c in g.configs))
+    assert not any(c is configs[k] for g in second[0] for c in g.configs)
+    assert all(mine is not g for g in first[0])
+    # Every other group is the same object as before.
+    before = {id(g) for g in first[0]}
+    assert sum(id(g) in before for g in second[0]) == len(second[0]) - 1
+    # A list in another order groups as a fresh grouping does.
+    assert formulation._group_configs(list(reversed(other)), pool, region) == fresh(list(reversed(other)))
+    clear_all()
+    assert formulation._LAST_GROUPS == {}

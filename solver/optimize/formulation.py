@@ -351,10 +351,13 @@ _GROUPINGS_LOCK = threading.Lock()
 
 def _group_configs(configs: list[Config], pool: bool, region: dict[str, tuple] | None
                    ) -> tuple[list[Group], list[Pool]]:
+    global _LAST_GROUPS
     members: dict[tuple, list[Config]] = {}
     for c in configs:
-        key = (c.service, c.gpus_per_replica, c.instances_per_replica, c.precision, c.source, c.throughputs,
-               None if pool else c.offer_id, region[c.offer_id] if region is not None else None)
+        if pool and region is None:
+            key = c.replica_kind
+        else:
+            key = (c.replica_kind, None if pool else c.offer_id, region[c.offer_id] if region is not None else None)
         found = members.get(key)
         if found is None:
             members[key] = [c]
@@ -362,23 +365,36 @@ def _group_configs(configs: list[Config], pool: bool, region: dict[str, tuple] |
             found.append(c)
     groups = []
     by_pool: dict[tuple, list[Group]] = {}
+    # A group of the same configuration objects (in the same order) as in the last grouping
+    # made is that group again (configurations are immutable): taken, not made again.
+    last, made = _LAST_GROUPS, {}
     for cs in members.values():
-        if len(cs) > 1:
-            cs = sorted(cs, key=_offer_id)
-            offer_ids = tuple(c.offer_id for c in cs)
-            if len(set(offer_ids)) != len(cs):  # cannot happen: one configuration per offer and key
-                raise AssertionError(f"two configurations of one group on one offer: {[c.key for c in cs]}")
-        else:
-            offer_ids = (cs[0].offer_id,)
-        g = Group(cs[0].key, cs[0].service, tuple(cs))
+        ids = tuple(map(id, cs))
+        known = last.get(ids)
+        if known is None:
+            if len(cs) > 1:
+                cs = sorted(cs, key=_offer_id)
+                offer_ids = tuple(c.offer_id for c in cs)
+                if len(set(offer_ids)) != len(cs):  # cannot happen: one configuration per offer and key
+                    raise AssertionError(f"two configurations of one group on one offer: {[c.key for c in cs]}")
+            else:
+                offer_ids = (cs[0].offer_id,)
+            known = (Group(cs[0].key, cs[0].service, tuple(cs)), (cs[0].gpus_per_replica, offer_ids))
+        made[ids] = known
+        g, pool_key = known
         groups.append(g)
-        pool_key = (cs[0].gpus_per_replica, offer_ids)
         found = by_pool.get(pool_key)
         if found is None:
             by_pool[pool_key] = [g]
         else:
             found.append(g)
+    _LAST_GROUPS = made  # each entry's group holds its configurations: their ids stay theirs
     return groups, [Pool(k, tuple(gs)) for k, gs in by_pool.items()]
+
+
+# The groups of the last grouping made, by the ids of their configurations in list order,
+# with their pool keys: the next list (another scenario's) shares most of them.
+_LAST_GROUPS: dict[tuple[int, ...], tuple[Group, tuple]] = {}
 
 
 _offer_id = attrgetter("offer_id")
