@@ -40,7 +40,7 @@ def _signature(f: formulation.Formulation):
     return (MathOptBackend._translate(f.model).SerializeToString(deterministic=True),
             [c.key for c in f.configs], [g.key for g in f.groups], [p.key for p in f.pools], f.n, f.r, f.y, f.x, f.z,
             f.cost_terms, f.gpu_terms, {k: [g.key for g in v] for k, v in f.by_service.items()},
-            {k: g.key for k, g in f.group_of.items()}, f.lower_bound,
+            {k: g.key for k, g in f.group_of.items()}, {k: q.key for k, q in f.pool_of.items()}, f.lower_bound,
             {k: (b.terms, b.bound, b.replicas, b.routed) for k, b in f.service_bounds.items()})
 
 
@@ -139,10 +139,12 @@ def test_models_never_share_indices_with_the_memo(monkeypatch):
     name = next(iter(first.by_service))
     first.by_service[name].append(first.groups[0])
     first.group_of.clear()
+    first.pool_of.clear()
     first.groups.clear()
     first.pools.clear()
     second = formulation.build(problem)  # the remembered grouping
     assert _signature(second) == reference
+    assert second.pool_of == {g.key: pool for pool in second.pools for g in pool.groups}
     clear_all()
 
 

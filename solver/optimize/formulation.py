@@ -118,6 +118,7 @@ class Formulation:
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     by_service: dict[str, list[Group]] = field(default_factory=dict)
     group_of: dict[str, Group] = field(default_factory=dict)  # config key -> its group
+    pool_of: dict[str, Pool] = field(default_factory=dict)  # group key -> its pool
     service_bounds: dict = field(default_factory=dict)  # service -> ServiceBound (pooled models)
     lower_bound: float | None = None  # sum of the services' bounds: no plan costs less (pooled models)
 
@@ -129,7 +130,7 @@ class Formulation:
             if offer_id not in self.n:
                 return None
             values[self.n[offer_id]] = float(n)
-        pool_of = {g.key: p for p in self.pools for g in p.groups}
+        pool_of = self.pool_of
         for a in sol.assignments:
             group = self.group_of.get(a.config_key)
             if group is None:
@@ -301,13 +302,14 @@ def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tu
 @dataclass(frozen=True)
 class _Grouping:
     """`_group_configs` of one list of configurations, with the indices a model build
-    derives from it: the groups of each service (in group order) and each configuration's
-    group by key. Shared by every model built from the list: a model copies what it keeps."""
+    derives from it: the groups of each service (in group order), each configuration's
+    group by key and each group's pool by the group's key. Shared by every model built from the list: a model copies what it keeps."""
 
     groups: tuple[Group, ...]
     pools: tuple[Pool, ...]
     by_service: dict[str, tuple[Group, ...]]
     group_of: dict[str, Group]
+    pool_of: dict[str, Pool]
 
 
 def _grouping(configs: list[Config], pool: bool, region: dict[str, tuple] | None) -> _Grouping:
@@ -341,7 +343,8 @@ def _indexed(groups: list[Group], pools: list[Pool]) -> _Grouping:
         by_service.setdefault(g.service, []).append(g)
         for c in g.configs:
             group_of[c.key] = g
-    return _Grouping(tuple(groups), tuple(pools), {name: tuple(gs) for name, gs in by_service.items()}, group_of)
+    return _Grouping(tuple(groups), tuple(pools), {name: tuple(gs) for name, gs in by_service.items()}, group_of,
+                     {g.key: pool for pool in pools for g in pool.groups})
 
 
 GROUPINGS_KEPT = 16  # lists of configurations whose grouping is remembered (least recently used out)
@@ -430,6 +433,7 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
     f.groups, f.pools = list(grouping.groups), list(grouping.pools)
     f.by_service = {name: list(gs) for name, gs in grouping.by_service.items()}
     f.group_of = dict(grouping.group_of)
+    f.pool_of = dict(grouping.pool_of)
     hosted_ub = _hosted_bounds(f, problem, group_ub)
     for o in problem.offers:
         if o.id not in hosted_ub:

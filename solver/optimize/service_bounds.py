@@ -241,7 +241,7 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
     p = form.problem
     values = [0.0] * len(form.model.variables)
     gpus: dict[str, int] = {}
-    pool_of = {g.key: pool for pool in form.pools for g in pool.groups}
+    pool_of = form.pool_of
     by_key = {g.key: g for g in form.groups}
     for s in p.services:
         if s.total_demand <= 0 and not s.min_replicas:
