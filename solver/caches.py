@@ -32,5 +32,6 @@ def clear_all() -> None:
     model._batch_grid.cache_clear()
     with formulation._GROUPINGS_LOCK:
         formulation._GROUPINGS.clear()
+    formulation._LAST_GROUPS = {}
     SOLVES.clear()
     service_bounds._solved.cache_clear()

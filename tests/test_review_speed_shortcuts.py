@@ -158,6 +158,37 @@ def test_the_model_proto_is_the_merging_translation_byte_for_byte():
             assert got == want, (trial, relax)
 
 
+def test_int_bounds_and_coefficients_translate_to_the_same_doubles():
+    """The translation hands upb floats (it converts Python ints far slower): ints, bools
+    and ints beyond 2**53 give the same ModelProto bytes as handing them over as they are."""
+    rng = random.Random(1)
+    big = [2**53 + 1, -(2**53) - 3, 10**18 + 7]
+    for trial in range(200):
+        lm = LinearModel()
+        n = rng.randint(1, 30)
+        for i in range(n):
+            lm.var(f"v{i}", rng.choice([0, 0.0, -1, True, False, -INF]),
+                   rng.choice([1, 7, 3.5, INF, 12345, True] + big), integer=rng.random() < 0.6)
+        for j in range(rng.randint(0, 20)):
+            cols = rng.sample(range(n), rng.randint(0, min(n, 10)))
+            coefs = [rng.choice([1, -1, 2, 8, 1.0, -0.5, 0, True] + big) for _ in cols]
+            lm.row(f"r{j}", list(zip(cols, coefs)), lb=rng.choice([-INF, 0, 2, 2.5] + big),
+                   ub=rng.choice([INF, 9, 0, 9.5] + big))
+        lm.objective = {i: rng.choice([1, 3, 0.25, 2**53 + 1]) for i in rng.sample(range(n), rng.randint(0, n))}
+        for relax in (False, True):
+            want = _reference_translate(lm, relax).SerializeToString(deterministic=True)
+            got = MathOptBackend._translate(lm, relax).SerializeToString(deterministic=True)
+            assert got == want, (trial, relax)
+    # Solution hints (solve() hands their values over as floats too).
+    from ortools.math_opt import sparse_containers_pb2
+
+    values = [0, 3, 2.5, True, -7] + big
+    as_is, as_floats = sparse_containers_pb2.SparseDoubleVectorProto(), sparse_containers_pb2.SparseDoubleVectorProto()
+    as_is.values.extend(values)
+    as_floats.values.extend(list(map(float, values)))
+    assert as_is.SerializeToString(deterministic=True) == as_floats.SerializeToString(deterministic=True)
+
+
 def test_a_price_changed_catalog_is_served_rows_by_hardware():
     clear_all()
     catalog = default_catalog()

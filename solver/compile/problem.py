@@ -78,6 +78,13 @@ class Config:
         """Per-class throughput."""
         return tuple(k.throughput for k in self.classes)
 
+    @_computed_once  # the grouping key of every model build (solver/optimize/formulation.py)
+    def replica_kind(self) -> tuple:
+        """What makes replicas interchangeable across offers: service, GPUs per replica,
+        span, precision, source and per-class throughputs."""
+        return (self.service, self.gpus_per_replica, self.instances_per_replica, self.precision, self.source,
+                self.throughputs)
+
     @property
     def throughput(self) -> float:
         """Single-class throughput (the first class)."""

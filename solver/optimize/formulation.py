@@ -118,6 +118,7 @@ class Formulation:
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     by_service: dict[str, list[Group]] = field(default_factory=dict)
     group_of: dict[str, Group] = field(default_factory=dict)  # config key -> its group
+    pool_of: dict[str, Pool] = field(default_factory=dict)  # group key -> its pool
     service_bounds: dict = field(default_factory=dict)  # service -> ServiceBound (pooled models)
     lower_bound: float | None = None  # sum of the services' bounds: no plan costs less (pooled models)
 
@@ -129,7 +130,7 @@ class Formulation:
             if offer_id not in self.n:
                 return None
             values[self.n[offer_id]] = float(n)
-        pool_of = {g.key: p for p in self.pools for g in p.groups}
+        pool_of = self.pool_of
         for a in sol.assignments:
             group = self.group_of.get(a.config_key)
             if group is None:
@@ -242,13 +243,17 @@ class _NeedBounds:
     """`_need_bound` for many configurations of one problem: each service's terms once
     (the same arithmetic, in the same order)."""
 
-    __slots__ = ("_services",)
+    __slots__ = ("_services", "all_positive")
 
     def __init__(self, p: Problem):
         # Per service: demand per class, the floor max(min_replicas, 1 if anything to
         # serve) and max_replicas (the same terms, in the same order, as one at a time).
         self._services = {s.name: (s.class_demand, max(s.min_replicas, 1 if s.total_demand > 0 or s.min_replicas
                                                        else 0), s.max_replicas) for s in p.services}
+        # Every service's floor is at least one replica and its max_replicas (if any) too:
+        # every configuration's need bound is then at least one.
+        self.all_positive = all(floor >= 1 and (most is None or most >= 1)
+                                for _, floor, most in self._services.values())
 
     def of(self, c: Config) -> int:
         demand, floor, most = self._services[c.service]
@@ -289,41 +294,73 @@ def group_configs(configs: list[Config], pool: bool = True, region: dict[str, tu
                   ) -> tuple[list[Group], list[Pool]]:
     """Groups (interchangeable configurations of one service) and pools, in the order their
     first configuration appears; with `pool` False every configuration is its own group;
-    with `region` (offer id -> region) a group never spans two regions.
+    with `region` (offer id -> region) a group never spans two regions."""
+    grouping = _grouping(configs, pool, region)
+    return list(grouping.groups), list(grouping.pools)
 
-    Remembered for the last few lists of configurations without regions, by the identity of
-    their configurations: configurations are immutable and the candidate cache hands the
-    same objects to every plan whose candidates are unchanged (review scenarios that change
-    demand, quotas or prices), so the same objects in the same order group the same way. An
-    entry holds its configurations, so their ids cannot be reused while it lives."""
+
+@dataclass(frozen=True)
+class _Grouping:
+    """`_group_configs` of one list of configurations, with the indices a model build
+    derives from it: the groups of each service (in group order), each configuration's
+    group by key and each group's pool by the group's key. Shared by every model built from the list: a model copies what it keeps."""
+
+    groups: tuple[Group, ...]
+    pools: tuple[Pool, ...]
+    by_service: dict[str, tuple[Group, ...]]
+    group_of: dict[str, Group]
+    pool_of: dict[str, Pool]
+
+
+def _grouping(configs: list[Config], pool: bool, region: dict[str, tuple] | None) -> _Grouping:
+    """The grouping of `configs`, remembered for the last few lists of configurations
+    without regions, by the identity of their configurations: configurations are immutable
+    and the candidate cache hands the same objects to every plan whose candidates are
+    unchanged (review scenarios that change demand, quotas or prices), so the same objects
+    in the same order group the same way. An entry holds its configurations, so their ids
+    cannot be reused while it lives."""
     if region is not None:
-        return _group_configs(configs, pool, region)
+        return _indexed(*_group_configs(configs, pool, region))
     key = (pool, tuple(map(id, configs)))
     with _GROUPINGS_LOCK:
         hit = _GROUPINGS.get(key)
         if hit is not None:
             _GROUPINGS.move_to_end(key)
     if hit is not None and len(hit[0]) == len(configs) and all(a is b for a, b in zip(hit[0], configs)):
-        return list(hit[1]), list(hit[2])
-    groups, pools = _group_configs(configs, pool, None)
+        return hit[1]
+    grouping = _indexed(*_group_configs(configs, pool, None))
     with _GROUPINGS_LOCK:
-        _GROUPINGS[key] = (tuple(configs), tuple(groups), tuple(pools))
+        _GROUPINGS[key] = (tuple(configs), grouping)
         while len(_GROUPINGS) > GROUPINGS_KEPT:
             _GROUPINGS.popitem(last=False)
-    return groups, pools
+    return grouping
+
+
+def _indexed(groups: list[Group], pools: list[Pool]) -> _Grouping:
+    by_service: dict[str, list[Group]] = {}
+    group_of: dict[str, Group] = {}
+    for g in groups:
+        by_service.setdefault(g.service, []).append(g)
+        for c in g.configs:
+            group_of[c.key] = g
+    return _Grouping(tuple(groups), tuple(pools), {name: tuple(gs) for name, gs in by_service.items()}, group_of,
+                     {g.key: pool for pool in pools for g in pool.groups})
 
 
 GROUPINGS_KEPT = 16  # lists of configurations whose grouping is remembered (least recently used out)
-_GROUPINGS: OrderedDict[tuple, tuple[tuple[Config, ...], tuple[Group, ...], tuple[Pool, ...]]] = OrderedDict()
+_GROUPINGS: OrderedDict[tuple, tuple[tuple[Config, ...], _Grouping]] = OrderedDict()
 _GROUPINGS_LOCK = threading.Lock()
 
 
 def _group_configs(configs: list[Config], pool: bool, region: dict[str, tuple] | None
                    ) -> tuple[list[Group], list[Pool]]:
+    global _LAST_GROUPS
     members: dict[tuple, list[Config]] = {}
     for c in configs:
-        key = (c.service, c.gpus_per_replica, c.instances_per_replica, c.precision, c.source, c.throughputs,
-               None if pool else c.offer_id, region[c.offer_id] if region is not None else None)
+        if pool and region is None:
+            key = c.replica_kind
+        else:
+            key = (c.replica_kind, None if pool else c.offer_id, region[c.offer_id] if region is not None else None)
         found = members.get(key)
         if found is None:
             members[key] = [c]
@@ -331,23 +368,36 @@ def _group_configs(configs: list[Config], pool: bool, region: dict[str, tuple] |
             found.append(c)
     groups = []
     by_pool: dict[tuple, list[Group]] = {}
+    # A group of the same configuration objects (in the same order) as in the last grouping
+    # made is that group again (configurations are immutable): taken, not made again.
+    last, made = _LAST_GROUPS, {}
     for cs in members.values():
-        if len(cs) > 1:
-            cs = sorted(cs, key=_offer_id)
-            offer_ids = tuple(c.offer_id for c in cs)
-            if len(set(offer_ids)) != len(cs):  # cannot happen: one configuration per offer and key
-                raise AssertionError(f"two configurations of one group on one offer: {[c.key for c in cs]}")
-        else:
-            offer_ids = (cs[0].offer_id,)
-        g = Group(cs[0].key, cs[0].service, tuple(cs))
+        ids = tuple(map(id, cs))
+        known = last.get(ids)
+        if known is None:
+            if len(cs) > 1:
+                cs = sorted(cs, key=_offer_id)
+                offer_ids = tuple(c.offer_id for c in cs)
+                if len(set(offer_ids)) != len(cs):  # cannot happen: one configuration per offer and key
+                    raise AssertionError(f"two configurations of one group on one offer: {[c.key for c in cs]}")
+            else:
+                offer_ids = (cs[0].offer_id,)
+            known = (Group(cs[0].key, cs[0].service, tuple(cs)), (cs[0].gpus_per_replica, offer_ids))
+        made[ids] = known
+        g, pool_key = known
         groups.append(g)
-        pool_key = (cs[0].gpus_per_replica, offer_ids)
         found = by_pool.get(pool_key)
         if found is None:
             by_pool[pool_key] = [g]
         else:
             found.append(g)
+    _LAST_GROUPS = made  # each entry's group holds its configurations: their ids stay theirs
     return groups, [Pool(k, tuple(gs)) for k, gs in by_pool.items()]
+
+
+# The groups of the last grouping made, by the ids of their configurations in list order,
+# with their pool keys: the next list (another scenario's) shares most of them.
+_LAST_GROUPS: dict[tuple[int, ...], tuple[Group, tuple]] = {}
 
 
 _offer_id = attrgetter("offer_id")
@@ -355,26 +405,35 @@ _offer_id = attrgetter("offer_id")
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
           quotas: bool = True, stop: Stop = NEVER, bounds: bool = True) -> Formulation:
-    ub = {}
+    source = problem.configs if configs is None else configs
     needs = _NeedBounds(problem)
-    need_of: dict[str, int] = {}  # config key -> its need bound (before the offer's limit)
-    for c in (problem.configs if configs is None else configs):
-        need = needs.of(c)
-        bound = _capped_bound(c, need, problem)
-        if bound > 0:
-            ub[c.key] = (c, bound)
-            need_of[c.key] = need
-    configs = [c for c, _ in ub.values()]
+    by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
+    if needs.all_positive and _room_for_one_replica(source, problem) and len({c.key for c in source}) == len(source):
+        # Every configuration has a positive bound and its own key, so none is dropped: the
+        # list's own grouping (often remembered), and each group's bound from its first
+        # member's need (its members share the service and throughputs, hence the need).
+        grouping = _grouping(source, len(source) >= POOL_FROM_CONFIGS, by_region)
+        configs = list(source)
+        group_ub = {g.key: _group_need_bound(g, needs.of(g.rep), problem) for g in grouping.groups}
+    else:
+        ub = {}
+        need_of: dict[str, int] = {}  # config key -> its need bound (before the offer's limit)
+        for c in source:
+            need = needs.of(c)
+            bound = _capped_bound(c, need, problem)
+            if bound > 0:
+                ub[c.key] = (c, bound)
+                need_of[c.key] = need
+        configs = [c for c, _ in ub.values()]
+        grouping = _grouping(configs, len(configs) >= POOL_FROM_CONFIGS, by_region)
+        group_ub = {g.key: _group_bound(g, problem, ub, need_of) for g in grouping.groups}
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
-    by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
     pooled = len(configs) >= POOL_FROM_CONFIGS
-    f.groups, f.pools = group_configs(configs, pool=pooled, region=by_region)
-    for g in f.groups:
-        f.by_service.setdefault(g.service, []).append(g)
-        for c in g.configs:
-            f.group_of[c.key] = g
-    group_ub = {g.key: _group_bound(g, problem, ub, need_of) for g in f.groups}
+    f.groups, f.pools = list(grouping.groups), list(grouping.pools)
+    f.by_service = {name: list(gs) for name, gs in grouping.by_service.items()}
+    f.group_of = dict(grouping.group_of)
+    f.pool_of = dict(grouping.pool_of)
     hosted_ub = _hosted_bounds(f, problem, group_ub)
     for o in problem.offers:
         if o.id not in hosted_ub:
@@ -417,6 +476,27 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         f.lower_bound = sum(b.bound for b in f.service_bounds.values()) * (1 - LB_MARGIN_REL) - LB_MARGIN_ABS
     lm.objective = dict(f.cost_terms)
     return f
+
+
+def _room_for_one_replica(configs, p: Problem) -> bool:
+    """Whether every configuration's offer limit (if any) allows one replica of it."""
+    limits = p.offer_limits
+    if not limits:
+        return True
+    for c in configs:
+        limit = limits.get(c.offer_id)
+        if limit is not None and limit * p.offer(c.offer_id).gpus_per_instance // c.gpus_per_replica < 1:
+            return False
+    return True
+
+
+def _group_need_bound(g: Group, need: int, p: Problem) -> int:
+    """`_group_bound` of a group whose every member has the need bound `need`."""
+    if len(g.configs) == 1:
+        return _capped_bound(g.rep, need, p)
+    if p.offer_limits and all(c.offer_id in p.offer_limits for c in g.configs):
+        need = min(need, sum(_capped_bound(c, need, p) for c in g.configs))
+    return need
 
 
 def _group_bound(g: Group, p: Problem, ub: dict[str, tuple[Config, int]], need_of: dict[str, int]) -> int:

@@ -8,6 +8,8 @@ baseline the optimum must never exceed.
 from __future__ import annotations
 
 import math
+from itertools import groupby
+from operator import attrgetter
 
 from solver.compile.problem import Config, Problem
 from solver.optimize.solution import Assignment, Solution
@@ -19,27 +21,35 @@ def _alone_cost(c: Config, replicas: int, p: Problem) -> tuple[float, int]:
     return instances * offer.price_usd_per_hour, instances
 
 
+_SERVICE = attrgetter("service")
+
+
 def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution | None:
     configs = list(p.configs if configs is None else configs)
     replicas: dict[str, int] = {}
     routed: dict[str, list[float]] = {}
     by_key: dict[str, Config] = {}  # the chosen configurations
     by_service: dict[str, list[Config]] = {}
-    for c in configs:
-        by_service.setdefault(c.service, []).append(c)
+    for name, run in groupby(configs, _SERVICE):  # runs of one service (candidates come service by service)
+        found = by_service.get(name)
+        if found is None:
+            by_service[name] = list(run)
+        else:
+            found.extend(run)
     offers = {o.id: (o.price_usd_per_hour, o.gpus_per_instance) for o in p.offers}
     ceil = math.ceil
     for s in p.services:
         mine = by_service.get(s.name, [])
         if not mine:
             return None
+        placed = 0  # replicas placed for this service below
         for k, d in enumerate(s.class_demand):
             if d <= 0:
                 continue
             best = None
             best_cost = 0.0
             for c in mine:
-                t = c.classes[k].throughput
+                t = c.throughputs[k]
                 if t <= 0:
                     continue
                 r = ceil(d / t - 1e-9)
@@ -60,6 +70,11 @@ def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution
             by_key[c.key] = c
             replicas[c.key] = replicas.get(c.key, 0) + r
             routed.setdefault(c.key, [0.0] * len(s.class_demand))[k] += d
+            placed += r
+        # The replicas of `mine` are at least those placed above (each one of `mine`):
+        # counted over every configuration only when that may be short of min_replicas.
+        if placed >= s.min_replicas:
+            continue
         have = sum(replicas.get(c.key, 0) for c in mine)
         if have < s.min_replicas:
             c = min(mine, key=lambda c: (_alone_cost(c, 1, p)[0], c.key))

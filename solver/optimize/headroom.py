@@ -16,14 +16,17 @@ from solver.optimize.solution import Assignment, Solution
 
 def fill_idle_gpus(form: Formulation, sol: Solution) -> tuple[Solution, int]:
     p = form.problem
+    free = {offer_id: n * p.offer(offer_id).gpus_per_instance for offer_id, n in sol.fleet}
+    for a in sol.assignments:
+        free[a.offer_id] -= a.replicas * a.gpus_per_replica
+    if not any(gpus > 0 for gpus in free.values()):
+        return sol, 0  # no idle GPU (most plans): nothing below would run
     demand = {s.name: s for s in p.services}
     by_key = {c.key: c for c in form.configs}
     assigned = {a.config_key: a for a in sol.assignments}
-    free = {offer_id: n * p.offer(offer_id).gpus_per_instance for offer_id, n in sol.fleet}
     capacity = {s.name: 0.0 for s in p.services}
     replicas = {s.name: 0 for s in p.services}
     for a in sol.assignments:
-        free[a.offer_id] -= a.replicas * a.gpus_per_replica
         capacity[a.service] += a.replicas * sum(k.throughput for k in by_key[a.config_key].classes)
         replicas[a.service] += a.replicas
     added = 0

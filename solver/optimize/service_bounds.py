@@ -97,6 +97,12 @@ def _single_class_solution(demand: float, items: list[tuple[float, float, int]],
         ok = demand <= _EPS and min_replicas == 0
         return (0.0, [0] * len(original)) if ok else (None, None)
     n = len(items)
+    # Every item left has room for a replica (u > 0): the cheapest replica cost from item k
+    # on is a suffix minimum, and the items from k on a slice, both made once.
+    cheapest_from = [math.inf] * (n + 1)
+    for k in range(n - 1, -1, -1):
+        cheapest_from[k] = min(items[k][0], cheapest_from[k + 1])
+    rests = [items[k:] for k in range(n + 1)]
     best = [math.inf]
     best_counts: list[list[int] | None] = [None]
     counts = [0] * n
@@ -108,7 +114,7 @@ def _single_class_solution(demand: float, items: list[tuple[float, float, int]],
         least `count_need` more replicas at the cheapest remaining replica cost."""
         cover = 0.0
         left = need
-        for c, t, u in items[k:]:
+        for c, t, u in rests[k]:
             if left <= _EPS:
                 break
             if t <= 0:
@@ -118,8 +124,7 @@ def _single_class_solution(demand: float, items: list[tuple[float, float, int]],
             left -= take * t
         if left > _EPS:
             return math.inf
-        cheapest = min((c for c, _, u in items[k:] if u > 0), default=math.inf)
-        return max(cover, count_need * cheapest if count_need > 0 else 0.0)
+        return max(cover, count_need * cheapest_from[k] if count_need > 0 else 0.0)
 
     def search(k: int, cost: float, need: float, count: int) -> None:
         nodes[0] += 1
@@ -236,7 +241,7 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
     p = form.problem
     values = [0.0] * len(form.model.variables)
     gpus: dict[str, int] = {}
-    pool_of = {g.key: pool for pool in form.pools for g in pool.groups}
+    pool_of = form.pool_of
     by_key = {g.key: g for g in form.groups}
     for s in p.services:
         if s.total_demand <= 0 and not s.min_replicas:

@@ -91,22 +91,23 @@ def _fewer_gpus_point(form: Formulation, values: list[float], gpus: float) -> bo
     it (so whatever the model holds, the answer is only ever a true point)."""
     lm, p = form.model, form.problem
     v = list(values)
-    pool_of = {g.key: pool for pool in form.pools for g in pool.groups}
+    pool_of, r = form.pool_of, form.r
     for s in p.services:
         if not (len(s.class_demand) == 1 or s.mixed_routing):
             continue  # routed classes: their capacity rows tie the replicas to the routing; left as they are
-        groups = [g for g in form.by_service.get(s.name, ()) if v[form.r[g.key]] > 0]
+        groups = [g for g in form.by_service.get(s.name, ()) if v[r[g.key]] > 0]
         if not groups:
             continue
-        slack = (sum(g.rep.classes[0].throughput * v[form.r[g.key]] for g in groups) - s.total_demand
+        # A group's throughput: its first configuration's first class (g.rep.classes[0]).
+        slack = (sum(g.configs[0].throughputs[0] * v[r[g.key]] for g in groups) - s.total_demand
                  if s.total_demand > 0 else math.inf)
-        spare = sum(v[form.r[g.key]] for g in groups) - s.min_replicas if s.min_replicas else math.inf
+        spare = sum(v[r[g.key]] for g in groups) - s.min_replicas if s.min_replicas else math.inf
         # The most GPUs per unit of throughput first: the largest cut in GPUs.
-        for g in sorted(groups, key=lambda g: (-_gpus_per_throughput(g), g.key)):
+        for g in sorted(groups, key=_most_gpus_per_throughput_first):
             if slack <= 0 or spare <= 0:
                 break
-            i = form.r[g.key]
-            t = g.rep.classes[0].throughput
+            i = r[g.key]
+            t = g.configs[0].throughputs[0]
             cut = min(v[i], spare, slack / t if t > 0 else math.inf)
             if cut <= 0:
                 continue
@@ -140,16 +141,26 @@ def _fewer_gpus_point(form: Formulation, values: list[float], gpus: float) -> bo
     point = sum(c * v[i] for i, c in form.gpu_terms)
     if not point <= gpus - 1 - POINT_MARGIN_GPUS:
         return False
+    # Tolerances _ROW_TOL x max(1, |bound|), written out (the same numbers as max() gives).
+    tol = _ROW_TOL
     for x, var in zip(v, lm.variables):
-        if not (var.lb - _ROW_TOL <= x <= var.ub + _ROW_TOL * max(1.0, abs(var.ub))):
+        ub = var.ub
+        size = abs(ub)
+        if not (var.lb - tol <= x <= ub + tol * (size if size > 1.0 else 1.0)):
             return False
     for row in lm.rows:
         activity = sum([c * v[i] for i, c in row.terms])
-        if activity < row.lb - _ROW_TOL * max(1.0, abs(row.lb)) or activity > row.ub + _ROW_TOL * max(1.0, abs(row.ub)):
+        lb, ub = row.lb, row.ub
+        size_lb, size_ub = abs(lb), abs(ub)
+        if activity < lb - tol * (size_lb if size_lb > 1.0 else 1.0) or \
+                activity > ub + tol * (size_ub if size_ub > 1.0 else 1.0):
             return False
     return True
 
 
-def _gpus_per_throughput(g) -> float:
-    t = g.rep.classes[0].throughput
-    return g.gpus_per_replica / t if t > 0 else 0.0
+def _most_gpus_per_throughput_first(g) -> tuple[float, str]:
+    """Groups by GPUs per unit of throughput (of their first configuration's first class),
+    most first, then by key."""
+    c = g.configs[0]
+    t = c.throughputs[0]
+    return (-(c.gpus_per_replica / t if t > 0 else 0.0), g.key)
