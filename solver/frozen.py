@@ -48,10 +48,7 @@ def stamper(cls: type[T], name: str) -> Callable[[dict, object], T]:
     many objects that differ in one field only (a configuration on each offer of one GPU).
     The template holds every other field (unchecked here: `maker`'s rules, and callers'
     tests compare with the dataclass's own constructor); it is copied, never kept."""
-    if hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:
-        raise TypeError(f"{cls.__name__}: stamper() needs a plain dataclass")
-    if name not in {f.name for f in fields(cls)}:
-        raise TypeError(f"{cls.__name__} has no field {name!r}")
+    _check_stampable(cls, name, "stamper")
     new = object.__new__
 
     def stamp(template: dict, value) -> T:
@@ -62,6 +59,31 @@ def stamper(cls: type[T], name: str) -> Callable[[dict, object], T]:
         return obj
 
     return stamp
+
+
+def stamper_into(cls: type[T], name: str) -> Callable[[Sequence[dict], object, list], None]:
+    """`stamper` for many templates at once: a function (templates, value, out) that appends
+    to `out` the object of each template with `name` set to value, in order (one call per
+    list instead of one per object: candidate building stamps thousands a plan)."""
+    _check_stampable(cls, name, "stamper_into")
+    new = object.__new__
+
+    def stamp_into(templates: Sequence[dict], value, out: list) -> None:
+        for template in templates:
+            obj = new(cls)
+            d = obj.__dict__
+            d.update(template)
+            d[name] = value
+            out.append(obj)
+
+    return stamp_into
+
+
+def _check_stampable(cls: type, name: str, what: str) -> None:
+    if hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: {what}() needs a plain dataclass")
+    if name not in {f.name for f in fields(cls)}:
+        raise TypeError(f"{cls.__name__} has no field {name!r}")
 
 
 def row_maker(cls: type[T]) -> Callable[[Sequence], T]:

@@ -13,7 +13,7 @@ import pytest
 from solver.catalog.loader import default_catalog
 from solver.compile.candidates import EstimateCache, _QueryKey
 from solver.compile.problem import ClassPerf, Config, Rejection
-from solver.frozen import maker, stamper
+from solver.frozen import maker, stamper, stamper_into
 from solver.models.library import get_model
 from solver.perf import estimate, estimate_many, links_read
 from solver.perf.api import PerfEstimate, PerfQuery
@@ -125,3 +125,20 @@ def test_stamper_makes_the_same_objects():
     assert "offer_id" not in template and template["service"] == "s"  # copied, never changed
     with pytest.raises(TypeError):
         stamper(Config, "offer")  # not a field
+
+
+def test_stamper_into_appends_the_stampers_objects_in_order():
+    perf = ClassPerf(1.5, 20.0, 30.0, None, 8, "slo", "")
+    templates = [dict(service="s", gpus_per_replica=g, precision=p, source="estimate", classes=(perf,),
+                      memory_gib_per_gpu=30.0, error_band=0.1, instances_per_replica=1, pending_cap=None)
+                 for g, p in ((1, "fp16"), (2, "fp8"), (4, "fp16"))]
+    out = ["already there"]
+    stamper_into(Config, "offer_id")(templates, "o", out)
+    assert out[0] == "already there" and len(out) == 4
+    for got, template in zip(out[1:], templates):
+        want = Config(**template, offer_id="o")
+        assert type(got) is Config and got == want and repr(got) == repr(want)
+        assert vars(got) == {f.name: getattr(want, f.name) for f in dataclasses.fields(Config)}
+    assert all("offer_id" not in t for t in templates)  # copied, never changed
+    with pytest.raises(TypeError):
+        stamper_into(Config, "offer")  # not a field

@@ -43,7 +43,7 @@ from solver.compile.compiled import compile_problem
 from solver.compile.load_caps import cap_under_load
 from solver.compile.problem import ClassPerf, Config, Problem, Profile, Rejection, ServiceDemand
 from solver.compile.pruning import prune_configs, prune_offers, prune_whole_instance_configs
-from solver.frozen import maker, stamper
+from solver.frozen import maker, stamper_into
 from solver.interrupt import NEVER, Stop
 from solver.lru import LockedLru
 from solver.models.library import ModelArch
@@ -155,8 +155,9 @@ def _class_perf(ttft_ms, tpot_ms, latency_ms, batch, binding_limit, reason, thro
 
 
 _new_rejection = maker(Rejection)
-_config_on = stamper(Config, "offer_id")  # (fields but the offer id, offer id) -> Config: offers of one shape
-_rejection_on = stamper(Rejection, "offer_id")
+# (templates: every field but the offer id, offer id, out): the objects of offers of one shape.
+_configs_on = stamper_into(Config, "offer_id")
+_rejections_on = stamper_into(Rejection, "offer_id")
 
 _QUERY_OBJECTS = ("model", "gpu", "calibration")
 _VALUE_FIELDS = tuple(f.name for f in fields(PerfQuery) if f.name not in _QUERY_OBJECTS)
@@ -1109,25 +1110,8 @@ class _OfferCandidates:
 
     def _stamped(self, g: int, span: int, shape: _Shape) -> list[Config]:
         """This offer's configurations of the shape; its rejections recorded (in precision order)."""
-        offer_id = self.offer.id
-        if self.signature is not None:
-            self.signature.append(shape)
-        new = _new_object
-        if shape.rejections:
-            rejections = self.rejections
-            for t in shape.rejections:  # _rejection_on(t, offer_id), inlined
-                r = new(Rejection)
-                d = r.__dict__
-                d.update(t)
-                d["offer_id"] = offer_id
-                rejections.append(r)
-        out = []
-        for t in shape.configs:  # _config_on(t, offer_id), inlined
-            c = new(Config)
-            d = c.__dict__
-            d.update(t)
-            d["offer_id"] = offer_id
-            out.append(c)
+        out: list[Config] = []
+        self._stamp_all([shape], out)
         return out
 
     def _stamp_all(self, shapes: list[_Shape], configs: list[Config]) -> None:
@@ -1135,21 +1119,10 @@ class _OfferCandidates:
         offer_id = self.offer.id
         if self.signature is not None:
             self.signature.extend(shapes)
-        new = _new_object
-        rejections = self.rejections
         for shape in shapes:
-            for t in shape.rejections:  # _rejection_on(t, offer_id), inlined
-                r = new(Rejection)
-                d = r.__dict__
-                d.update(t)
-                d["offer_id"] = offer_id
-                rejections.append(r)
-            for t in shape.configs:  # _config_on(t, offer_id), inlined
-                c = new(Config)
-                d = c.__dict__
-                d.update(t)
-                d["offer_id"] = offer_id
-                configs.append(c)
+            if shape.rejections:
+                _rejections_on(shape.rejections, offer_id, self.rejections)
+            _configs_on(shape.configs, offer_id, configs)
 
     def _spanning(self, model: ModelArch) -> Generator[list[PerfQuery], list[PerfEstimate], list[Config]]:
         """Replicas across 2 or 4 instances, only where the model fits no single instance."""
