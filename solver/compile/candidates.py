@@ -851,22 +851,21 @@ class _Shape:
     8-GPU instance's 1-GPU replicas are the 1-GPU instance's. Offers stamp their own
     configurations and rejections from it (`_OfferCandidates._stamped`)."""
 
-    __slots__ = ("plans", "g", "span", "items", "state", "_rows", "configs", "rejections")
+    __slots__ = ("plans", "g", "span", "state", "_rows", "configs", "rejections")
     NEW, ASKED, DONE = 0, 1, 2
 
     def __init__(self, plans: list[_Plan], g: int, span: int):
         self.plans = plans
         self.g, self.span = g, span
-        self.items: list[tuple[bool, dict]] = []  # per plan: (whether a configuration, its fields but the offer id)
         self.state = _Shape.NEW
         self._rows = None
-        # The items' configurations and rejections, each in plan (precision) order.
+        # Per plan (precision, in order), a configuration's or a rejection's fields but the offer id.
         self.configs: list[dict] = []
         self.rejections: list[dict] = []
 
     def finish(self, items: list[tuple[bool, dict]]) -> None:
-        """Its items, from its plans' estimates: the shape is done."""
-        self.items = items
+        """Its items, from its plans' estimates - per plan, (whether a configuration, its
+        fields but the offer id): the shape is done."""
         self.configs = [t for is_config, t in items if is_config]
         self.rejections = [t for is_config, t in items if not is_config]
         self.state = _Shape.DONE
@@ -877,10 +876,9 @@ class _Shape:
         throughput, precision as its key ends, throughputs, instances per replica)."""
         if self._rows is None:
             rows = []
-            for is_config, t in self.items:
-                if is_config:
-                    thr = tuple(map(_THROUGHPUT, t["classes"]))
-                    rows.append((-sum(thr), t["precision"] or "measured", thr, t["instances_per_replica"]))
+            for t in self.configs:
+                thr = tuple(map(_THROUGHPUT, t["classes"]))
+                rows.append((-sum(thr), t["precision"] or "measured", thr, t["instances_per_replica"]))
             self._rows = rows
         return self._rows
 
