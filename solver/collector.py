@@ -1,14 +1,14 @@
 """The cyclic garbage collector held off while a plan runs.
 
 A plan allocates ~10^5 objects that outlive many collections (candidate configurations,
-estimates, cache entries, model rows) and almost no reference cycles (a few thousand
-objects for 100 services). CPython's collector nonetheless walks the young objects every
-700 allocations and the whole heap each time enough of them survive: 4-5 full
-collections per 100-service plan, about a fifth of its time, that find nothing. Reference
-counting frees everything else as usual, so `paused()` keeps the collector off while a plan
-runs and lets it resume when the last plan running in the process ends (plans in several
-threads: the first one in pauses, the last one out resumes; a collector the caller had
-disabled stays disabled). The cycles a plan leaves are collected after it.
+estimates, cache entries, model rows) and makes no reference cycles: what it drops is freed
+at once by reference counting (tests/test_collector.py checks the examples, explanations,
+horizons and infeasible workloads). CPython's collector nonetheless walks the young objects
+every 700 allocations and the whole heap each time enough of them survive: 4-5 full
+collections per 100-service plan, about a fifth of its time, that find nothing. So
+`paused()` keeps the collector off while a plan runs and lets it resume when the last plan
+running in the process ends (plans in several threads: the first one in pauses, the last
+one out resumes; a collector the caller had disabled stays disabled).
 """
 
 from __future__ import annotations

@@ -138,6 +138,12 @@ def plan_rollout(current: tuple[RunningInstances, ...], targets: list[Target], f
     note = "" if known else ("the running fleet's replicas were not given: kept instances are taken to run what the "
                              "plan places on them; every launch and start comes before any termination")
     surge = sum(1 for s in steps if s["action"] == "launch" and s.get("temporary"))
+    # Instances and replicas refer to each other (held, slots): cycles only the cyclic
+    # collector would free. Emptying `held` lets reference counting free them now (plans
+    # make no cycles: solver/collector.py).
+    for pool in pools.values():
+        for inst in pool:
+            inst.held.clear()
     return {"steps": steps, "surge_instances": surge, "note": note}
 
 

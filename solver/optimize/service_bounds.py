@@ -149,7 +149,14 @@ def _single_class_solution(demand: float, items: list[tuple[float, float, int]],
             search(k + 1, cost + r * c, max(need - r * t, 0.0), count + r)
         counts[k] = 0
 
-    search(0, 0.0, max(demand, 0.0), 0)
+    try:
+        search(0, 0.0, max(demand, 0.0), 0)
+    finally:
+        # `search` calls itself through its closure cell: a reference cycle (the function,
+        # its cells, `rests`...) that only the cyclic collector would free. Emptying the
+        # cell lets reference counting free it all now (plans make no cycles:
+        # solver/collector.py).
+        search = None  # noqa: F841 - read through the closure
     if best[0] == math.inf and open_bound[0] == math.inf:
         return None, None
     solution = None
