@@ -84,6 +84,16 @@ def test_cache_asks_one_estimate_for_equivalent_queries():
     assert all(e == estimate(v) for e, v in zip(got, _variants(q)))
 
 
+def test_cached_keys_let_their_queries_go_and_still_find_their_estimates():
+    queries = _queries(5, 40)
+    cache = EstimateCache()
+    first = cache.get_many(queries)
+    assert all(key.query is None for key in cache._data)  # the cache holds no query objects
+    again = cache.get_many([dataclasses.replace(q) for q in queries])  # equal queries, new objects
+    assert cache.misses == len(cache) and cache.hits == len(queries) + len(queries) - len(cache)
+    assert all(a is b for a, b in zip(first, again)) and first == [estimate(q) for q in queries]
+
+
 def test_maker_makes_the_same_objects():
     perf = ClassPerf(1.5, 20.0, 30.0, None, 8, "slo", "")
     cases = [

@@ -175,7 +175,7 @@ class _QueryKey:
     __slots__ = ("query", "_parts", "_hash")
 
     def __init__(self, q: PerfQuery):
-        self.query = q
+        self.query: PerfQuery | None = q  # until estimated (EstimateCache.get_many)
         values = _query_values(q)
         objects = _object_hashes(q.model, q.gpu, q.calibration)
         tp_link, stage_link = links_read(q)
@@ -230,6 +230,7 @@ class EstimateCache(LockedLru):
             made = estimate_many([key.query for key in chunk])
             with self._lock:
                 for key, e in zip(chunk, made):
+                    key.query = None  # estimated: its parts compare it, the query (~0.9 KB) may go
                     data[key] = e
                     data.move_to_end(key)
                 while len(data) > self.max_entries:
