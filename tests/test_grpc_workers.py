@@ -57,6 +57,8 @@ def _cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+ATTEMPTS = 6  # calls cancelled in a stage until one cancel lands in it (see the test)
+
 # Workloads whose stage lasts long enough to be cancelled in (seconds here; 60 services
 # take ~10 s to solve on the development machine, with every stage above 0.5 s).
 STAGES = [
@@ -77,18 +79,30 @@ STAGES = [
 @pytest.mark.parametrize("stage, workload, explain", STAGES, ids=[s[0] for s in STAGES])
 def test_a_cancel_in_each_stage_frees_the_slot_and_the_cpu_and_the_pool_stays_usable(server, stage, workload, explain):
     planner, target = server
-    before = sum(n for (s, _how), n in planner.pool.stops.items() if s == stage)
     stub = pb_grpc.PlannerServiceStub(grpc.insecure_channel(target))
     request = (pb.SolveRequest(workload=pb.Workload(json=workload["json"])) if "json" in workload
                else _request(workload, explain))
-    call = stub.Solve.future(request, timeout=600)
-    _wait_for(lambda: stage in planner.pool.busy_stages() or call.done(), 300, f"the solve reaching its {stage} stage")
-    assert not call.done(), f"the solve ended before its {stage} stage could be cancelled: {call.exception()}"
-    busy_pids = set(planner.pool.pids()) - set(_idle_pids(planner))
-    call.cancel()
-    _wait_for(lambda: planner.gate.running == 0, 10, "the slot being freed")
-    assert planner.pool.stop_times_s[-1] < STOP_BOUND_S, f"stopped {planner.pool.stop_times_s[-1]:.3f} s after the cancel"
-    assert sum(n for (s, _how), n in planner.pool.stops.items() if s == stage) == before + 1
+    # A stage of a few milliseconds (the tie-break, when a point of its LP settles it) can
+    # end before it is seen, or between seeing it and the cancel (the stop then lands in the
+    # next stage): the call is made again, until a cancel lands in this stage.
+    for attempt in range(ATTEMPTS):
+        before = sum(n for (s, _how), n in planner.pool.stops.items() if s == stage)
+        call = stub.Solve.future(request, timeout=600)
+        _wait_for(lambda: stage in planner.pool.busy_stages() or call.done(), 300,
+                  f"the solve reaching its {stage} stage")
+        if call.done():  # the solve passed the stage (and ended) before it was seen: again
+            assert call.exception() is None, call.exception()
+            continue
+        busy_pids = set(planner.pool.pids()) - set(_idle_pids(planner))
+        call.cancel()
+        _wait_for(lambda: planner.gate.running == 0, 10, "the slot being freed")
+        assert planner.pool.stop_times_s[-1] < STOP_BOUND_S, \
+            f"stopped {planner.pool.stop_times_s[-1]:.3f} s after the cancel"
+        if sum(n for (s, _how), n in planner.pool.stops.items() if s == stage) == before + 1:
+            break
+        _wait_for(lambda: len(planner.pool.pids()) == planner.pool.target, 120, "the pool replacing its worker")
+    else:
+        raise AssertionError(f"no cancel of {ATTEMPTS} landed in the {stage} stage")
     # The CPU is free: the worker was killed, or it is idle again (its CPU time stands still).
     for pid in busy_pids:
         first = _cpu_s(pid)
