@@ -51,8 +51,8 @@ def add_parser(subparsers) -> None:
                         "never delays a call (default 1)")
     s.add_argument("--worker-max-jobs", type=int, default=1000, metavar="N",
                    help="recycle a worker process after this many jobs (default 1000)")
-    s.add_argument("--worker-max-rss-mib", type=number_in(0, 1 << 20, "MiB"), default=400.0, metavar="MIB",
-                   help="recycle a worker process whose memory after a job is above this (default 400)")
+    s.add_argument("--worker-max-rss-mib", type=number_in(0, 1 << 20, "MiB"), default=250.0, metavar="MIB",
+                   help="recycle a worker process whose memory after a job is above this (default 250)")
     s.add_argument("--worker-nice", type=int, default=5, metavar="N",
                    help="CPU priority of the worker processes below the server's own (nice increment, 0-19; "
                         "default 5: health checks and admission never wait behind solves)")

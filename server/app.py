@@ -53,7 +53,7 @@ class ServerConfig:
     grace_s: float = 30.0  # on SIGTERM: how long calls in flight may finish
     spare_workers: int = 1  # warm worker processes beyond one per solver slot
     worker_max_jobs: int = 1000  # a worker is recycled after this many jobs
-    worker_max_rss_mib: float = 400.0  # ... or when its memory after a job is above this
+    worker_max_rss_mib: float = 250.0  # ... or when its memory after a job is above this (docs/grpc.md: why 250)
     worker_nice: int = 5  # workers' CPU priority below the server's own (0: the same)
     log_level: str | None = None  # workers log like the server (None: as the `planner.server` logger is set)
 

@@ -83,7 +83,7 @@ class Worker:
 
 
 class WorkerPool:
-    def __init__(self, size: int, spare: int = 1, max_jobs: int = 1000, max_rss_mib: float = 400.0,
+    def __init__(self, size: int, spare: int = 1, max_jobs: int = 1000, max_rss_mib: float = 250.0,
                  log_level: str | None = None, metrics: Metrics | None = None, nice: int = 5):
         if size < 1 or spare < 0 or max_jobs < 1 or max_rss_mib <= 0:
             raise ValueError("need size >= 1, spare >= 0, max_jobs >= 1 and max_rss_mib > 0")
