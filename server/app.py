@@ -26,7 +26,7 @@ from server.errors import ErrorInterceptor
 from server.metrics import Metrics
 from server.metrics_http import serve_metrics
 from server.observe import ObserveInterceptor
-from server.pool import WorkerPool, stop_forkserver
+from server.pool import MAX_JOBS, MAX_RSS_MIB, SPARE_WORKERS, WorkerPool, stop_forkserver
 from server.service import SERVICE_NAME, PlannerServicer, add_to_server
 
 MIB = 1024 * 1024
@@ -51,9 +51,9 @@ class ServerConfig:
     metrics_address: str | None = None  # default: the same address as the gRPC port
     metrics_token: str | None = None  # bearer token /metrics needs; default: `token`
     grace_s: float = 30.0  # on SIGTERM: how long calls in flight may finish
-    spare_workers: int = 1  # warm worker processes beyond one per solver slot
-    worker_max_jobs: int = 1000  # a worker is recycled after this many jobs
-    worker_max_rss_mib: float = 250.0  # ... or when its memory after a job is above this (docs/grpc.md: why 250)
+    spare_workers: int = SPARE_WORKERS  # warm worker processes beyond one per solver slot
+    worker_max_jobs: int = MAX_JOBS  # a worker is recycled after this many jobs
+    worker_max_rss_mib: float = MAX_RSS_MIB  # ... or when its memory after a job is above this
     worker_nice: int = 5  # workers' CPU priority below the server's own (0: the same)
     log_level: str | None = None  # workers log like the server (None: as the `planner.server` logger is set)
 

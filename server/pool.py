@@ -82,8 +82,17 @@ class Worker:
         self.stage_buf.value = name.encode("ascii", "replace")[:STAGE_BYTES - 1]
 
 
+# Defaults, read by ServerConfig too (`solver-cli serve` states them as literals, to start
+# without importing the server; tests/test_serve_defaults.py keeps them equal).
+SPARE_WORKERS = 1
+MAX_JOBS = 1000
+# A worker holds one 300-service workload's caches (~220 MiB after a solve) under this, and
+# the whole process tree stays within 500 MiB over consecutive large solves (docs/grpc.md).
+MAX_RSS_MIB = 250.0
+
+
 class WorkerPool:
-    def __init__(self, size: int, spare: int = 1, max_jobs: int = 1000, max_rss_mib: float = 250.0,
+    def __init__(self, size: int, spare: int = SPARE_WORKERS, max_jobs: int = MAX_JOBS, max_rss_mib: float = MAX_RSS_MIB,
                  log_level: str | None = None, metrics: Metrics | None = None, nice: int = 5):
         if size < 1 or spare < 0 or max_jobs < 1 or max_rss_mib <= 0:
             raise ValueError("need size >= 1, spare >= 0, max_jobs >= 1 and max_rss_mib > 0")

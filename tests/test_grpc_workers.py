@@ -59,8 +59,8 @@ def _cpu_s(pid: int) -> float | None:
 
 ATTEMPTS = 6  # calls cancelled in a stage until one cancel lands in it (see the test)
 
-# Workloads whose stage lasts long enough to be cancelled in (seconds here; 60 services
-# take ~10 s to solve on the development machine, with every stage above 0.5 s).
+# Workloads that reach each stage; most stages last long enough to be cancelled in, the
+# 60-service tie-break only milliseconds (the test then tries again).
 STAGES = [
     # Reading the largest document the limits allow (alias bombs are now refused at once):
     # ~990,000 values to parse and check, then refused for its unknown field.
@@ -85,7 +85,7 @@ def test_a_cancel_in_each_stage_frees_the_slot_and_the_cpu_and_the_pool_stays_us
     # A stage of a few milliseconds (the tie-break, when a point of its LP settles it) can
     # end before it is seen, or between seeing it and the cancel (the stop then lands in the
     # next stage): the call is made again, until a cancel lands in this stage.
-    for attempt in range(ATTEMPTS):
+    for _ in range(ATTEMPTS):
         before = sum(n for (s, _how), n in planner.pool.stops.items() if s == stage)
         call = stub.Solve.future(request, timeout=600)
         _wait_for(lambda: stage in planner.pool.busy_stages() or call.done(), 300,
