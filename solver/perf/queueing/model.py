@@ -60,6 +60,10 @@ class ReplicaLoadModel:
         self.prompt = np.array([max(int(c.prompt_tokens), 0) for c in self.classes], dtype=float)
         self.output = np.array([max(int(c.output_tokens), 1) for c in self.classes], dtype=float)
         self.budget = float(max(replica.token_budget, 1))
+        # Prefill-first engines run prompts in steps of their own, with running sequences
+        # paused (physics.Replica.scheduler); the step content's cost, the own prompt's
+        # prefill and the prefill limit follow that rule below.
+        self.prefill_first = replica.scheduler == "prefill_first"
         # A class holds its slot about O steps: it weighs the batch's composition by share x O.
         slot_w = self.share * self.output
         slot_w /= slot_w.sum()
@@ -120,10 +124,37 @@ class ReplicaLoadModel:
 
     def _superstep_tokens(self, dec, ctx, tokens, pairs, outer: bool = False):
         """As `_superstep` for given tokens; `outer`: batches along a new leading axis."""
+        if self.prefill_first:
+            return self._prefill_first_superstep(dec, ctx, tokens, pairs, outer)
         last, full, k = self._superstep_steps(dec, ctx, tokens, pairs, outer)
         if full is None:  # else the full steps add exactly 0 x a finite time
             return last, k
         return (k - 1.0) * full + last, k
+
+    def _prefill_first_superstep(self, dec, ctx, tokens, pairs, outer: bool = False):
+        """A prefill-first engine's super-step: the content's prompts in prefill-only steps
+        (running sequences paused), then one decode step; (seconds, decode steps = 1)."""
+        dec = np.asarray(dec, dtype=float)
+        ctx = np.asarray(ctx, dtype=float)
+        if outer and np.ndim(dec):
+            dec, ctx = dec[..., None], ctx[..., None]
+        seconds = self._prefill_only_parts(tokens, pairs)[3] + self.step.seconds(dec, ctx, 0.0, 0.0)
+        return seconds, np.ones(np.shape(seconds))
+
+    def _prefill_only_parts(self, tokens, pairs):
+        """Prefill-only steps of a content of `tokens` prompt tokens (`pairs` attention pairs),
+        in chunks of the token budget: (seconds of a full chunk, of the last chunk, chunks,
+        total seconds); 0 chunks and 0 seconds for an empty content."""
+        tokens = np.asarray(tokens, dtype=float)
+        has = tokens > 0
+        chunks = np.ceil(tokens / self.budget)
+        last = tokens - np.maximum(chunks - 1.0, 0.0) * self.budget
+        per_token_pairs = np.where(has, np.asarray(pairs, dtype=float) / np.maximum(tokens, 1e-9), 0.0)
+        one = self.step.seconds(0.0, 0.0, last, per_token_pairs * last)
+        full = self.step.seconds(0.0, 0.0, np.full(np.shape(per_token_pairs), self.budget),
+                                 per_token_pairs * self.budget)
+        total = np.where(has, np.maximum(chunks - 1.0, 0.0) * full + one, 0.0)
+        return full, one, chunks, total
 
     def _superstep_steps(self, dec, ctx, tokens, pairs, outer: bool = False):
         """The parts of `_superstep_tokens`: seconds of the last (or only) step of each
@@ -188,7 +219,7 @@ class ReplicaLoadModel:
     def _tail_supersteps(self, dec: np.ndarray, ctx: np.ndarray, means: np.ndarray, tail: np.ndarray,
                          j_in: np.ndarray, j_max: int):
         """Seconds and steps [M] of the tail's content (j_tail prompts at their mean)."""
-        if not self.step.expert_fraction > 0 and dec.size == means.size <= 16:
+        if not self.step.expert_fraction > 0 and not self.prefill_first and dec.size == means.size <= 16:
             out = self._tail_supersteps_floats(dec.tolist(), ctx.tolist(), means.tolist(), tail.tolist(),
                                                j_in.tolist(), j_max)
             if out is not None:
@@ -258,7 +289,7 @@ class ReplicaLoadModel:
     def _slot_seconds_float(self, n: float, rate: float, tau: float):
         """`slot_seconds([n], rate, [tau])[0]` in Python floats for a dense step (the same
         operations in the same order); None where numpy's path must decide."""
-        if self.step.expert_fraction > 0 or not math.isfinite(tau):
+        if self.step.expert_fraction > 0 or self.prefill_first or not math.isfinite(tau):
             return None
         if self._prompt_floats is None:
             # prompt^2 / 2 as slot_seconds forms it (a scalar for one class, an array for several)
@@ -286,6 +317,13 @@ class ReplicaLoadModel:
         return self._prefill_limits[key]
 
     def _prefill_limit(self, n: float) -> float:
+        if self.prefill_first:
+            # Prompts in budget-sized prefill-only steps take all the time: per prompt, its
+            # share of a full step (weights and fixed time spread over the budget's tokens).
+            per_token_pairs = self.mean_pairs / self.mean_prompt if self.mean_prompt > 0 else 0.0
+            full = float(self.step.seconds(0.0, 0.0, self.budget, per_token_pairs * self.budget))
+            per_prompt = full / self.budget * self.mean_prompt
+            return 1.0 / per_prompt if per_prompt > 0 else math.inf
         dec = float(self._decodes(n))
         fixed = float(self.step.seconds(dec, dec * self.context_per_decode, 0.0, 0.0))
         room = max(self.budget - dec, 1.0)
@@ -379,6 +417,14 @@ class ReplicaLoadModel:
         dec = self._decodes(n)
         ctx = dec * self.context_per_decode
         with_me = rate * tau * self.mean_prompt  # tokens of the prompts arriving alongside
+        if self.prefill_first:
+            # Its first token comes from a prefill-only step (its prompt and those arriving
+            # alongside); each of the O - 1 others from a super-step of mean tau.
+            first = np.zeros_like(n)
+            for k in range(len(self.share)):
+                first += self.share[k] * self._prefill_only_parts(
+                    self.prompt[k] + with_me, self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)[3]
+            return self.decode_steps_per_request * tau + first
         # Every class's prefill step in one call, classes along a new leading axis (the
         # same numbers as a call per class); summed over the classes in their order. One
         # class: its call as it is (the new axis would only add numpy calls).
@@ -552,10 +598,15 @@ class ReplicaLoadModel:
         t_bar = float(st.tau(n0))
         at = self.atoms(rate * t_bar * 8.0)
         room = max(self.budget - dec0, 1.0)
-        # The super-steps' last and full steps, kept: the arrival's view below needs them
-        # apart (the same numbers as evaluating them again: the same operations).
-        last, full, k = self._superstep_steps(dec0, ctx0, at.tokens, at.pairs)
-        d = last if full is None else (k - 1.0) * full + last
+        if self.prefill_first:
+            pre_full, pre_last, pre_k, pre_total = self._prefill_only_parts(at.tokens, at.pairs)
+            decode_step = float(self.step.seconds(dec0, ctx0, 0.0, 0.0))
+            d = pre_total + decode_step
+        else:
+            # The super-steps' last and full steps, kept: the arrival's view below needs them
+            # apart (the same numbers as evaluating them again: the same operations).
+            last, full, k = self._superstep_steps(dec0, ctx0, at.tokens, at.pairs)
+            d = last if full is None else (k - 1.0) * full + last
         # The step in progress carries the prompts that arrived during the step before it:
         # two rounds of the step-length chain from its mean.
         prev = self._weights(np.array([rate * t_bar]), at)[0]
@@ -569,30 +620,47 @@ class ReplicaLoadModel:
         # Bursty arrivals come in clusters: seen from an arrival, the step before it more
         # likely gathered some of its cluster (Palm counts; the same as stationary if Poisson).
         cur = cur @ (self._weights(rate * d, at, palm=True) if abs(self.cv - 1.0) > 1e-6 else trans)
-        # Content beyond the token budget runs in several steps; an arrival lands in one of
-        # them (length-biased) and queues behind what is left of the content after it.
-        # The last (or only) step of each content: nothing left behind it; then, atom by
-        # atom, its full steps i = 1..k-1 with content left over behind them.
-        multi = np.nonzero(k > 1)[0]
-        reps = (k[multi] - 1.0).astype(int)
-        src = np.repeat(multi, reps)
-        i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
-        if full is None:  # no content spills: no full steps (src is empty)
-            full = last
-        sub_d = np.concatenate([last, full[src]])
-        sub_w = np.concatenate([cur * last, cur[src] * full[src]])
-        sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
+        if self.prefill_first:
+            # The content's prefill-only chunks i = 1..k (what is left of the content after
+            # chunk i comes first when prefill resumes), then its decode step, after which
+            # the arrival's own prompt is prefilled at once (prefill has priority).
+            pos = np.nonzero(pre_k >= 1)[0]
+            reps = pre_k[pos].astype(int)
+            src = np.repeat(pos, reps)
+            i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+            chunk = np.where(i == pre_k[src], pre_last[src], pre_full[src])
+            sub_d = np.concatenate([np.full(1, decode_step), chunk])
+            sub_w = np.concatenate([np.full(1, decode_step), cur[src] * chunk])
+            sub_left = np.concatenate([np.zeros(1), np.maximum(at.tokens[src] - i * self.budget, 0.0)])
+        else:
+            # Content beyond the token budget runs in several steps; an arrival lands in one of
+            # them (length-biased) and queues behind what is left of the content after it.
+            # The last (or only) step of each content: nothing left behind it; then, atom by
+            # atom, its full steps i = 1..k-1 with content left over behind them.
+            multi = np.nonzero(k > 1)[0]
+            reps = (k[multi] - 1.0).astype(int)
+            src = np.repeat(multi, reps)
+            i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+            if full is None:  # no content spills: no full steps (src is empty)
+                full = last
+            sub_d = np.concatenate([last, full[src]])
+            sub_w = np.concatenate([cur * last, cur[src] * full[src]])
+            sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
         sub_w /= sub_w.sum()
         same = self._weights(rate * sub_d, at, palm=True)  # others arriving in that step [entries, atoms]
         cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, 10)
         co, same = _compress_atoms(at, same, cur_w, 24)
-        own0 = self._own_done(dec0, ctx0, co, cur_left)  # [classes, entries, atoms]
+        # Prefill-first: the own prompt's steps carry no decodes.
+        own_dec, own_ctx = (0.0, 0.0) if self.prefill_first else (dec0, ctx0)
+        own0 = self._own_done(own_dec, own_ctx, co, cur_left)  # [classes, entries, atoms]
         # Waited: admitted at a step end with the batch full, prefilled in the next step.
         decn = float(self._decodes(st.slots))
         ctxn = decn * self.context_per_decode
         wn = self._weights(np.array([rate * float(st.tau(st.slots))]), at)
         con, wn = _compress_atoms(at, wn, np.ones(1), 24)
         wn = wn[0]
+        if self.prefill_first:
+            decn, ctxn = 0.0, 0.0
         ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
         # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
         own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s

@@ -131,6 +131,19 @@ class Replica:
     token_budget: int  # tokens per step, decodes + prompt chunks (vLLM max_num_batched_tokens)
     request_overhead_s: float = 0.0  # added to every request's first token, outside the GPU's steps
     step_seconds: Callable[[float, float, float, float], float] | None = field(default=None, compare=False, hash=False)
+    # How a step is filled (SCHEDULERS): "chunked_mixed" - every step decodes one token for
+    # each running sequence and fills the rest of the token budget with prompt chunks (vLLM
+    # V1, TensorRT-LLM in-flight batching); "prefill_first" - while admitted prompts wait,
+    # steps prefill only and running sequences pause (vLLM V0 without chunked prefill,
+    # SGLang without mixed chunks).
+    scheduler: str = "chunked_mixed"
+
+    def __post_init__(self):
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}")
+
+
+SCHEDULERS = ("chunked_mixed", "prefill_first")
 
 
 def replica_for(q) -> Replica:
