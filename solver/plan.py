@@ -32,6 +32,7 @@ from solver.compile.problem import Problem
 from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, resolve_caps
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
+from solver.output.sanity import low_utilization_warnings
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
@@ -394,7 +395,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         llm = s.model is not None
-        warnings = load_warnings(s, views)
+        warnings = load_warnings(s, views) + low_utilization_warnings(s, views)
         if skipped:
             warnings.append("values under load (at_load) not computed for every configuration: the call's deadline "
                             "came first. To fix: give the call a longer deadline")

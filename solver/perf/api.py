@@ -208,6 +208,9 @@ class PerfQuery:
     # Check SLOs against the pessimistic end of the error band of the estimate's regime
     # (a workload's size_with_error_band); the estimate itself stays the central value.
     size_with_error_band: bool = False
+    # Added with issue 23 (a service's engine_options; None: the engine version's default):
+    max_num_batched_tokens: int | None = None  # tokens per engine step (the chunked-prefill budget)
+    scheduler: str | None = None  # "chunked_mixed" | "prefill_first" (solver.perf.queueing.physics.SCHEDULERS)
 
 
 @dataclass(frozen=True)

@@ -252,7 +252,7 @@ def engine_policy(q: PerfQuery) -> EnginePolicy:
         fraction = next(f for least, f in _fit.SGLANG_MEM_FRACTION_BY_TP if tp >= least)
     fraction = q.kv_cache_memory_fraction or cal.usable_memory_fraction or fraction
     cap = q.max_batch or cal.max_batch or cap
-    return EnginePolicy(kind, fraction, cap, max(cal.activation_tokens, 1))
+    return EnginePolicy(kind, fraction, cap, max(q.max_num_batched_tokens or cal.activation_tokens, 1))
 
 @dataclass(frozen=True)
 class MemoryBudget:

@@ -176,4 +176,4 @@ def _replica_for(q) -> Replica:
     m = q.model
     fraction = m.active_experts / m.experts if m.is_moe else 0.0
     return Replica(fit_step_cost(step_seconds, fraction), int(cap), max(kv_tokens, 0.0), int(policy.token_budget),
-                   request_overhead_s(q), step_seconds)
+                   request_overhead_s(q), step_seconds, scheduler=q.scheduler or "chunked_mixed")

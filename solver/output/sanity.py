@@ -1,0 +1,58 @@
+"""Warnings for plans far from sensible: replicas that run nearly empty.
+
+A plan can be optimal and still absurd to a reader: when a latency bound leaves each
+replica only a trickle of its capacity, the cheapest fleet is enormous (one workload of
+the issue tracker planned 121,000 GPUs at 1.4 % utilization without a word). The plan then
+says so, with the bound that forces it, so that the user can see which bound to relax.
+
+Utilization here is the planned rate over what the replicas could sustain at all (their
+saturation rate under the queueing model, `at_load.utilization`), at the demand with
+headroom, over every replica of the service - measured profiles excluded (their
+utilization is against a measured rate with no model behind it).
+"""
+
+from __future__ import annotations
+
+LOW_UTILIZATION = 0.10  # below this share of what its replicas could sustain, a service is flagged
+_LABEL = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
+
+
+def low_utilization_warnings(s, views) -> list[str]:
+    """`s`: the compiled service; `views`: its AssignmentViews with `at_load` set."""
+    estimated = [v for v in views if v.source == "estimate" and v.at_load is not None and v.replicas > 0]
+    if not estimated or s.total_demand <= 0:
+        return []
+    replicas = sum(v.replicas for v in estimated)
+    busy = sum(v.at_load.utilization * v.replicas for v in estimated)
+    utilization = busy / replicas
+    if utilization >= LOW_UTILIZATION:
+        return []
+    return [f"replicas run at {utilization:.1%} of what they could sustain ({replicas} replica(s) for "
+            f"{s.total_demand:g} {s.unit}): {_binding(s, estimated)}"]
+
+
+def _binding(s, views) -> str:
+    """What keeps the replicas this empty, and what to change."""
+    all_replicas = sum(v.replicas for v in views)
+    if s.min_replicas and all_replicas <= s.min_replicas:
+        return (f"min_replicas {s.min_replicas} binds (the demand needs less). To fix: lower min_replicas if "
+                "this many replicas is not meant for redundancy")
+    # The bound whose predicted value is closest to its limit on the emptiest configuration.
+    worst = min(views, key=lambda v: v.at_load.utilization)
+    at = worst.at_load
+    # Under a percentile SLO the bounds hold at the planned load; without one, on the
+    # service times at the batch the estimate chose (the SLO checks).
+    if s.slo.percentile:
+        values = {name: getattr(at, name, None) for name, _ in s.slo.bounds()}
+        how = f"at p{at.percentile} under the planned load"
+    else:
+        values = {c.name: c.predicted_ms for c in worst.slo_checks}
+        how = "without queueing, at the batch the bound allows"
+    ratios = [(values[name] / bound, name, bound) for name, bound in s.slo.bounds()
+              if values.get(name) is not None and bound > 0]
+    if not ratios:
+        return "no latency bound is stated; check the demand and the configurations allowed"
+    ratio, name, bound = max(ratios)
+    return (f"the {_LABEL[name]} bound of {bound:g} ms binds ({_LABEL[name]} {values[name]:.0f} ms {how} on "
+            f"{worst.config}, {ratio:.0%} of the bound, at {at.utilization:.1%} utilization). To fix: relax "
+            f"the {_LABEL[name]} bound, shorten the requests, or allow faster GPUs or more GPUs per replica")
