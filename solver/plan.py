@@ -32,7 +32,7 @@ from solver.compile.problem import Problem
 from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, resolve_caps
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
-from solver.output.sanity import low_utilization_warnings
+from solver.output.sanity import low_utilization_warnings, tail_class_warnings
 from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
@@ -360,6 +360,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
     services = []
     for s in problem.services:
         views = []
+        tail_notes: list[str] = []
         skipped = False
         capacity = [0.0] * len(s.class_demand)
         for a in solution.assignments:
@@ -378,6 +379,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            tail_notes.extend(tail_class_warnings(s, c))
             if s.slo.percentile is None and answer_by is not None and time.monotonic() > answer_by:
                 skipped = True
             else:
@@ -395,7 +397,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         llm = s.model is not None
-        warnings = load_warnings(s, views) + low_utilization_warnings(s, views)
+        warnings = load_warnings(s, views) + low_utilization_warnings(s, views) + tail_notes
         if skipped:
             warnings.append("values under load (at_load) not computed for every configuration: the call's deadline "
                             "came first. To fix: give the call a longer deadline")

@@ -31,3 +31,29 @@ def test_a_sensible_plan_has_no_such_warning():
 def test_min_replicas_is_named_when_it_is_what_binds():
     warnings = [w for w in _warnings(_workload(2000, min_replicas=12, rate=0.5)) if "could sustain" in w]
     assert len(warnings) == 1 and "min_replicas 12 binds" in warnings[0]
+
+
+def _tail_workload(huge_share: float) -> dict:
+    return {"name": "tail-class", "services": [{
+        "name": "chat", "model": "llama-3.1-8b", "precisions": ["fp8"],
+        "demand": {"requests_per_s": 10, "classes": [
+            {"name": "short", "share": 1 - huge_share, "prompt_tokens": 500, "output_tokens": 200},
+            {"name": "huge", "share": huge_share, "prompt_tokens": 60000, "output_tokens": 200}]},
+        "slo": {"ttft_ms": 1000, "tpot_ms": 50, "percentile": 99}}]}
+
+
+def test_a_class_small_enough_for_the_tail_no_longer_rules_configurations_out():
+    # 0.5 % of requests with 60k-token prompts miss 1 s TTFT on almost every GPU even alone:
+    # p99 lets 1 % miss, so they may sit in the tail (the mixture percentile still holds).
+    from solver.plan import PlanOptions
+
+    tail = plan(parse_workload(_tail_workload(0.005)), PlanOptions(prefetch_at_load=False))
+    assert tail.evaluation["ok"]
+    notes = [w for w in tail.services[0].warnings if "sits in the 1 % of requests" in w]
+    assert notes and "class huge (0.500% of requests)" in notes[0]
+    for a in tail.services[0].assignments:
+        assert a.at_load.meets_slo and a.at_load.ttft_ms <= 1000
+    # At 2 % the class is too large for the tail: only configurations that serve it in time remain.
+    big = plan(parse_workload(_tail_workload(0.02)), PlanOptions(prefetch_at_load=False))
+    assert not [w for w in big.services[0].warnings if "sits in the" in w]
+    assert big.total_price_usd_per_hour > tail.total_price_usd_per_hour

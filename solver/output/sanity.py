@@ -56,3 +56,18 @@ def _binding(s, views) -> str:
     return (f"the {_LABEL[name]} bound of {bound:g} ms binds ({_LABEL[name]} {values[name]:.0f} ms {how} on "
             f"{worst.config}, {ratio:.0%} of the bound, at {at.utilization:.1%} utilization). To fix: relax "
             f"the {_LABEL[name]} bound, shorten the requests, or allow faster GPUs or more GPUs per replica")
+
+
+def tail_class_warnings(s, config) -> list[str]:
+    """Classes of a percentile service that miss a bound even without queueing on this
+    configuration and were let sit in the percentile's tail (solver/compile/load_caps.py):
+    said, so that nobody reads the tail as a promise for those requests."""
+    if s.slo.percentile is None or config.source != "estimate":
+        return []
+    out = []
+    for k, perf in enumerate(config.classes):
+        if perf.reason and perf.throughput > 0 and k < len(s.class_names):
+            out.append(f"class {s.class_names[k]} ({s.class_shares[k]:.3%} of requests) misses its bound on "
+                       f"{config.key} even without queueing ({perf.reason}); it sits in the {100 - s.slo.percentile:g} % "
+                       f"of requests the p{s.slo.percentile} SLO lets miss")
+    return out
