@@ -67,8 +67,24 @@ class ReplicaLoadModel:
         # A class holds its slot about O steps: it weighs the batch's composition by share x O.
         slot_w = self.share * self.output
         slot_w /= slot_w.sum()
-        reserve = float(np.dot(slot_w, self.prompt + self.output))
-        kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
+        if replica.kv_admission == "paged_on_demand":
+            # Pages are allocated as tokens arrive: a running sequence holds its prompt and
+            # what it has generated, P + O / 2 on average over its stay. The sum over the
+            # batch fluctuates; one standard deviation of it is kept free (the engine would
+            # preempt beyond the cache; the simulator does).
+            held = self.prompt + self.output / 2.0
+            mean = float(np.dot(slot_w, held))
+            var = float(np.dot(slot_w, (held - mean) ** 2 + self.output ** 2 / 12.0))
+            cache = replica.kv_cache_tokens
+            if mean > 0:
+                # n mean + sqrt(n var) <= cache, solved for sqrt(n)
+                root = (-math.sqrt(var) + math.sqrt(var + 4.0 * mean * cache)) / (2.0 * mean)
+                kv_slots = root * root
+            else:
+                kv_slots = math.inf
+        else:
+            reserve = float(np.dot(slot_w, self.prompt + self.output))
+            kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
         self.slots = int(max(0, min(replica.max_seqs, self.budget, math.floor(kv_slots + 1e-9))))
         dec_w = self.share * (self.output - 1.0)
         self.context_per_decode = (float(np.dot(dec_w, self.prompt + self.output / 2) / dec_w.sum())

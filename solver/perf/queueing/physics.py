@@ -137,13 +137,21 @@ class Replica:
     # steps prefill only and running sequences pause (vLLM V0 without chunked prefill,
     # SGLang without mixed chunks).
     scheduler: str = "chunked_mixed"
+    # How the KV cache admits sequences (KV_ADMISSIONS): "whole_sequence" - a sequence
+    # reserves its prompt and every output token when admitted, so none is ever preempted
+    # (TensorRT-LLM's default GUARANTEED_NO_EVICT); "paged_on_demand" - pages are allocated as
+    # tokens arrive and a full cache preempts (vLLM, SGLang): more sequences run at once.
+    kv_admission: str = "whole_sequence"
 
     def __post_init__(self):
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}")
+        if self.kv_admission not in KV_ADMISSIONS:
+            raise ValueError(f"kv_admission must be one of {', '.join(KV_ADMISSIONS)}, got {self.kv_admission!r}")
 
 
 SCHEDULERS = ("chunked_mixed", "prefill_first")
+KV_ADMISSIONS = ("whole_sequence", "paged_on_demand")
 
 
 def replica_for(q) -> Replica:
