@@ -57,6 +57,7 @@ _ID = re.compile(r"^(?P<family>[a-z][a-z0-9_.]*?(?:-llm)?)(?:[-@=](?P<version>v?
 _CLAUSE = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|==|!=|!~|~|>|<|=)\s*(.+?)\s*$")
 
 
+@lru_cache(maxsize=4096)
 def version_key(version: str) -> tuple[int, ...]:
     """"0.8.5.post1" -> (0, 8, 5, 0, 1): release numbers padded to four, then the post number."""
     m = _VERSION.match(version.strip())
@@ -67,6 +68,7 @@ def version_key(version: str) -> tuple[int, ...]:
     return (*parts, int(m.group(2) or 0))
 
 
+@lru_cache(maxsize=65536)
 def in_range(version: str, spec: str) -> bool:
     """Whether `version` lies in `spec`: ">=0.8,<0.10", "==0.9.2" or a bare "0.9.2"."""
     key = version_key(version)
