@@ -35,7 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="append", metavar="GPU", help="only this GPU type (repeat or comma-separate)")
     p.add_argument("--gpus-per-replica", action="append", metavar="N", help="only these sizes (default 1,2,4,8)")
     p.add_argument("--precision", action="append", metavar="P", help="weights: fp16, bf16, fp8, int8, fp4, int4 (default fp16,fp8)")
-    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, tensorrt-llm, llama.cpp; versioned: vllm-0.5, tensorrt-llm-0.9")
+    p.add_argument("--engine", default="vllm", help="vllm (default), sglang, tensorrt-llm or llama.cpp, optionally with "
+                   "a version: vllm-0.7, vllm-0.9, sglang-0.4, tensorrt-llm-1.0 (without one: the newest documented "
+                   "release; docs/engines.md lists the versions and their defaults)")
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--output-tokens", type=int, default=256)
     p.add_argument("--batch", type=int, default=None, help="pin the batch (concurrent sequences per replica)")
@@ -45,6 +47,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-batch", metavar="N", default=None,
                    help="the engine's cap on concurrent sequences (vLLM max_num_seqs, TensorRT-LLM max_batch_size); "
                    "default: the engine's own (vLLM 256, TensorRT-LLM 2048, SGLang 2048)")
+    p.add_argument("--kv-cache-dtype", metavar="DTYPE", default=None,
+                   help="KV-cache element type: auto (the engine version's default: 16-bit for vLLM and SGLang, fp8 "
+                   "beside fp8/fp4 weights for TensorRT-LLM), fp16, bf16 or fp8")
+    p.add_argument("--max-num-batched-tokens", metavar="N", default=None,
+                   help="tokens one engine step may carry (vLLM max_num_batched_tokens, SGLang chunked_prefill_size, "
+                   "TensorRT-LLM max_num_tokens); default: the engine version's own")
+    p.add_argument("--scheduler", metavar="S", default=None,
+                   help="chunked_mixed or prefill_first; default: the engine version's own")
     p.add_argument("--kv-cache-memory-fraction", metavar="F", default=None,
                    help="the engine's memory setting in (0, 1], in its own meaning: vLLM gpu_memory_utilization, "
                    "TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang mem_fraction_static")
@@ -136,8 +146,29 @@ def _ints(values: list[str], option: str) -> list[int]:
 
 
 def _engine_options(args) -> dict:
-    """--max-batch and --kv-cache-memory-fraction, checked as the workload schema checks engine_options."""
-    out: dict = {"max_batch": None, "kv_cache_memory_fraction": None}
+    """--max-batch, --kv-cache-memory-fraction, --kv-cache-dtype, --max-num-batched-tokens and
+    --scheduler, checked as the workload schema checks engine_options."""
+    out: dict = {"max_batch": None, "kv_cache_memory_fraction": None, "kv_precision": None,
+                 "max_num_batched_tokens": None, "scheduler": None}
+    kv = getattr(args, "kv_cache_dtype", None)
+    if kv is not None:
+        if kv not in ("auto", "fp16", "bf16", "fp8"):
+            raise ValueError(f"--kv-cache-dtype must be auto, fp16, bf16 or fp8, got {kv!r}. To fix: e.g. "
+                             "--kv-cache-dtype fp8")
+        out["kv_precision"] = None if kv == "auto" else kv
+    tokens = getattr(args, "max_num_batched_tokens", None)
+    if tokens is not None:
+        text = str(tokens).strip()
+        if not text.isdigit() or not 16 <= int(text) <= 10_000_000:
+            raise ValueError(f"--max-num-batched-tokens must be a whole number from 16 to 10000000, got {tokens!r}. "
+                             "To fix: e.g. --max-num-batched-tokens 8192")
+        out["max_num_batched_tokens"] = int(text)
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is not None:
+        if scheduler not in ("chunked_mixed", "prefill_first"):
+            raise ValueError(f"--scheduler must be chunked_mixed or prefill_first, got {scheduler!r}. To fix: e.g. "
+                             "--scheduler prefill_first")
+        out["scheduler"] = scheduler
     if args.max_batch is not None:
         text = str(args.max_batch).strip()
         if not text.isdigit() or not 0 < int(text) <= 100_000:
@@ -188,14 +219,15 @@ def _chosen_gpus(args, catalog) -> list:
 
 
 def _check_choices(args, precisions: list[str]) -> None:
-    from solver.perf.api import ENGINES, PRECISIONS
+    from solver.perf.api import PRECISIONS
+    from solver.perf.engine_profile import check_engine
 
     for p in precisions:
         if p not in PRECISIONS:
             raise ValueError(f"unknown precision {p!r}{_did_you_mean(p, PRECISIONS)} To fix: use one of {', '.join(PRECISIONS)}")
-    if args.engine not in ENGINES:
-        raise ValueError(f"unknown engine {args.engine!r}{_did_you_mean(args.engine, ENGINES)} "
-                         f"To fix: use one of {', '.join(ENGINES)}")
+    why = check_engine(args.engine)
+    if why:
+        raise ValueError(f"--engine: {why}. To fix: e.g. --engine vllm-0.9")
     for option in ("prompt_tokens", "output_tokens", "batch"):
         value = getattr(args, option)
         if value is not None and (value < (0 if option == "prompt_tokens" else 1) or value > 10_000_000):
@@ -294,7 +326,7 @@ def _load_fields(args, q) -> dict:
 
 
 def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
-    from solver.perf.llm import engine_policy
+    from solver.perf.llm import engine_policy, kv_precision, profile
 
     policy = engine_policy(q)
     usd_per_m = None
@@ -303,8 +335,11 @@ def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
     return {
         "model": model.name, "gpu": gpu.name, "gpus_per_replica": g, "instances_per_replica": host.instances_per_replica,
         "precision": precision, "engine": engine, "batching": q.batching,
-        # The engine's settings in effect (its defaults unless --max-batch/--kv-cache-memory-fraction).
-        "engine_options": {"max_batch": policy.max_batch, "kv_cache_memory_fraction": policy.memory_fraction},
+        # The engine's settings in effect (its version's defaults unless given as options).
+        "engine_options": {"max_batch": policy.max_batch, "kv_cache_memory_fraction": policy.memory_fraction,
+                           "kv_cache_dtype": kv_precision(q), "max_num_batched_tokens": policy.token_budget,
+                           "scheduler": q.scheduler or profile(q).scheduler},
+        "engine_version": profile(q).version,
         "interconnect": host.interconnect, "offer": host.offer_id,
         "feasible": e.feasible, "reason": e.reason, "reason_kind": e.reason_kind,
         "batch": e.batch, "max_batch_vram": e.max_batch_vram,

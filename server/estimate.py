@@ -17,7 +17,8 @@ from solver.errors import FieldViolation, InputError
 from solver.models.context import context_violation
 from solver.models.library import get_model, model_names
 from solver.perf import PerfEstimate, PerfQuery, estimate
-from solver.perf.api import ENGINES, PRECISIONS
+from solver.perf.api import PRECISIONS
+from solver.perf.engine_profile import check_engine
 from solver.workload.schema import MAX_MS, MAX_TOKENS
 from solver.suggest import did_you_mean
 
@@ -74,8 +75,9 @@ def _check(request, catalog, model, precision, engine, gpus_per_replica, prompt_
             "use a GPU type of the catalog (GetCatalog lists them), or leave it empty for all"))
     if precision not in PRECISIONS:
         problems.append(FieldViolation("precision", f"unknown precision {precision!r}.", f"use one of {', '.join(PRECISIONS)}"))
-    if engine not in ENGINES:
-        problems.append(FieldViolation("engine", f"unknown engine {engine!r}.", f"use one of {', '.join(ENGINES)}"))
+    engine_problem = check_engine(engine)
+    if engine_problem:
+        problems.append(FieldViolation("engine", engine_problem, "use e.g. vllm, vllm-0.9, sglang or tensorrt-llm"))
     for name, value, most in (("gpus_per_replica", gpus_per_replica, MAX_GPUS_PER_REPLICA),
                               ("prompt_tokens", prompt_tokens, MAX_TOKENS), ("output_tokens", output_tokens, MAX_TOKENS)):
         if not 0 < value <= most:

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from solver.perf import calibration as _fit
-from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
+from solver.perf.api import BYTES_PER_ELEMENT, KV_PRECISIONS, PerfEstimate, PerfQuery
 
 GIB = 1024**3
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads are 16-bit
@@ -90,17 +90,24 @@ class EnginePolicy:
     token_budget: int  # tokens per forward pass the engine reserves activations for
 
 
+def _profile(q: PerfQuery):
+    # The engine version's defaults come from one table (solver/perf/engine_profile.py);
+    # the oracle checks what the physics makes of them, not the table itself.
+    from solver.perf.engine_profile import engine_profile
+
+    tp, _ = parallelism(q)
+    return engine_profile(q.engine, q.gpu.memory_gib, q.gpu.name, tp, q.max_model_len or q.model.max_context_tokens,
+                          q.calibration.activation_tokens)
+
+
 def engine_policy(q: PerfQuery) -> EnginePolicy:
-    """The engine's defaults, replaced by the calibration's overrides, replaced by the service's engine_options."""
+    """The engine version's defaults, replaced by the calibration's overrides, replaced by the service's engine_options."""
     cal = q.calibration
-    kind, fraction, cap = next(((k, f, c) for e, k, f, c in _fit.ENGINE_POLICIES if e == q.engine),
-                               _fit.ENGINE_POLICIES[0][1:])
-    if fraction is None:  # SGLang: mem_fraction_static shrinks as TP grows (more communication buffers)
-        tp, _ = parallelism(q)
-        fraction = next(f for least, f in _fit.SGLANG_MEM_FRACTION_BY_TP if tp >= least)
+    p = _profile(q)
+    kind, fraction, cap = p.memory_policy, p.memory_fraction, p.max_num_seqs
     fraction = q.kv_cache_memory_fraction or cal.usable_memory_fraction or fraction
     cap = q.max_batch or cal.max_batch or cap
-    return EnginePolicy(kind, fraction, cap, max(cal.activation_tokens, 1))
+    return EnginePolicy(kind, fraction, cap, max(q.max_num_batched_tokens or p.token_budget, 1))
 
 
 @dataclass(frozen=True)
@@ -196,6 +203,9 @@ class _Setup:
     chunk_tokens: int
     request_overhead_s: float
     token_overhead_s: float  # host time per sequence sampled in a step (host-scheduled serving engines)
+    graph_max_batch: float = math.inf  # decode steps of more sequences run eagerly
+    prefill_first: bool = False  # prompts in prefill-only steps between decode steps
+    step_overhead_s: float = 0.0  # host time per engine step (vLLM V0)
 
 
 @dataclass(frozen=True)
@@ -215,7 +225,7 @@ def kv_precision(q: PerfQuery) -> str:
     engines' default - fp8 beside fp8 weights (the calibration's fp8 rows), 16-bit otherwise."""
     if q.kv_precision:
         return q.kv_precision
-    return "fp8" if q.precision == "fp8" else "fp16"
+    return "fp8" if q.precision in ("fp8", "fp4") and _profile(q).kv_auto_fp8 else "fp16"
 
 
 def parallelism(q: PerfQuery) -> tuple[int, int]:
@@ -398,10 +408,15 @@ def _setup(q: PerfQuery) -> _Setup:
         stage_link_bw=stage_bw, stage_latency_s=stage_latency,
         layer_overhead_s=_layer_overhead_us(q)[0] * 1e-6,
         prefill_layer_overhead_s=_layer_overhead_us(q)[1] * 1e-6,
-        engine_factor=cal.engine_factor(q.engine),
+        engine_factor=cal.speed_factor(q.engine, _profile(q).generation),
         chunk_tokens=engine_policy(q).token_budget,
-        request_overhead_s=cal.request_overhead_ms * 1e-3 if q.engine in _fit.SERVING_ENGINES else 0.0,
-        token_overhead_s=cal.token_overhead_us * 1e-6 if q.engine in _fit.HOST_SCHEDULED_ENGINES else 0.0,
+        request_overhead_s=cal.request_overhead_ms * 1e-3 if _profile(q).serving else 0.0,
+        token_overhead_s=cal.token_overhead_us * 1e-6 if _profile(q).host_scheduled else 0.0,
+        graph_max_batch=float(q.cuda_graph_max_batch if q.cuda_graph_max_batch is not None
+                              else _profile(q).graph_max_batch),
+        prefill_first=(q.scheduler or _profile(q).scheduler) == "prefill_first",
+        step_overhead_s=(cal.v0_prefill_overhead_us + cal.v0_prefill_tp_overhead_us * (tp - 1)) * 1e-6
+        if _profile(q).generation == "vllm-v0" else 0.0,
     )
 
 
@@ -435,7 +450,9 @@ def _pass(s: _Setup, n_dec: float, ctx: float, n_pre: float, prompt: float, eage
     if s.tp > 1:
         t_comm = 2 * s.layers * (s.allreduce_traffic * tokens * s.hidden * ACTIVATION_BYTES / s.link_bw
                                  + s.allreduce_latency_s)
-    t_over = s.layers * (s.prefill_layer_overhead_s if eager else s.layer_overhead_s)
+    t_over = s.layers * (s.prefill_layer_overhead_s if eager or n_dec > s.graph_max_batch else s.layer_overhead_s)
+    if host and eager:
+        t_over += s.step_overhead_s
     if host:  # the engine's host work per sequence (scheduling, sampling, output processing)
         t_over += s.token_overhead_s * sampled
     terms = {
@@ -468,7 +485,8 @@ def _pipelined(s: _Setup, batch: float, n_dec: float, ctx: float, n_pre: float, 
     hand_off = (n_dec + n_pre) / micro * s.hidden * ACTIVATION_BYTES / s.stage_link_bw + s.stage_latency_s
     # A micro-batch crosses all stages; with `micro` of them in flight a stage is busy micro x stage.
     seconds = max(s.pp * stage.seconds + (s.pp - 1) * hand_off, micro * stage.seconds)
-    seconds += s.token_overhead_s * (n_dec + (n_pre / prompt if prompt else 0.0)) / s.engine_factor
+    seconds += (s.token_overhead_s * (n_dec + (n_pre / prompt if prompt else 0.0))
+                + (s.step_overhead_s if eager else 0.0)) / s.engine_factor
     return _Pass(seconds, stage.bound, stage.memory_s, stage.compute_s)
 
 
@@ -496,13 +514,20 @@ def _continuous(s: _Setup, q: PerfQuery, batch: int) -> _Point:
     # The other B - 1 sequences' prompts ride along in the decode steps; a request's own
     # prompt is prefilled in the step that makes its first token (its TTFT).
     step = _pipelined(s, batch, batch, p + o / 2, (batch - 1) * p / o, p)
+    seconds, bound, regime = step.seconds, step.bound, step.regime
+    if s.prefill_first:  # prompts in prefill-only steps: (B - 1) / O of them per decode step
+        decode = _pipelined(s, batch, batch, p + o / 2, 0, p)
+        k = (batch - 1) / o
+        pre = _pipelined(s, batch, 0, 0, max(k, 1) * p, p, eager=True)
+        seconds = decode.seconds + (k * pre.seconds if k < 1 else pre.seconds)
+        bound, regime = decode.bound, decode.regime
     chunks = max(math.ceil(p / s.chunk_tokens), 1)
-    first = _pipelined(s, batch, batch - 1, p + o / 2, p / chunks, p, eager=True)
-    wait = 0.5 * step.seconds * (1 - 1 / batch)  # an idle engine (batch 1) starts at once
+    first = _pipelined(s, batch, 0 if s.prefill_first else batch - 1, p + o / 2, p / chunks, p, eager=True)
+    wait = 0.5 * seconds * (1 - 1 / batch)  # an idle engine (batch 1) starts at once
     ttft = wait + chunks * first.seconds + s.request_overhead_s
-    latency = ttft + (o - 1) * step.seconds
+    latency = ttft + (o - 1) * seconds
     rps = batch / latency
-    return _Point(batch, ttft, step.seconds, latency, rps, rps * o, step.bound, first.regime, step.regime)
+    return _Point(batch, ttft, seconds, latency, rps, rps * o, bound, first.regime, regime)
 
 
 def _static(s: _Setup, q: PerfQuery, batch: int) -> _Point:
@@ -574,8 +599,10 @@ def _unsupported(q: PerfQuery) -> str:
         return f"{q.gpus_per_replica} GPUs do not split into {pp} equal pipeline stages"
     if m.attention_heads % tp:
         return f"{tp}-way tensor parallelism does not divide the model's {m.attention_heads} attention heads"
-    if q.engine not in ENGINES + CALIBRATION_ENGINES:
-        return f"unknown engine {q.engine!r}; use one of {', '.join(ENGINES)}"
+    from solver.perf.engine_profile import check_engine
+
+    if check_engine(q.engine):
+        return check_engine(q.engine)
     if q.batching not in ("continuous", "static"):
         return f"unknown batching {q.batching!r}"
     if q.max_batch is not None and q.max_batch < 1:

@@ -44,7 +44,8 @@ def _random_queries(n: int, seed: int) -> list[PerfQuery]:
         if not gpu.supports(precision):
             continue
         model = rng.choice(models)
-        engine = rng.choice(["vllm", "vllm", "tensorrt-llm", "sglang", "llama.cpp", "tensorrt-llm-0.9", "vllm-0.5"])
+        engine = rng.choice(["vllm", "vllm", "tensorrt-llm", "sglang", "llama.cpp", "tensorrt-llm-0.9", "vllm-0.5",
+                             "vllm-0.7", "vllm-0.9", "sglang-0.4", "tensorrt-llm-1.0"])
         span = 1 if rng.random() < 0.9 else rng.choice([2, 4])
         gpus_per = rng.choice([1, 1, 2, 4, 8])
         prompt, output = rng.choice([(128, 128), (512, 256), (2048, 512), (4000, 200), (64, 1024)])
@@ -63,6 +64,10 @@ def _random_queries(n: int, seed: int) -> list[PerfQuery]:
             max_batch=rng.choice([None, None, 16, 256]),
             kv_cache_memory_fraction=rng.choice([None, None, 0.5, 0.95]),
             size_with_error_band=rng.random() < 0.2,
+            scheduler=rng.choice([None, None, "chunked_mixed", "prefill_first"]),
+            cuda_graph_max_batch=rng.choice([None, None, 0, 64, 8192]),
+            max_num_batched_tokens=rng.choice([None, None, 512, 16384]),
+            max_model_len=rng.choice([None, None, 4096]),
         ))
     return out
 

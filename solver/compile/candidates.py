@@ -1185,7 +1185,8 @@ class _OfferCandidates:
             ttft_slo_ms=slo.ttft_ms, tpot_slo_ms=slo.tpot_ms, latency_slo_ms=slo.latency_ms,
             instances_per_replica=span, inter_node_gbs=self.offer.inter_node_gbs, calibration=cal,
             kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
-            size_with_error_band=svc.size_with_error_band,
+            size_with_error_band=svc.size_with_error_band, max_num_batched_tokens=svc.max_num_batched_tokens,
+            scheduler=svc.scheduler,
         )
         b._query_fields[self._base] = (cal, dict(made.__dict__))
         return made

@@ -82,6 +82,20 @@ class PlanSummary:
     units: tuple[Unit, ...]
 
 
+
+def _engine_family(engine):
+    """The engine a plan names, without its version ("vllm-0.9" -> "vllm"): the export runs the
+    family's pinned server image (solver/export/engines.py); anything unknown is kept as it is
+    and refused below."""
+    if not isinstance(engine, str):
+        return engine
+    from solver.perf.engines import parse_engine
+
+    try:
+        return parse_engine(engine)[0]
+    except ValueError:
+        return engine
+
 def load_plan_file(path: str | Path) -> dict:
     """Read PLAN.json; a missing, unreadable or non-JSON file is bad input, not a traceback."""
     p = Path(path)
@@ -127,7 +141,7 @@ def plan_units(plan: object) -> PlanSummary:
         where = f"services[{si}]"
         _need(svc, where, ("name", str), ("assignments", list))
         model = svc.get("model")
-        engine = svc.get("engine")
+        engine = _engine_family(svc.get("engine"))
         estimated = any(isinstance(a, dict) and a.get("source") == "estimate" for a in svc["assignments"])
         if "model" not in svc and estimated:
             # Plans from before the export existed carry no model: refuse rather than export a placeholder.

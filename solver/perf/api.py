@@ -74,6 +74,10 @@ class Calibration:
     # Bands per "<metric>.<regime>" (regime "memory" or "compute"); a metric without its
     # regime here takes the pooled band above.
     error_bands: tuple[tuple[str, float], ...] = _fit.ERROR_BANDS_BY_REGIME
+    # Added with issue 23: vLLM V0's host time per prefill step (preparing and broadcasting
+    # its inputs between GPU steps), and what each further tensor-parallel worker adds to it.
+    v0_prefill_overhead_us: float = _fit.V0_PREFILL_OVERHEAD_US
+    v0_prefill_tp_overhead_us: float = _fit.V0_PREFILL_TP_OVERHEAD_US
     # Added with issue 12:
     fp4_compute_efficiency: float = _fit.FP4_COMPUTE_EFFICIENCY  # fp4 GEMMs: fraction of the fp16 efficiency
     amd_bandwidth_efficiency: float = _fit.AMD_BANDWIDTH_EFFICIENCY  # AMD Instinct (ROCm kernels) in place of the NVIDIA figure
@@ -84,6 +88,12 @@ class Calibration:
 
     def engine_factor(self, engine: str) -> float:
         return dict(self.engine_factors).get(engine, 1.0)
+
+    def speed_factor(self, engine: str, generation: str) -> float:
+        """The speed factor of an engine id: its own where one is set (an override, or an old
+        version such as "vllm-0.5"), else its generation's (engine_profile.GENERATIONS), else 1."""
+        factors = dict(self.engine_factors)
+        return factors.get(engine, factors.get(generation, 1.0))
 
     def link_latency_us(self, link: str) -> float:
         return dict(self.allreduce_latency_us)[link]
@@ -173,7 +183,10 @@ def _engine_key(key: str) -> str | None:
         if key.startswith(prefix):
             name = key[len(prefix):].replace("_", "-").replace("llama-cpp", "llama.cpp").replace("-0-9", "-0.9") \
                 .replace("-0-5", "-0.5").replace("-0-1", "-0.1")
-            return name if name in ENGINES + CALIBRATION_ENGINES else None
+            from solver.perf.engine_profile import GENERATIONS
+
+            name = name.replace("-llm-cpp", "-llm-cpp")
+            return name if name in ENGINES + CALIBRATION_ENGINES + GENERATIONS else None
     return None
 
 
@@ -211,6 +224,8 @@ class PerfQuery:
     # Added with issue 23 (a service's engine_options; None: the engine version's default):
     max_num_batched_tokens: int | None = None  # tokens per engine step (the chunked-prefill budget)
     scheduler: str | None = None  # "chunked_mixed" | "prefill_first" (solver.perf.queueing.physics.SCHEDULERS)
+    cuda_graph_max_batch: int | None = None  # the largest decode batch replayed as a CUDA graph
+    max_model_len: int | None = None  # the context length the engine serves (vLLM --max-model-len); None: the model's
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,15 @@ AMD_LAYER_OVERHEAD_US = 42.5
 TOKEN_OVERHEAD_US = 6.71
 # END FITTED
 
+# BEGIN UNDER LOAD (written by scripts/fit_under_load.py; edit there, not here)
+V0_PREFILL_OVERHEAD_US = 1000.0
+V0_PREFILL_TP_OVERHEAD_US = 9000.0
+GENERATION_FACTORS = (("vllm-v0", 1.007), ("vllm-v1", 1.052), ("sglang-srt", 1.100), ("tensorrt-llm-cpp", 1.069), ("tensorrt-llm-pytorch", 0.994))
+# Held-out slowdown quantiles: (level, factor) - at confidence c the planner sizes a
+# replica as if its steps were slower by the c-quantile (solver/confidence.py).
+UNDER_LOAD_SLOWDOWN = ((0.05, 0.686), (0.1, 0.731), (0.2, 0.890), (0.3, 0.909), (0.4, 0.959), (0.5, 0.992), (0.6, 1.061), (0.7, 1.088), (0.8, 1.122), (0.9, 1.188), (0.95, 1.258))
+# END UNDER LOAD
+
 # Stored bits per weight of the 4-bit formats, block scales included (not fitted):
 # NVFP4 = 4-bit E2M1 values + one FP8 (E4M3) scale per 16 (4.5 bits; NVIDIA, "Introducing
 # NVFP4", developer.nvidia.com/blog); MXFP4 (gpt-oss) has one 8-bit scale per 32 (4.25) -
@@ -157,8 +166,10 @@ IN_SWITCH_REDUCTION_ARCHITECTURES = ("Hopper", "Blackwell")
 #    overhead of <0.6 is what the seed's "TensorRT-LLM about 2x vLLM" reflected.
 #  - llama.cpp, tensorrt-llm-0.9, lmdeploy-0.1 1.0: their rows are fitted through their own
 #    per-layer times.
-ENGINE_FACTORS = (("vllm", 1.0), ("tensorrt-llm", 1.0), ("sglang", 1.0), ("llama.cpp", 1.0),
-                  ("tensorrt-llm-0.9", 1.0), ("vllm-0.5", 0.45), ("lmdeploy-0.1", 1.0))
+# Generations (engine_profile.GENERATIONS) take the factors fitted under load
+# (scripts/fit_under_load.py, GENERATION_FACTORS above); an engine id listed here keeps its own.
+ENGINE_FACTORS = (("llama.cpp", 1.0), ("tensorrt-llm-0.9", 1.0), ("vllm-0.5", 0.45),
+                  ("lmdeploy-0.1", 1.0)) + GENERATION_FACTORS
 
 # BEGIN BANDS (written by scripts/fit_calibration.py --cv --write)
 ERROR_BAND_THROUGHPUT = 0.2
@@ -309,14 +320,38 @@ def calibration_cases(calibration=None) -> tuple[list[BenchmarkCase], list[Skipp
 
 
 def _engine_id(text: str) -> str:
+    """The engine a row names, with its version where the row states one ("vLLM 0.10.2" ->
+    "vllm-0.10.2"): its defaults are that version's (solver/perf/engines.py). A version the
+    defaults table does not document runs as the newest documented release before it."""
     t = text.lower()
     if "tensorrt-llm 0.9" in t:
         return "tensorrt-llm-0.9"
     for name, engine in (("tensorrt", "tensorrt-llm"), ("llama.cpp", "llama.cpp"), ("sglang", "sglang"),
                          ("lmdeploy", "lmdeploy-0.1"), ("vllm", "vllm")):
         if name in t:
-            return engine
+            if engine in ("llama.cpp", "lmdeploy-0.1"):
+                return engine
+            found = re.search(r"(\d+\.\d+(?:\.\d+)?)", t[t.index(name):])
+            return _documented(engine, found.group(1)) if found else engine
     raise _Unusable(f"engine {text.split(' (')[0]!r} is not one the model describes")
+
+
+def _documented(family: str, version: str) -> str:
+    from solver.perf.engines import parse_engine, releases, version_key
+
+    try:
+        parse_engine(f"{family}-{version}")
+        return f"{family}-{version}"
+    except ValueError:
+        older = [v for v in releases()[family] if version_key(v) <= version_key(version)]
+        return f"{family}-{older[-1]}" if older else family
+
+
+def _served_context(r: dict[str, str]) -> int | None:
+    """The context length a row's engine was started with, where its notes say (vLLM's
+    defaults for the token budget and chunked prefill depend on it)."""
+    found = re.search(r"max[_-]model[_-]len[ =]*(\d+)", r.get("notes", "") + " " + r.get("engine", ""))
+    return int(found.group(1)) if found else None
 
 
 def _interconnect(gpu, n: int) -> str:
@@ -345,11 +380,13 @@ def _case(i: int, label: str, r: dict[str, str], calibration, dataset: str = "ll
     prompt = int(r["input_len"] or 0)  # llama-bench tg rows generate from an empty prompt
     output = int(r["output_len"])
     # A max-load row ran with the scheduler cap it states: the engine option, kept through refits.
+    graphs = re.search(r"CUDA graphs up to batch (\d+)", r["notes"])
     query = PerfQuery(model=model, gpu=gpu, gpus_per_replica=n, interconnect=_interconnect(gpu, n), max_batch=max_batch,
                       usable_memory_gib=gpu.memory_gib, precision=r["precision"], engine=engine,
                       prompt_tokens=prompt, output_tokens=output, batch=batch, calibration=cal,
                       pipeline_stages=n if layer_split else (pp if pp > 1 else None),
-                      batching=r.get("batching") or "static", kv_precision=r.get("kv_cache_dtype") or None)
+                      batching=r.get("batching") or "static", kv_precision=r.get("kv_cache_dtype") or None,
+                      cuda_graph_max_batch=int(graphs.group(1)) if graphs else None, max_model_len=_served_context(r))
     extra = dict(dataset=dataset, max_batch=max_batch)
     if r["metric"] == "tokens_per_s_per_gpu":
         return BenchmarkCase(i, label, "throughput", float(r["value"]), query, n, **extra)
@@ -437,7 +474,8 @@ def _no_queue_case(i: int, label: str, r: dict[str, str], calibration, dataset: 
     query = PerfQuery(model=model, gpu=gpu, gpus_per_replica=n,
                       interconnect=_interconnect(gpu, n), usable_memory_gib=gpu.memory_gib, precision=precision,
                       engine=engine, prompt_tokens=prompt, output_tokens=output, batch=batch,
-                      calibration=calibration or Calibration(), batching="static" if closed_loop else "continuous")
+                      calibration=calibration or Calibration(), batching="static" if closed_loop else "continuous",
+                      max_model_len=_served_context(r))
     return BenchmarkCase(i, label, kind_of, value, query, n, dataset)
 
 

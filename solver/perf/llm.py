@@ -63,7 +63,8 @@ from typing import Sequence
 
 from solver.frozen import maker, row_maker
 from solver.perf import calibration as _fit
-from solver.perf.api import BYTES_PER_ELEMENT, CALIBRATION_ENGINES, ENGINES, KV_PRECISIONS, PerfEstimate, PerfQuery
+from solver.perf.api import BYTES_PER_ELEMENT, KV_PRECISIONS, PerfEstimate, PerfQuery
+from solver.perf.engine_profile import EngineProfile, check_engine, engine_profile
 
 GIB = 1024**3
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads are 16-bit
@@ -131,6 +132,12 @@ def _and(a, b):
     if (a is True or a is False or _is_scalar(a)) and (b is True or b is False or _is_scalar(b)):
         return bool(a) and bool(b)
     return _np().logical_and(a, b)
+
+
+def _or(a, b):
+    if (a is True or a is False or _is_scalar(a)) and (b is True or b is False or _is_scalar(b)):
+        return bool(a) or bool(b)
+    return _np().logical_or(a, b)
 
 
 def _not(a):
@@ -242,17 +249,26 @@ class EnginePolicy:
     token_budget: int  # tokens per forward pass the engine reserves activations for
 
 
+def profile(q: PerfQuery) -> EngineProfile:
+    """The query's engine at its version: defaults, scheduler, KV admission, host costs
+    (solver/perf/engine_profile.py)."""
+    tp, _ = parallelism(q)
+    return engine_profile(q.engine, q.gpu.memory_gib, q.gpu.name, tp, q.max_model_len or q.model.max_context_tokens,
+                          q.calibration.activation_tokens)
+
+
 def engine_policy(q: PerfQuery) -> EnginePolicy:
-    """The engine's defaults, replaced by the calibration's overrides, replaced by the service's engine_options."""
+    """The engine version's defaults, replaced by the calibration's overrides, replaced by
+    the service's engine_options."""
     cal = q.calibration
-    kind, fraction, cap = next(((k, f, c) for e, k, f, c in _fit.ENGINE_POLICIES if e == q.engine),
-                               _fit.ENGINE_POLICIES[0][1:])
-    if fraction is None:  # SGLang: mem_fraction_static shrinks as TP grows (more communication buffers)
+    p = profile(q)
+    kind, fraction, cap = p.memory_policy, p.memory_fraction, p.max_num_seqs
+    if fraction is None:  # SGLang (calibration engines): mem_fraction_static shrinks as TP grows
         tp, _ = parallelism(q)
         fraction = next(f for least, f in _fit.SGLANG_MEM_FRACTION_BY_TP if tp >= least)
     fraction = q.kv_cache_memory_fraction or cal.usable_memory_fraction or fraction
     cap = q.max_batch or cal.max_batch or cap
-    return EnginePolicy(kind, fraction, cap, max(q.max_num_batched_tokens or cal.activation_tokens, 1))
+    return EnginePolicy(kind, fraction, cap, max(q.max_num_batched_tokens or p.token_budget, 1))
 
 @dataclass(frozen=True)
 class MemoryBudget:
@@ -356,6 +372,9 @@ class _Setup:
     chunk_tokens: int
     request_overhead_s: float
     token_overhead_s: float  # host time per sequence sampled in a step (host-scheduled serving engines)
+    graph_max_batch: float  # decode steps of more sequences run eagerly (beyond the engine's CUDA graphs)
+    prefill_first: bool  # prompts in prefill-only steps, running sequences paused (engine_profile.scheduler)
+    step_overhead_s: float  # host time per eager (prefill) step outside the GPU's work (vLLM V0)
 
 @dataclass(frozen=True)
 class _Pass:
@@ -374,10 +393,12 @@ class _Pass:
 
 def kv_precision(q: PerfQuery) -> str:
     """The KV cache's element type: the service's engine_options.kv_cache_dtype, else the
-    engines' default - fp8 beside fp8 weights (the calibration's fp8 rows), 16-bit otherwise."""
+    engine's "auto": 16-bit for vLLM and SGLang (the model's type: the FP8 checkpoints they
+    serve do not declare a quantised cache), fp8 beside fp8/fp4 weights for TensorRT-LLM
+    (its ModelOpt checkpoints declare one) - docs/engines.md."""
     if q.kv_precision:
         return q.kv_precision
-    return "fp8" if q.precision == "fp8" else "fp16"
+    return "fp8" if q.precision in ("fp8", "fp4") and profile(q).kv_auto_fp8 else "fp16"
 
 
 def parallelism(q: PerfQuery) -> tuple[int, int]:
@@ -535,6 +556,7 @@ _new_setup = maker(_Setup)  # _Setup(**fields), made faster (one per query group
 
 def _setup(q: PerfQuery) -> _Setup:
     m, cal, gpu = q.model, q.calibration, q.gpu
+    prof = profile(q)
     tp, pp = parallelism(q)
     per_gpu = 1.0 / (tp * pp)
     total_bytes = weight_bytes_total(q)
@@ -584,10 +606,16 @@ def _setup(q: PerfQuery) -> _Setup:
         stage_link_bw=stage_bw, stage_latency_s=stage_latency,
         layer_overhead_s=_layer_overhead_us(q)[0] * 1e-6,
         prefill_layer_overhead_s=_layer_overhead_us(q)[1] * 1e-6,
-        engine_factor=cal.engine_factor(q.engine),
+        engine_factor=cal.speed_factor(q.engine, prof.generation),
         chunk_tokens=engine_policy(q).token_budget,
-        request_overhead_s=cal.request_overhead_ms * 1e-3 if q.engine in _fit.SERVING_ENGINES else 0.0,
-        token_overhead_s=cal.token_overhead_us * 1e-6 if q.engine in _fit.HOST_SCHEDULED_ENGINES else 0.0,
+        request_overhead_s=cal.request_overhead_ms * 1e-3 if prof.serving else 0.0,
+        token_overhead_s=cal.token_overhead_us * 1e-6 if prof.host_scheduled else 0.0,
+        graph_max_batch=float(q.cuda_graph_max_batch if q.cuda_graph_max_batch is not None else prof.graph_max_batch),
+        # vLLM V0 prepares a prefill step's inputs on the host between GPU steps and
+        # broadcasts them to each further tensor-parallel worker (decode steps replay graphs).
+        step_overhead_s=(cal.v0_prefill_overhead_us + cal.v0_prefill_tp_overhead_us * (tp - 1)) * 1e-6
+        if prof.generation == "vllm-v0" else 0.0,
+        prefill_first=(q.scheduler or prof.scheduler) == "prefill_first",
     )
 
 # ---------------------------------------------------------------- one pass, one batch
@@ -616,9 +644,12 @@ def _pass(s: _Setup, n_dec, ctx, n_pre, prompt, eager=False, host=True) -> _Pass
     t_prefill_attn = s.attn_prefill_flops * n_pre * pairs / s.attn_flops
     t_comm = _where(s.tp > 1, 2 * s.layers * (s.allreduce_traffic * tokens * s.hidden * ACTIVATION_BYTES / s.link_bw
                                               + s.allreduce_latency_s), 0.0)
-    t_over = s.layers * _where(eager, s.prefill_layer_overhead_s, s.layer_overhead_s)
-    # The engine's host work per sequence (scheduling, sampling, output processing).
-    t_over = _where(host, t_over + s.token_overhead_s * sampled, t_over)
+    # Prefill passes and decode steps beyond the largest captured CUDA graph launch eagerly.
+    t_over = s.layers * _where(_or(eager, n_dec > s.graph_max_batch), s.prefill_layer_overhead_s,
+                               s.layer_overhead_s)
+    # The engine's host work per sequence (scheduling, sampling, output processing), and per
+    # eager (prefill) step where the engine prepares and broadcasts its inputs (vLLM V0).
+    t_over = _where(host, t_over + s.token_overhead_s * sampled + _where(eager, s.step_overhead_s, 0.0), t_over)
     terms = (  # in BOUNDS order
         _where(t_weights >= t_gemm_flops, t_weights, 0.0) + _where(t_kv >= t_attn_flops, t_kv, 0.0) + t_act,
         _where(t_gemm_flops > t_weights, t_gemm_flops, 0.0) + _where(t_attn_flops > t_kv, t_attn_flops, 0.0)
@@ -661,7 +692,8 @@ def _pipelined(s: _Setup, batch, n_dec, ctx, n_pre, prompt, eager=False) -> _Pas
     hand_off = (n_dec + n_pre) / micro * s.hidden * ACTIVATION_BYTES / s.stage_link_bw + s.stage_latency_s
     # A micro-batch crosses all stages; with `micro` of them in flight a stage is busy micro x stage.
     seconds = _maximum(s.pp * stage.seconds + (s.pp - 1) * hand_off, micro * stage.seconds)
-    seconds = seconds + s.token_overhead_s * (n_dec + _prompts(n_pre, prompt)) / s.engine_factor
+    seconds = seconds + (s.token_overhead_s * (n_dec + _prompts(n_pre, prompt))
+                         + _where(eager, s.step_overhead_s, 0.0)) / s.engine_factor
     return _Pass(_where(single, stage.seconds, seconds), stage.bound, stage.memory_s, stage.compute_s)
 
 
@@ -712,13 +744,26 @@ def _continuous(s: _Setup, p, o, batch) -> _Point:
     # The other B - 1 sequences' prompts ride along in the decode steps; a request's own
     # prompt is prefilled in the step that makes its first token (its TTFT).
     step = _pipelined(s, batch, batch, p + o / 2, (batch - 1) * p / o, p)
+    seconds, bound, memory = step.seconds, step.bound, step.memory_bound
+    pf = s.prefill_first
+    if _any(pf):
+        # Prefill-first engines: prompts run in prefill-only steps between decode steps;
+        # (B - 1) / O prompts come per decode step, one step each below one per step, else
+        # together in one.
+        decode = _pipelined(s, batch, batch, p + o / 2, 0, p)
+        per_step = (batch - 1) / o
+        pre = _pipelined(s, batch, 0, 0, _maximum(per_step, 1) * p, p, eager=True)
+        alone = decode.seconds + _where(per_step < 1, per_step * pre.seconds, pre.seconds)
+        seconds = _where(pf, alone, seconds)
+        bound = _where(pf, decode.bound, bound)
+        memory = _where(pf, decode.memory_bound, memory)
     chunks = _maximum(_ceil(p / s.chunk_tokens), 1)
-    first = _pipelined(s, batch, batch - 1, p + o / 2, p / chunks, p, eager=True)
-    wait = 0.5 * step.seconds * (1 - 1 / batch)  # an idle engine (batch 1) starts at once
+    first = _pipelined(s, batch, _where(pf, 0, batch - 1), p + o / 2, p / chunks, p, eager=True)
+    wait = 0.5 * seconds * (1 - 1 / batch)  # an idle engine (batch 1) starts at once
     ttft = wait + chunks * first.seconds + s.request_overhead_s
-    latency = ttft + (o - 1) * step.seconds
+    latency = ttft + (o - 1) * seconds
     rps = batch / latency
-    return _Point(batch, ttft, step.seconds, latency, rps, rps * o, step.bound, first.memory_bound, step.memory_bound)
+    return _Point(batch, ttft, seconds, latency, rps, rps * o, bound, first.memory_bound, memory)
 
 
 def _static(s: _Setup, p, o, batch) -> _Point:
@@ -871,6 +916,9 @@ def _bisect(s: _Setup, a: _Ask, lo, hi, best: _Point) -> _Point:
 # ---------------------------------------------------------------- estimates
 def _unsupported(q: PerfQuery) -> str:
     gpu, m = q.gpu, q.model
+    why = check_engine(q.engine)
+    if why:
+        return why
     tp, pp = parallelism(q)
     if q.precision not in BYTES_PER_ELEMENT:
         return f"unknown precision {q.precision!r}; use one of {', '.join(BYTES_PER_ELEMENT)}"
@@ -891,8 +939,6 @@ def _unsupported(q: PerfQuery) -> str:
         return f"{q.gpus_per_replica} GPUs do not split into {pp} equal pipeline stages"
     if m.attention_heads % tp:
         return f"{tp}-way tensor parallelism does not divide the model's {m.attention_heads} attention heads"
-    if q.engine not in ENGINES + CALIBRATION_ENGINES:
-        return f"unknown engine {q.engine!r}; use one of {', '.join(ENGINES)}"
     if q.batching not in ("continuous", "static"):
         return f"unknown batching {q.batching!r}"
     if q.max_batch is not None and q.max_batch < 1:
@@ -1214,6 +1260,14 @@ def step_time_fn(q: PerfQuery):
                           eager=prefill_tokens > 0).seconds
 
     return seconds
+
+
+def graph_limits(q: PerfQuery) -> tuple[float, float]:
+    """(largest decode batch the engine replays as a CUDA graph, seconds a decode step of
+    more sequences adds by launching eagerly) - every stage of the replica, as `_pipelined`."""
+    s = _setup(q)
+    gap = s.pp * s.layers * max(s.prefill_layer_overhead_s - s.layer_overhead_s, 0.0) / s.engine_factor
+    return s.graph_max_batch, gap
 
 
 def request_overhead_s(q: PerfQuery) -> float:

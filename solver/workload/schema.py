@@ -20,9 +20,9 @@ from solver.suggest import did_you_mean
 # AWQ/GPTQ with 16-bit activations (NVIDIA Volta or newer). Keep in step with
 # solver/catalog/types.py PRECISIONS and solver/perf/api.py BYTES_PER_ELEMENT.
 Precision = Literal["fp16", "bf16", "fp8", "int8", "fp4", "int4"]
-# Engines; "vllm-0.5" and "tensorrt-llm-0.9" name older versions whose measured speed differs
-# (solver/perf/calibration.py ENGINE_FACTORS, LAYER_OVERHEAD_US).
-Engine = Literal["vllm", "tensorrt-llm", "sglang", "vllm-0.5", "tensorrt-llm-0.9"]
+# Engines, with an optional version: "vllm" (the newest documented release), "vllm-0.9",
+# "sglang-0.4.6.post5", "tensorrt-llm-1.0"... Each version's defaults come from the engine's
+# own source (solver/perf/data/engine_defaults.csv, docs/engines.md); checked in Service.
 # How an instance is paid for: on-demand, spot (interruptible), or reserved / committed
 # use for 1 or 3 years (an effective hourly price paid every hour of the horizon).
 PricingTier = Literal["on_demand", "spot", "reserved_1y", "reserved_3y"]
@@ -322,9 +322,18 @@ class EngineOptions(_Strict):
                                   "SGLang 2048)")
     kv_cache_memory_fraction: float | None = Field(
         default=None, gt=0, le=1, description="the engine's memory setting, in its own meaning: vLLM "
-        "gpu_memory_utilization (of all GPU memory; default 0.9), TensorRT-LLM kv_cache_free_gpu_memory_fraction "
-        "(of the memory weights and activations leave; default 0.9), SGLang mem_fraction_static (weights and KV "
-        "pool, of all GPU memory; default 0.88 at TP1 to 0.79 at TP16)")
+        "gpu_memory_utilization (of all GPU memory; default 0.9, 0.92 from 0.20), TensorRT-LLM "
+        "kv_cache_free_gpu_memory_fraction (of the memory weights and activations leave; default 0.9), SGLang "
+        "mem_fraction_static (weights and KV pool, of all GPU memory; by version, TP and GPU memory)")
+    max_num_batched_tokens: int | None = Field(
+        default=None, ge=16, le=10_000_000, description="tokens one engine step may carry, decodes and prompt "
+        "chunks (vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens); "
+        "default: the engine version's own (e.g. vLLM 8192 on GPUs of 70 GiB or more, 2048 below)")
+    scheduler: Literal["chunked_mixed", "prefill_first"] | None = Field(
+        default=None, description="how steps mix prompts with decoding: chunked_mixed (every step decodes every "
+        "running sequence and fills the rest of its tokens with prompt chunks: vLLM V1, TensorRT-LLM) or "
+        "prefill_first (waiting prompts run in steps of their own while running sequences pause: vLLM V0 "
+        "without chunked prefill, SGLang without mixed chunks); default: the engine version's own")
 
     @model_validator(mode="before")
     @classmethod
@@ -353,9 +362,11 @@ class Service(_Strict):
                                         "Hopper, Blackwell, MI300), int8, fp4 (Blackwell only), int4 (weight-only "
                                         "AWQ/GPTQ, NVIDIA Volta or newer); each is used only on GPUs that support "
                                         "it. Measured profiles carry their own precision")
-    engine: Engine = Field(default="vllm", description="serving engine: vllm, tensorrt-llm, sglang, or the older "
-                           "vllm-0.5 / tensorrt-llm-0.9 (whose measured speed differs). The performance model "
-                           "estimates its speed (measured profiles are used as given) and deployment export runs it")
+    engine: str = Field(default="vllm", max_length=64, description="serving engine and, optionally, its version: "
+                        "vllm, sglang or tensorrt-llm, e.g. vllm-0.9, sglang-0.4, tensorrt-llm-1.0 (without a "
+                        "version: the newest release documented in docs/engines.md). The version's defaults (batch "
+                        "cap, tokens per step, scheduler, KV-cache type, memory fraction, CUDA graphs) are the "
+                        "performance model's; measured profiles are used as given, and deployment export runs it")
     engine_options: EngineOptions = Field(default_factory=EngineOptions, json_schema_extra=_show_default({}),
                                           description="the engine's own settings "
                                           "where they differ from its defaults (KV-cache type, batch cap, memory "
@@ -375,6 +386,16 @@ class Service(_Strict):
                                             "without a model needs them")
     size_with_error_band: bool = Field(default=False, description="size with the estimate's error margin: "
                                        "derate predicted throughput and inflate latency by the error band")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        from solver.perf.engine_profile import check_engine
+
+        why = check_engine(value)
+        if why:
+            raise ValueError(f"{why}. To fix: use e.g. vllm, vllm-0.9, sglang or tensorrt-llm")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -14,7 +14,7 @@ from solver.perf.queueing.exp import exp
 from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _LAT_W, _compress_atoms,
                                            _compress_entries, _compress_nodes, _mixture_quantile, _phi,
                                            _quantile_near)
-from solver.perf.queueing.physics import Replica, TrafficClass
+from solver.perf.queueing.physics import Replica, TrafficClass, kv_claim_tokens
 
 PERCENTILES = (50, 90, 95, 99)
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
@@ -67,24 +67,13 @@ class ReplicaLoadModel:
         # A class holds its slot about O steps: it weighs the batch's composition by share x O.
         slot_w = self.share * self.output
         slot_w /= slot_w.sum()
-        if replica.kv_admission == "paged_on_demand":
-            # Pages are allocated as tokens arrive: a running sequence holds its prompt and
-            # what it has generated, P + O / 2 on average over its stay. The sum over the
-            # batch fluctuates; one standard deviation of it is kept free (the engine would
-            # preempt beyond the cache; the simulator does).
-            held = self.prompt + self.output / 2.0
-            mean = float(np.dot(slot_w, held))
-            var = float(np.dot(slot_w, (held - mean) ** 2 + self.output ** 2 / 12.0))
-            cache = replica.kv_cache_tokens
-            if mean > 0:
-                # n mean + sqrt(n var) <= cache, solved for sqrt(n)
-                root = (-math.sqrt(var) + math.sqrt(var + 4.0 * mean * cache)) / (2.0 * mean)
-                kv_slots = root * root
-            else:
-                kv_slots = math.inf
-        else:
-            reserve = float(np.dot(slot_w, self.prompt + self.output))
-            kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
+        # A sequence's claim on the KV cache: its whole length where the engine reserves it
+        # at admission; where pages come as tokens arrive (vLLM, SGLang), what it holds on
+        # average over its stay - its prompt and half its output (the engine preempts when a
+        # full cache would overflow; both here and in the simulator a sequence is admitted
+        # against that mean claim, `physics.kv_claim_tokens`).
+        reserve = float(np.dot(slot_w, kv_claim_tokens(self.prompt, self.output, replica.kv_admission)))
+        kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
         self.slots = int(max(0, min(replica.max_seqs, self.budget, math.floor(kv_slots + 1e-9))))
         dec_w = self.share * (self.output - 1.0)
         self.context_per_decode = (float(np.dot(dec_w, self.prompt + self.output / 2) / dec_w.sum())
@@ -297,7 +286,8 @@ class ReplicaLoadModel:
         a = st.gemm_s_per_token * t + st.lm_head_s_per_decode * d
         w = st.weights_s
         out = ((a if a > w else w) + st.s_per_token * t + st.s_per_context_token * c + st.s_per_pair * pairs
-               + (st.fixed_s if prefill > 0 else st.decode_fixed_s))
+               + (st.fixed_s if prefill > 0 else (st.decode_fixed_s + st.eager_gap_s if d > st.graph_max_decodes
+                                                    else st.decode_fixed_s)))
         if st.s_per_sampled:
             out = out + st.s_per_sampled * (d + (prefill * prefill / (2.0 * pairs) if pairs > 0 else 0.0))
         return out

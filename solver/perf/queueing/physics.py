@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -27,8 +28,10 @@ class StepCost:
                   gemm_s_per_token x t + lm_head_s_per_decode x decodes)
               + s_per_token x t + s_per_context_token x context + s_per_pair x pairs
               + s_per_sampled x (decodes + prompts finishing) + (fixed_s if prefill tokens > 0 else decode_fixed_s)
+              + (eager_gap_s if prefill tokens = 0 and decodes > graph_max_decodes)
     t = decodes + prefill tokens; touched(t) = 1 - (1 - expert_fraction)^t (MoE experts read).
-    Steps that prefill run eagerly (no CUDA graph): their fixed time differs. s_per_sampled
+    Steps that prefill run eagerly (no CUDA graph): their fixed time differs; so do decode
+    steps of more sequences than the engine captured CUDA graphs for. s_per_sampled
     is a host-scheduled engine's time per sequence sampled in a step; the prompts a step
     finishes are counted as prefill^2 / (2 pairs) (one per whole prompt).
     """
@@ -44,6 +47,8 @@ class StepCost:
     fixed_s: float  # steps that prefill
     decode_fixed_s: float  # decode-only steps
     s_per_sampled: float = 0.0
+    graph_max_decodes: float = math.inf  # decode-only steps beyond this many sequences run eagerly
+    eager_gap_s: float = 0.0  # what running a decode step eagerly adds to its fixed time
 
     def seconds(self, decodes, context, prefill, pairs):
         """Floats or numpy arrays (broadcast). Plain numbers take a scalar path (the same
@@ -57,6 +62,9 @@ class StepCost:
             w = w + self.expert_weights_s * (1.0 - (1.0 - self.expert_fraction) ** t)
         prefill_a = np.asarray(prefill, dtype=float)
         fixed = np.where(prefill_a > 0, self.fixed_s, self.decode_fixed_s)
+        if self.eager_gap_s:
+            fixed = fixed + np.where((prefill_a <= 0) & (np.asarray(decodes) > self.graph_max_decodes),
+                                     self.eager_gap_s, 0.0)
         out = (np.maximum(w, self.gemm_s_per_token * t + self.lm_head_s_per_decode * decodes)
                + self.s_per_token * t + self.s_per_context_token * context + self.s_per_pair * pairs + fixed)
         if self.s_per_sampled:
@@ -72,7 +80,8 @@ class StepCost:
         w = self.weights_s
         if self.expert_fraction > 0:
             w = w + self.expert_weights_s * (1.0 - (1.0 - self.expert_fraction) ** t)
-        fixed = self.fixed_s if prefill > 0 else self.decode_fixed_s
+        fixed = self.fixed_s if prefill > 0 else (
+            self.decode_fixed_s + self.eager_gap_s if decodes > self.graph_max_decodes else self.decode_fixed_s)
         out = (max(w, self.gemm_s_per_token * t + self.lm_head_s_per_decode * decodes)
                + self.s_per_token * t + self.s_per_context_token * context + self.s_per_pair * pairs + fixed)
         if self.s_per_sampled:
@@ -84,7 +93,8 @@ class StepCost:
 _SCALARS = (float, int, np.float64)
 
 
-def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], expert_fraction: float = 0.0) -> StepCost:
+def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], expert_fraction: float = 0.0,
+                  graph_max_decodes: float = math.inf, eager_gap_s: float = 0.0) -> StepCost:
     """Read the linear pieces off the physics with twelve probes.
 
     Large prompt-only steps are compute-bound (slope, intercept); 1-3 token steps are
@@ -96,6 +106,10 @@ def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], e
     """
     xa, xb = 8192.0, 16384.0
     qa, qb = step_seconds(0, 0, xa, 0), step_seconds(0, 0, xb, 0)
+    # Large decode probes, both beyond the CUDA graphs or both within (the engine's
+    # graph limit, `graph_max_decodes`, gives the decode steps' two fixed times).
+    da_at = max(xa, graph_max_decodes + 1.0) if graph_max_decodes < xb else xa
+    db_at = da_at + (xb - xa)
     slope = (qb - qa) / (xb - xa)
     fixed = qa - slope * xa
     ys = [step_seconds(0, 0, t, 0) - fixed for t in (1.0, 2.0, 3.0)]
@@ -109,16 +123,19 @@ def fit_step_cost(step_seconds: Callable[[float, float, float, float], float], e
     gemm = slope - per_token
     per_context = (step_seconds(1, 1e5, 0, 0) - step_seconds(1, 0, 0, 0)) / 1e5
     per_pair = (step_seconds(0, 0, xa, xa * xa / 2) - qa) / (xa * xa / 2)
-    da, db = step_seconds(xa, 0, 0, 0), step_seconds(xb, 0, 0, 0)
-    decode_slope = (db - da) / (xb - xa)  # gemm + lm head + per token + host per sequence
+    da, db = step_seconds(da_at, 0, 0, 0), step_seconds(db_at, 0, 0, 0)
+    decode_slope = (db - da) / (db_at - da_at)  # gemm + lm head + per token + host per sequence
     # One and two decodes are memory-bound: what they add beyond the per-token time is host
     # time per sequence (outside the roofline's max, unlike the output head's FLOPs).
     touched = (1.0 - (1.0 - expert_fraction) ** 2) - expert_fraction if expert_fraction > 0 else 0.0
     sampled = max(step_seconds(2, 0, 0, 0) - step_seconds(1, 0, 0, 0) - per_token - experts * touched, 0.0)
     lm_head = max(decode_slope - slope - sampled, 0.0)
-    decode_fixed = da - decode_slope * xa
+    decode_fixed = da - decode_slope * da_at
+    if da_at > graph_max_decodes:  # the probes ran eagerly: the graphs' fixed time is the gap less
+        decode_fixed -= eager_gap_s
     return StepCost(weights, experts, expert_fraction, gemm, lm_head, per_token, max(per_context, 0.0),
-                    max(per_pair, 0.0), fixed, decode_fixed, sampled)
+                    max(per_pair, 0.0), fixed, decode_fixed, sampled,
+                    graph_max_decodes if eager_gap_s > 0 else math.inf, eager_gap_s)
 
 
 @dataclass(frozen=True)
@@ -154,6 +171,15 @@ SCHEDULERS = ("chunked_mixed", "prefill_first")
 KV_ADMISSIONS = ("whole_sequence", "paged_on_demand")
 
 
+def kv_claim_tokens(prompt, output, kv_admission: str):
+    """KV-cache tokens a sequence is admitted against: prompt + output where the engine
+    reserves the whole sequence; prompt + half the output (rounded up) where pages are
+    allocated on demand - what it holds on average over its stay. Numbers or arrays."""
+    if kv_admission == "paged_on_demand":
+        return prompt + np.ceil(np.asarray(output, dtype=float) / 2.0)
+    return prompt + output
+
+
 def replica_for(q) -> Replica:
     """The queueing view of a `PerfQuery` (its prompt/output lengths and SLOs are not used):
     the engine's batch cap and token budget (its policy, `engine_options` included), the
@@ -173,7 +199,8 @@ def replica_for(q) -> Replica:
 
 
 def _replica_for(q) -> Replica:
-    from solver.perf.llm import engine_policy, kv_gib_per_sequence, memory_budget, request_overhead_s, step_time_fn
+    from solver.perf.llm import (engine_policy, graph_limits, kv_gib_per_sequence, memory_budget, profile,
+                                 request_overhead_s, step_time_fn)
 
     step_seconds = step_time_fn(q)
     policy = engine_policy(q)
@@ -183,5 +210,8 @@ def _replica_for(q) -> Replica:
     kv_tokens = mem.kv_capacity_gib(cap) / per_token_gib if per_token_gib > 0 else 1e12
     m = q.model
     fraction = m.active_experts / m.experts if m.is_moe else 0.0
-    return Replica(fit_step_cost(step_seconds, fraction), int(cap), max(kv_tokens, 0.0), int(policy.token_budget),
-                   request_overhead_s(q), step_seconds, scheduler=q.scheduler or "chunked_mixed")
+    engine = profile(q)
+    graph_max, gap = graph_limits(q)
+    return Replica(fit_step_cost(step_seconds, fraction, graph_max, gap), int(cap), max(kv_tokens, 0.0), int(policy.token_budget),
+                   request_overhead_s(q), step_seconds, scheduler=q.scheduler or engine.scheduler,
+                   kv_admission=engine.kv_admission)
