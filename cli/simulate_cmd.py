@@ -220,7 +220,8 @@ def render(replay: dict) -> str:
         length = (f"{replay['duration_s']:g} s of arrivals per seed" if replay["duration_s"] is not None else
                   "enough requests for 200 beyond every reported percentile")
         head = (f"Replay of the plan for {replay.get('workload')}: load {replay['load']}; {length}, "
-                f"{replay['seeds']} seeds or more (seed {replay['seed']}), scheduler {replay['scheduler']}; "
+                f"{replay['seeds']} seeds or more, or longer ones, while a verdict is unsettled "
+                f"(seed {replay['seed']}), scheduler {replay['scheduler']}; "
                 f"[{100 * replay['confidence']:g} % intervals: independent replications]")
     table = _table(["service / assignment", "requests", "seeds", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
                     "latency p50/p90/p99 s", "SLO: value [interval]/bound ms", "verdict"], rows)

@@ -47,7 +47,8 @@ def main() -> int:
     rows = []
     chat = _poisson(rng, lambda t: 26.0 if 60.0 <= t < 90.0 else 18.0, SPAN_S)
     long = rng.uniform(size=len(chat)) < 0.2
-    prompt = np.where(long, _lengths(rng, len(chat), 4096, 0.35, 16, 8000), _lengths(rng, len(chat), 256, 0.6, 16, 8000))
+    prompt = np.where(long, _lengths(rng, len(chat), 4096, 0.35, 16, 8000),
+                      _lengths(rng, len(chat), 256, 0.6, 16, 8000))
     output = np.where(long, _lengths(rng, len(chat), 512, 0.4, 1, 1024), _lengths(rng, len(chat), 128, 0.6, 1, 1024))
     rows += [(t, p, o, "chat") for t, p, o in zip(chat, prompt, output)]
     helper = _poisson(rng, lambda t: 2.0, SPAN_S)

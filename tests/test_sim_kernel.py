@@ -18,12 +18,14 @@ from solver.sim import kernel
 
 
 def _random_step(rng: np.random.Generator, moe: bool, sampled: bool) -> StepCost:
-    return StepCost(weights_s=float(rng.uniform(1e-3, 3e-2)), expert_weights_s=float(rng.uniform(0, 2e-2)) if moe else 0.0,
+    return StepCost(weights_s=float(rng.uniform(1e-3, 3e-2)),
+                    expert_weights_s=float(rng.uniform(0, 2e-2)) if moe else 0.0,
                     expert_fraction=float(rng.choice([0.0625, 0.25, 0.125])) if moe else 0.0,
                     gemm_s_per_token=float(rng.uniform(1e-6, 5e-5)), lm_head_s_per_decode=float(rng.uniform(0, 3e-6)),
                     s_per_token=float(rng.uniform(0, 1e-5)), s_per_context_token=float(rng.uniform(0, 1e-7)),
                     s_per_pair=float(rng.uniform(0, 1e-9)), fixed_s=float(rng.uniform(0, 5e-3)),
-                    decode_fixed_s=float(rng.uniform(0, 5e-3)), s_per_sampled=float(rng.uniform(0, 1e-5)) if sampled else 0.0)
+                    decode_fixed_s=float(rng.uniform(0, 5e-3)),
+                    s_per_sampled=float(rng.uniform(0, 1e-5)) if sampled else 0.0)
 
 
 def test_every_stepcost_field_is_read_by_the_kernel():

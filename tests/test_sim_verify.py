@@ -122,3 +122,30 @@ def test_bad_arguments_raise_naming_them(kwargs, match):
     rate = args.pop("rate_per_s")
     with pytest.raises(ValueError, match=match):
         verify_replica(H100, ONE, rate, **args)
+
+
+def test_what_settles_a_verdict():
+    from solver.sim.stats import Estimate
+    from solver.sim.verify import next_step
+
+    def est(value, half):
+        return Estimate(value, (value - half, value + half), (value,) * 4, 0.95)
+
+    narrow, wide = est(100.0, 10.0), est(100.0, 40.0)
+    assert next_step({"ttft_ms": narrow}, {"ttft_ms": "met"}, {"ttft_ms": 200}) is None
+    assert next_step({"ttft_ms": narrow}, {"ttft_ms": "inconclusive"}, {"ttft_ms": 105}) == "more"
+    # A wide spread is a heavy tail: longer seeds, unless the bound is far above the interval.
+    assert next_step({"ttft_ms": wide}, {"ttft_ms": "met"}, {"ttft_ms": 150}) == "longer"
+    assert next_step({"ttft_ms": wide}, {"ttft_ms": "met"}, {"ttft_ms": 180}) is None
+    assert next_step({"ttft_ms": wide}, {"ttft_ms": "inconclusive"}, {"ttft_ms": 120}) == "longer"
+    # A miss settles it, whatever else is open.
+    assert next_step({"ttft_ms": wide, "tpot_ms": narrow}, {"ttft_ms": "inconclusive", "tpot_ms": "missed"},
+                     {"ttft_ms": 120, "tpot_ms": 50}) is None
+
+
+def test_a_heavy_tail_gets_longer_seeds():
+    # Bursty arrivals (CV 3) at 80 %: the seeds' p99 TTFTs spread by more than +-25 %, so the seeds are run
+    # again longer (not more of them), up to max_requests.
+    v = verify_replica(H100, ONE, 0.8 * SATURATION, arrival_cv=3.0, percentile=99, bounds={"ttft_ms": 3000})
+    assert v.seeds == 4 and v.requests_per_seed > 5000 and v.requests <= 200_000
+    assert len(v.runs) == 4 and all(r.requests == v.requests_per_seed for r in v.runs)

@@ -15,8 +15,10 @@ on at least `min_tail_requests` requests beyond it (20,000 requests per assignme
 percentiles pool its assignments' requests, each weighing the traffic it stands for
 (replicas x rate / requests simulated); replication r of the service is replication r of
 every assignment, so the sectioning interval applies to the service as to an assignment.
-While a verdict is inconclusive, every assignment of the service gets twice the seeds,
-up to `max_requests` per assignment (not with `duration_s`: a fixed run length).
+While a verdict of the service or of one of its assignments is unsettled
+(`verify.next_step`: an estimate spread by more than +-25 % gets longer seeds, an
+inconclusive bound twice the seeds), every assignment of the service gets the same, up
+to `max_requests` per assignment (not with `duration_s`: a fixed run length).
 
 A trace (solver/sim/trace.py): each service's requests are split over its assignments by
 their routed rates (interleaved: `trace.split_by_weight`), an assignment's requests
@@ -41,7 +43,8 @@ from solver.sim.replica import simulate_requests
 from solver.sim.stats import (Estimate, overall, sectioned_percentile, verdict, weighted_percentile,
                               weighted_percentiles)
 from solver.sim.verify import (CONFIDENCE, DEFAULT_MAX_REQUESTS, METRICS, MIN_REQUESTS_PER_SEED, SeedRun,
-                               keep_up_problem, requests_for, run_replica_seed, run_servers_seed, seed_rng)
+                               keep_up_problem, next_step, requests_for, run_replica_seed, run_servers_seed, seed_rng,
+                               warmup_for)
 
 LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 REPORTED = (50, 90, 99)
@@ -160,14 +163,13 @@ def _service_setup(workload, catalog, svc, sv, n_svc, *, percentile, arrival_cv,
             view["kind"] = "replica"
             view["kv_cache_tokens"] = int(rep.kv_cache_tokens)
 
-            def run_seed(i, rep=rep, classes=classes, rate=rate_per_s, key=key):
+            def run_seed(i, length, rep=rep, classes=classes, rate=rate_per_s, key=key):
                 rng = seed_rng(seed, *key, i)
                 if duration_s is not None:
                     return run_replica_seed(rep, classes, rate, arrival_cv=cv, scheduler=scheduler, rng=rng,
                                             duration_s=duration_s)
-                warm = max(per_seed // 10, 2 * min(rep.max_seqs, rep.token_budget))
                 return run_replica_seed(rep, classes, rate, arrival_cv=cv, scheduler=scheduler, rng=rng,
-                                        measured=per_seed, warmup=warm)
+                                        measured=length, warmup=warmup_for(length, rep))
             replay = _Replay(view, replicas * rate_per_s, run_seed, replica=rep)
         else:
             # Measured: the replica's throughput for this class mix (time-shared classes).
@@ -177,12 +179,12 @@ def _service_setup(workload, catalog, svc, sv, n_svc, *, percentile, arrival_cv,
             latency_s = (a.get("latency_ms") or 0.0) / 1e3 or None
             view["kind"] = "servers"
 
-            def run_seed(i, mu=mu_per_s, lat=latency_s, rate=rate_per_s, key=key):
+            def run_seed(i, length, mu=mu_per_s, lat=latency_s, rate=rate_per_s, key=key):
                 rng = seed_rng(seed, *key, i)
                 if duration_s is not None:
                     return run_servers_seed(mu, lat, rate, arrival_cv=cv, rng=rng, duration_s=duration_s)
-                return run_servers_seed(mu, lat, rate, arrival_cv=cv, rng=rng, measured=per_seed,
-                                        warmup=max(per_seed // 10, 100))
+                return run_servers_seed(mu, lat, rate, arrival_cv=cv, rng=rng, measured=length,
+                                        warmup=max(length // 10, 100))
             replay = _Replay(view, replicas * rate_per_s, run_seed, servers=(mu_per_s, latency_s))
         replays.append(replay)
     slo = {m: getattr(svc.slo, m) for m in METRICS if getattr(svc.slo, m, None) is not None}
@@ -191,19 +193,32 @@ def _service_setup(workload, catalog, svc, sv, n_svc, *, percentile, arrival_cv,
 
 
 def _replay_synthetic(setup: dict, *, seeds: int, max_requests: int, confidence: float, fixed: bool) -> dict:
+    """Run every assignment's seeds; while a verdict of the service or of an assignment is
+    unsettled (verify.next_step), all assignments get longer seeds or twice the seeds, alike
+    (replication r of the service stays replication r of each assignment)."""
     replays = setup["replays"]
     p, slo = setup["percentile"], setup["slo"]
+    length = setup["per_seed"]
     for r in replays:
-        r.runs = [r.run_seed(i) for i in range(seeds)]
-    while True:
-        service_est, svc_verdicts, problem = _service_judgement(replays, p, slo, confidence)
-        undecided = "inconclusive" in svc_verdicts.values() or any(
-            "inconclusive" in _assignment_judgement(r, p, slo, confidence)[1].values() for r in replays)
-        n_runs = len(replays[0].runs) if replays else 0
-        if fixed or not undecided or not replays or setup["per_seed"] * n_runs * 2 > max_requests:
+        r.runs = [r.run_seed(i, length) for i in range(seeds)]
+    while replays and not fixed:
+        estimates, verdicts, problem = _service_judgement(replays, p, slo, confidence)
+        if problem or "missed" in verdicts.values():
+            break  # the service misses: settled
+        steps = [next_step(estimates, verdicts, slo)]
+        steps += [next_step(*_assignment_judgement(r, p, slo, confidence)[:2], slo) for r in replays]
+        n_runs = len(replays[0].runs)
+        if 2 * length * n_runs > max_requests:
             break
-        for r in replays:  # twice the replications, every assignment alike (sections stay whole)
-            r.runs += [r.run_seed(i) for i in range(n_runs, 2 * n_runs)]
+        if "longer" in steps:
+            length *= 2
+            for r in replays:
+                r.runs = [r.run_seed(i, length) for i in range(n_runs)]
+        elif "more" in steps:
+            for r in replays:
+                r.runs += [r.run_seed(i, length) for i in range(n_runs, 2 * n_runs)]
+        else:
+            break
     return _report(setup, confidence)
 
 
