@@ -66,7 +66,7 @@ def read_trace(path: str | Path, llm_services: Sequence[str], other_services: Se
     named only to say why they cannot take trace rows). Raises TraceError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (spreadsheet exports) is not a column name
     except FileNotFoundError:
         raise TraceError([f"{path}: no such file. To fix: give the path of a CSV or JSON Lines trace"]) from None
     except (OSError, UnicodeDecodeError) as exc:
