@@ -39,9 +39,9 @@ def _problem(seed: int, n: int):
             s["slo"] = dict(s["slo"], percentile=rng.choice([90, 99]))
         if s.get("model") and rng.random() < 0.2:
             s["precisions"] = ["fp8", "fp16", "int4"]
-    doc["services"].append({"name": "big", "model": "llama-3.1-405b", "precisions": ["fp16", "fp8"],
+    doc["services"].append({"name": "big", "model": "llama-3.1-405b", "precisions": ["fp16"],
                             "demand": {"requests_per_s": 2.0, "prompt_tokens": 1024, "output_tokens": 256},
-                            "slo": {"ttft_ms": 5000, "tpot_ms": 100}})  # spans instances
+                            "slo": {"ttft_ms": 5000, "tpot_ms": 100}})  # spans instances (810 GB of fp16 weights)
     return compile_problem(parse_workload(copy.deepcopy(doc)), default_catalog())
 
 
