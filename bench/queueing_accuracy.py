@@ -104,7 +104,7 @@ def _run_point(args: tuple) -> dict:
     t0 = time.perf_counter()
     ttft, tpot, p99s = [], [], []
     for seed in (1, 2):
-        sim = simulate_replica(rep.step_seconds, classes, rate, max_seqs=rep.max_seqs,
+        sim = simulate_replica(rep, classes, rate, max_seqs=rep.max_seqs,
                                kv_cache_tokens=rep.kv_cache_tokens, token_budget=rep.token_budget,
                                request_overhead_s=rep.request_overhead_s, duration_s=duration / 2, seed=seed,
                                arrival_cv=cv)

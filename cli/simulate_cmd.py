@@ -53,9 +53,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--arrival-cv", type=float, default=None, metavar="CV",
                    help="coefficient of variation of inter-arrival times for services that state none "
                         "(1 = Poisson, the default; >1 bursty)")
-    p.add_argument("--scheduler", choices=SCHEDULERS, default="chunked_mixed",
-                   help="the replicas' batch scheduler: chunked_mixed (vLLM V1, TensorRT-LLM; default) or "
-                        "prefill_first (vLLM V0 without chunked prefill, SGLang)")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default=None,
+                   help="the replicas' batch scheduler, for every replica: chunked_mixed (vLLM V1, TensorRT-LLM) or "
+                        "prefill_first (vLLM V0 without chunked prefill, SGLang); default: each replica's engine's "
+                        "own (the service's engine version and engine_options.scheduler)")
     p.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a service or assignment misses")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="for the planning solve")
@@ -221,7 +222,7 @@ def render(replay: dict) -> str:
                   "enough requests for 200 beyond every reported percentile")
         head = (f"Replay of the plan for {replay.get('workload')}: load {replay['load']}; {length}, "
                 f"{replay['seeds']} seeds or more, or longer ones, while a verdict is unsettled "
-                f"(seed {replay['seed']}), scheduler {replay['scheduler']}; "
+                f"(seed {replay['seed']}), scheduler {replay['scheduler'] or 'of each replica engine'}; "
                 f"[{100 * replay['confidence']:g} % intervals: independent replications]")
     table = _table(["service / assignment", "requests", "seeds", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
                     "latency p50/p90/p99 s", "SLO: value [interval]/bound ms", "verdict"], rows)

@@ -139,12 +139,17 @@ def test_a_step_time_function_is_read_into_the_same_step_cost():
 
     catalog = default_catalog()
     for model, gpus in (("llama-3.1-8b", 1), ("mixtral-8x7b", 2)):
+        # A bare step function cannot say where the engine's CUDA graphs end: replicas whose
+        # graphs cover every batch (the limit a StepCost carries otherwise) read back the same.
         q = PerfQuery(model=get_model(model), gpu=catalog.gpus["H100-SXM"], gpus_per_replica=gpus,
-                      interconnect="nvlink", usable_memory_gib=80.0 * gpus, precision="fp16")
+                      interconnect="nvlink", usable_memory_gib=80.0 * gpus, precision="fp16",
+                      cuda_graph_max_batch=10**9)
         rep = replica_for(q)
         fitted = step_cost_of(rep.step_seconds)
         assert step_cost_of(rep) is rep.step and step_cost_of(rep.step.seconds) is rep.step
         for name, want in rep.step.__dict__.items():
+            if name in ("graph_max_decodes", "eager_gap_s"):
+                continue  # graphs for every batch: a limit of 1e9 here, none (inf) read off the function
             assert getattr(fitted, name) == pytest.approx(want, rel=1e-9, abs=1e-15), (model, name)
 
 

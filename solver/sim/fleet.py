@@ -65,7 +65,7 @@ class _Replay:
 
 def simulate_plan(workload, plan: dict, catalog, *, duration_s: float | None = None, seed: int = 0, seeds: int = 4,
                   percentile: int | None = None, arrival_cv: float | None = None, load: str = "planned",
-                  scheduler: str = "chunked_mixed", min_tail_requests: int = 200,
+                  scheduler: str | None = None, min_tail_requests: int = 200,
                   max_requests: int = DEFAULT_MAX_REQUESTS, confidence: float = CONFIDENCE, trace=None) -> dict:
     """Per service and per assignment: achieved p50/p90/p99 TTFT/TPOT/latency, the interval
     at the service's percentile and a verdict ("met", "missed", "inconclusive") per bound
@@ -113,7 +113,8 @@ def simulate_plan(workload, plan: dict, catalog, *, duration_s: float | None = N
     else:
         load_text = "demand: the plan's routing scaled down to the demand (without headroom)"
     return {"workload": plan.get("workload"), "duration_s": duration_s, "seed": seed,
-            "seeds": None if trace is not None else seeds, "load": load_text, "scheduler": scheduler,
+            "seeds": None if trace is not None else seeds, "load": load_text,
+            "scheduler": scheduler,  # None: each replica's engine's own (in its assignment)
             "confidence": None if trace is not None else confidence,
             "method": ("replay of the trace's requests; no interval" if trace is not None else
                        "independent replications (sectioning): pooled percentile +- t(seeds-1) x sd(per-seed "
@@ -152,16 +153,23 @@ def _service_setup(workload, catalog, svc, sv, n_svc, *, percentile, arrival_cv,
         key = (n_svc, n_a)
         if a["source"] == "estimate" and svc.model is not None:
             offer = offers[a["offer_id"]]
+            # The replica as the planner built it: the engine's version and the service's engine options.
+            opts = svc.engine_options
             q = PerfQuery(model=model_arch(svc.model), gpu=catalog.gpus[a["gpu"]],
                           gpus_per_replica=a["gpus_per_replica"], interconnect=offer.interconnect,
                           usable_memory_gib=catalog.usable_memory_gib(offer), precision=a["precision"],
                           engine=svc.engine, prompt_tokens=tokens[0][0], output_tokens=tokens[0][1],
                           instances_per_replica=a.get("instances_per_replica", 1),
-                          inter_node_gbs=offer.inter_node_gbs, calibration=calibration)
+                          inter_node_gbs=offer.inter_node_gbs, calibration=calibration,
+                          kv_precision=None if opts.kv_cache_dtype == "auto" else opts.kv_cache_dtype,
+                          max_batch=opts.max_batch, kv_cache_memory_fraction=opts.kv_cache_memory_fraction,
+                          max_num_batched_tokens=opts.max_num_batched_tokens, scheduler=opts.scheduler)
             rep = replica_for(q)
             classes = [TrafficClass(r / total, p, o) for r, (p, o) in zip(routed, tokens) if r > 0]
             view["kind"] = "replica"
             view["kv_cache_tokens"] = int(rep.kv_cache_tokens)
+            view["scheduler"] = scheduler or rep.scheduler
+            view["kv_admission"] = rep.kv_admission
 
             def run_seed(i, length, rep=rep, classes=classes, rate=rate_per_s, key=key):
                 rng = seed_rng(seed, *key, i)
@@ -375,7 +383,7 @@ def _replay_trace(setup: dict, trace) -> dict | None:
             sim = simulate_requests(rep, trace.arrival_s[rows], trace.prompt_tokens[rows], trace.output_tokens[rows],
                                     max_seqs=rep.max_seqs, kv_cache_tokens=rep.kv_cache_tokens,
                                     token_budget=rep.token_budget, request_overhead_s=rep.request_overhead_s,
-                                    scheduler=scheduler)
+                                    scheduler=scheduler or rep.scheduler, kv_admission=rep.kv_admission)
             metrics = {"ttft_ms": sim.ttft_s * 1e3, "tpot_ms": sim.tpot_s * 1e3, "latency_ms": sim.latency_s * 1e3}
             r.runs.append(SeedRun(metrics, sim.requests, sim.unfinished, 0, sim.simulated_s, sim.mean_batch))
         else:

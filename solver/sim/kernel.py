@@ -38,9 +38,10 @@ import sys
 # an error in step_params (unless it holds its neutral default): the simulator must never
 # silently drop physics the analytic model has.
 FIELDS = ("weights_s", "expert_weights_s", "expert_fraction", "gemm_s_per_token", "lm_head_s_per_decode",
-          "s_per_token", "s_per_context_token", "s_per_pair", "fixed_s", "decode_fixed_s", "s_per_sampled")
+          "s_per_token", "s_per_context_token", "s_per_pair", "fixed_s", "decode_fixed_s", "s_per_sampled",
+          "graph_max_decodes", "eager_gap_s")
 (_WEIGHTS, _EXPERT_WEIGHTS, _EXPERT_FRACTION, _GEMM, _LM_HEAD, _PER_TOKEN, _PER_CONTEXT, _PER_PAIR, _FIXED,
- _DECODE_FIXED, _PER_SAMPLED) = range(len(FIELDS))
+ _DECODE_FIXED, _PER_SAMPLED, _GRAPH_MAX, _EAGER_GAP) = range(len(FIELDS))
 
 CHUNKED_MIXED, PREFILL_FIRST = 0, 1
 SCHEDULERS = {"chunked_mixed": CHUNKED_MIXED, "prefill_first": PREFILL_FIRST}
@@ -114,7 +115,12 @@ def _step_seconds(p, decodes, context, prefill, pairs):
     w = p[_WEIGHTS]
     if p[_EXPERT_FRACTION] > 0:
         w = w + p[_EXPERT_WEIGHTS] * (1.0 - (1.0 - p[_EXPERT_FRACTION]) ** t)
-    fixed = p[_FIXED] if prefill > 0 else p[_DECODE_FIXED]
+    if prefill > 0:
+        fixed = p[_FIXED]
+    elif decodes > p[_GRAPH_MAX]:  # beyond the engine's CUDA graphs: launched eagerly
+        fixed = p[_DECODE_FIXED] + p[_EAGER_GAP]
+    else:
+        fixed = p[_DECODE_FIXED]
     out = (max(w, p[_GEMM] * t + p[_LM_HEAD] * decodes)
            + p[_PER_TOKEN] * t + p[_PER_CONTEXT] * context + p[_PER_PAIR] * pairs + fixed)
     if p[_PER_SAMPLED] != 0.0:
@@ -123,13 +129,15 @@ def _step_seconds(p, decodes, context, prefill, pairs):
     return out
 
 
-def _simulate_core(arrival_s, prompt_tokens, output_tokens, open_ended, params, max_seqs, kv_cache_tokens,
+def _simulate_core(arrival_s, prompt_tokens, output_tokens, claim_tokens, open_ended, params, max_seqs, kv_cache_tokens,
                   token_budget, scheduler, measure_lo, measure_hi, stop_after_s, time_limit_s, window_lo_s,
                   window_hi_s, first_s, done_s, waited, got, wheel_next, wheel_head, batch_time_s, stats):
     """Run one replica over the given requests; returns DONE, EXHAUSTED or STALLED.
 
     Inputs: `arrival_s` (non-decreasing), `prompt_tokens`, `output_tokens` (>= 1) per
-    request; `open_ended`: more requests would follow the last one (synthetic traffic), so
+    request, and `claim_tokens`: the KV-cache tokens a request is admitted against
+    (solver.perf.queueing.physics.kv_claim_tokens: its whole length, or its mean holding
+    where the engine allocates pages on demand); `open_ended`: more requests would follow the last one (synthetic traffic), so
     the run must stop (EXHAUSTED) when it needs to know the next arrival after the last;
     `params` = step_params(StepCost); `max_seqs` <= `token_budget`.
     Stops at the top of a step once t > stop_after_s and either every request with index in
@@ -149,7 +157,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, open_ended, params, 
     n_dec = 0  # decoding sequences
     ctx_sum = 0  # context tokens of the decoding sequences
     running = 0  # admitted and unfinished: prefilling or decoding
-    kv_used = 0  # KV tokens reserved (prompt + output of every running sequence)
+    kv_used = 0  # KV tokens claimed by the running sequences (claim_tokens)
     t = 0.0
     step = 0
     decode_clock = 0  # decode steps done (every step under CHUNKED_MIXED)
@@ -197,7 +205,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, open_ended, params, 
                 budget -= take
                 j += 1
             while arrived > admitted and budget > 0 and running < max_seqs:
-                need = prompt_tokens[admitted] + output_tokens[admitted]
+                need = claim_tokens[admitted]
                 if kv_used + need > kv_cache_tokens:
                     break  # FCFS: the head of the queue waits for KV room
                 if prev_start >= arrival_s[admitted]:
@@ -219,7 +227,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, open_ended, params, 
             if prefilling < admitted:
                 decoding = False
             elif arrived > admitted and running < max_seqs \
-                    and kv_used + prompt_tokens[admitted] + output_tokens[admitted] <= kv_cache_tokens:
+                    and kv_used + claim_tokens[admitted] <= kv_cache_tokens:
                 decoding = False
             if not decoding:
                 decodes = 0
@@ -234,7 +242,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, open_ended, params, 
                     budget -= take
                     j += 1
                 while arrived > admitted and budget > 0 and running < max_seqs:
-                    need = prompt_tokens[admitted] + output_tokens[admitted]
+                    need = claim_tokens[admitted]
                     if kv_used + need > kv_cache_tokens:
                         break
                     if not fresh and prompt_tokens[admitted] > budget:
@@ -276,7 +284,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, open_ended, params, 
                 n_dec -= 1
                 ctx_sum -= prompt_tokens[r] + output_tokens[r]
                 running -= 1
-                kv_used -= prompt_tokens[r] + output_tokens[r]
+                kv_used -= claim_tokens[r]
                 if measure_lo <= r < measure_hi:
                     measured_left -= 1
                 r = wheel_next[r]
@@ -292,7 +300,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, open_ended, params, 
                 if window_lo_s <= t <= window_hi_s:
                     finished_in_window += 1
                 running -= 1
-                kv_used -= prompt_tokens[r] + output_tokens[r]
+                kv_used -= claim_tokens[r]
                 if measure_lo <= r < measure_hi:
                     measured_left -= 1
             else:

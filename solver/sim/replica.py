@@ -50,6 +50,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from solver.perf.queueing.physics import kv_claim_tokens
+
 from solver.sim import kernel
 
 StepSeconds = Callable[[float, float, float, float], float]
@@ -170,7 +172,7 @@ class CoreRun:
 def run_core(params: np.ndarray, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray, *,
              open_ended: bool, max_seqs: int, kv_cache_tokens: float, token_budget: int, scheduler: str,
              measure: tuple[int, int], stop_after_s: float, time_limit_s: float,
-             window_s: tuple[float, float]) -> CoreRun:
+             window_s: tuple[float, float], kv_admission: str = "whole_sequence") -> CoreRun:
     """Allocate the core's arrays, run it, return what it filled. `max_seqs` as given is
     capped by `token_budget` here (every running sequence decodes one token per step)."""
     if scheduler not in kernel.SCHEDULERS:
@@ -186,14 +188,16 @@ def run_core(params: np.ndarray, arrival_s: np.ndarray, prompt_tokens: np.ndarra
     head = np.full(wheel, -1, dtype=np.int64)
     batch_time = np.zeros(max_seqs + 1)
     stats = np.zeros(kernel.N_STATS)
+    claims = kv_claim_tokens(np.asarray(prompt_tokens, dtype=np.int64), np.asarray(output_tokens, dtype=np.int64),
+                             kv_admission)
     args = [np.ascontiguousarray(arrival_s, dtype=np.float64), np.ascontiguousarray(prompt_tokens, dtype=np.int64),
-            np.ascontiguousarray(output_tokens, dtype=np.int64)]
+            np.ascontiguousarray(output_tokens, dtype=np.int64), np.ascontiguousarray(claims, dtype=np.int64)]
     outs = [first, done, waited, got, nxt, head, batch_time, stats]
     if not kernel.jit_enabled():
         # Plain Python indexes lists ~3x faster than numpy arrays (no scalar boxing).
         args = [a.tolist() for a in args]
         outs = [a.tolist() for a in outs]
-    status = kernel.compiled().simulate_core(args[0], args[1], args[2], bool(open_ended), params, max_seqs,
+    status = kernel.compiled().simulate_core(args[0], args[1], args[2], args[3], bool(open_ended), params, max_seqs,
                                   float(kv_cache_tokens), int(token_budget), kernel.SCHEDULERS[scheduler],
                                   int(measure[0]), int(measure[1]), float(stop_after_s), float(time_limit_s),
                                   float(window_s[0]), float(window_s[1]), *outs)
@@ -204,8 +208,10 @@ def run_core(params: np.ndarray, arrival_s: np.ndarray, prompt_tokens: np.ndarra
     return CoreRun(int(status), first, done, waited, batch_time, stats)
 
 
-def check_fits(prompt_tokens: np.ndarray, output_tokens: np.ndarray, kv_cache_tokens: float) -> None:
-    need = np.asarray(prompt_tokens, dtype=np.int64) + np.asarray(output_tokens, dtype=np.int64)
+def check_fits(prompt_tokens: np.ndarray, output_tokens: np.ndarray, kv_cache_tokens: float,
+               kv_admission: str = "whole_sequence") -> None:
+    need = np.asarray(kv_claim_tokens(np.asarray(prompt_tokens, dtype=np.int64),
+                                      np.asarray(output_tokens, dtype=np.int64), kv_admission), dtype=np.int64)
     if len(need) and int(need.max()) > kv_cache_tokens:
         i = int(np.argmax(need))
         raise ValueError(f"a request of {int(need[i])} tokens (prompt + output) does not fit the "
@@ -216,7 +222,7 @@ def simulate_replica(step, classes: Sequence, rate_per_s: float, *, max_seqs: in
                      kv_cache_tokens: float, token_budget: int, duration_s: float, seed: int = 0,
                      arrival_cv: float = 1.0, warmup_s: float | None = None,
                      drain_limit_s: float | None = None, request_overhead_s: float = 0.0,
-                     scheduler: str = "chunked_mixed") -> SimResult:
+                     scheduler: str | None = None, kv_admission: str | None = None) -> SimResult:
     """Simulate one replica under synthetic traffic for `duration_s` seconds of arrivals.
 
     `step`: a `StepCost`, a `Replica` (its step), or a step-time callable (read into a
@@ -224,6 +230,9 @@ def simulate_replica(step, classes: Sequence, rate_per_s: float, *, max_seqs: in
     output_tokens. `request_overhead_s`: a serving engine's fixed time before a request's
     first token (outside the GPU's steps), added to its TTFT and latency. Measured: the
     requests arriving in [warmup_s (default 10 % of duration_s), duration_s]."""
+    # A Replica brings its engine's scheduler and KV admission; a bare StepCost runs today's defaults.
+    scheduler = scheduler or getattr(step, "scheduler", "chunked_mixed")
+    kv_admission = kv_admission or getattr(step, "kv_admission", "whole_sequence")
     if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
         raise ValueError(f"rate_per_s must be a positive finite number, got {rate_per_s}")
     if not (arrival_cv >= 0 and math.isfinite(arrival_cv)):
@@ -235,7 +244,7 @@ def simulate_replica(step, classes: Sequence, rate_per_s: float, *, max_seqs: in
     params = kernel.step_params(step_cost_of(step))
     prompts = np.array([int(c.prompt_tokens) for c in classes], dtype=np.int64)
     outputs = np.array([max(int(c.output_tokens), 1) for c in classes], dtype=np.int64)
-    check_fits(prompts, outputs, kv_cache_tokens)
+    check_fits(prompts, outputs, kv_cache_tokens, kv_admission)
     warmup = duration_s * 0.1 if warmup_s is None else warmup_s
     drain_limit = drain_limit_s if drain_limit_s is not None else max(2.0 * duration_s, duration_s + 600.0)
     traffic = SyntheticTraffic(np.random.default_rng(seed), rate_per_s, arrival_cv, [c.share for c in classes])
@@ -250,7 +259,7 @@ def simulate_replica(step, classes: Sequence, rate_per_s: float, *, max_seqs: in
         run = run_core(params, times, prompts[cls], outputs[cls], open_ended=True, max_seqs=max_seqs,
                        kv_cache_tokens=kv_cache_tokens, token_budget=token_budget, scheduler=scheduler,
                        measure=(lo, hi), stop_after_s=duration_s, time_limit_s=drain_limit,
-                       window_s=(warmup, duration_s))
+                       window_s=(warmup, duration_s), kv_admission=kv_admission)
         if run.status != kernel.EXHAUSTED:
             break
         # The run outlasted the arrivals drawn so far (it stops by drain_limit, so this ends).
@@ -286,12 +295,14 @@ def _result(run: CoreRun, times: np.ndarray, cls: np.ndarray, outs_all: np.ndarr
 
 def simulate_requests(step, arrival_s, prompt_tokens, output_tokens, *, max_seqs: int, kv_cache_tokens: float,
                       token_budget: int, request_overhead_s: float = 0.0,
-                      scheduler: str = "chunked_mixed") -> SimResult:
+                      scheduler: str | None = None, kv_admission: str | None = None) -> SimResult:
     """Replay a given request list (a trace) on one replica until every request has finished.
 
     `arrival_s` non-decreasing seconds from the start; `prompt_tokens`, `output_tokens`
     positive integers per request. Every request is measured (a replay has no warm-up);
     `class_index` is the request's index in the list."""
+    scheduler = scheduler or getattr(step, "scheduler", "chunked_mixed")
+    kv_admission = kv_admission or getattr(step, "kv_admission", "whole_sequence")
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     prompts = np.asarray(prompt_tokens, dtype=np.int64)
     outputs = np.asarray(output_tokens, dtype=np.int64)
@@ -306,11 +317,12 @@ def simulate_requests(step, arrival_s, prompt_tokens, output_tokens, *, max_seqs
         raise ValueError("prompt_tokens and output_tokens must be positive")
     if max_seqs < 1 or token_budget < 1:
         raise ValueError("max_seqs and token_budget must be at least 1")
-    check_fits(prompts, outputs, kv_cache_tokens)
+    check_fits(prompts, outputs, kv_cache_tokens, kv_admission)
     params = kernel.step_params(step_cost_of(step))
     run = run_core(params, arrival_s, prompts, outputs, open_ended=False, max_seqs=max_seqs,
                    kv_cache_tokens=kv_cache_tokens, token_budget=token_budget, scheduler=scheduler,
-                   measure=(0, n), stop_after_s=-1.0, time_limit_s=math.inf, window_s=(0.0, math.inf))
+                   measure=(0, n), stop_after_s=-1.0, time_limit_s=math.inf, window_s=(0.0, math.inf),
+                   kv_admission=kv_admission)
     if run.status == kernel.STALLED:
         raise RuntimeError("simulation stalled: a request fits neither the batch nor the KV cache")
     span = float(run.stats[kernel.ST_END_S])

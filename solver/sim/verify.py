@@ -81,16 +81,20 @@ def seed_rng(seed: int, *key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(entropy=int(seed), spawn_key=tuple(int(k) for k in key)))
 
 
-def run_replica_seed(replica, classes: Sequence, rate_per_s: float, *, arrival_cv: float, scheduler: str,
+def run_replica_seed(replica, classes: Sequence, rate_per_s: float, *, arrival_cv: float, scheduler: str | None,
                      rng: np.random.Generator, measured: int | None = None, warmup: int | None = None,
                      duration_s: float | None = None, params: np.ndarray | None = None) -> SeedRun:
     """One replication of a replica under synthetic traffic: `measured` requests after
-    `warmup` ones, or (duration_s given) the requests arriving in [10 %, 100 %] of duration_s."""
+    `warmup` ones, or (duration_s given) the requests arriving in [10 %, 100 %] of duration_s.
+    `scheduler` None: the replica's own (its engine's); the KV cache admits as the replica's
+    engine does (`Replica.kv_admission`)."""
+    scheduler = scheduler or getattr(replica, "scheduler", "chunked_mixed")
+    admission = getattr(replica, "kv_admission", "whole_sequence")
     if params is None:
         params = kernel.step_params(step_cost_of(replica))
     prompts = np.array([int(c.prompt_tokens) for c in classes], dtype=np.int64)
     outputs = np.array([max(int(c.output_tokens), 1) for c in classes], dtype=np.int64)
-    check_fits(prompts, outputs, replica.kv_cache_tokens)
+    check_fits(prompts, outputs, replica.kv_cache_tokens, admission)
     traffic = SyntheticTraffic(rng, rate_per_s, arrival_cv, [c.share for c in classes])
     if duration_s is not None:
         times, cls = traffic.until(duration_s * 1.1 + 120.0)
@@ -110,7 +114,7 @@ def run_replica_seed(replica, classes: Sequence, rate_per_s: float, *, arrival_c
                        kv_cache_tokens=replica.kv_cache_tokens, token_budget=replica.token_budget,
                        scheduler=scheduler, measure=(lo, hi), stop_after_s=span,
                        time_limit_s=max(2.0 * span, span + 600.0), window_s=(float(times[lo]) if hi > lo else 0.0,
-                                                                              span))
+                                                                              span), kv_admission=admission)
         if run.status != kernel.EXHAUSTED:
             break
         times, cls = traffic.first(2 * len(times))  # the run outlasted the arrivals drawn: run again with more
@@ -226,7 +230,7 @@ def judge(runs: Sequence[SeedRun], percentile: float, bounds: Mapping[str, float
 
 
 def verify_replica(replica, classes: Sequence, rate_per_s: float, *, arrival_cv: float = 1.0,
-                   percentile: int = 99, bounds: Mapping[str, float], scheduler: str = "chunked_mixed",
+                   percentile: int = 99, bounds: Mapping[str, float], scheduler: str | None = None,
                    seeds: int = 4, min_tail_requests: int = 200, max_requests: int = DEFAULT_MAX_REQUESTS,
                    seed: int = 0, confidence: float = CONFIDENCE) -> Verification:
     """Simulate `replica` (a `solver.perf.queueing.Replica`) at `rate_per_s` requests/s of the
