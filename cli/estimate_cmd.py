@@ -301,7 +301,8 @@ def _load_fields(args, q) -> dict:
     from dataclasses import replace
 
     from solver.confidence import band_confidence, band_levels, quantile, rate_margin, slowdown
-    from solver.perf.queueing import TrafficClass, max_rate_for_slo, percentiles_at_rate, replica_for
+    from solver.perf.queueing import (TrafficClass, max_rate_for_slo, percentiles_at_rate, percentiles_slowed,
+                                      replica_for)
 
     # The replica runs up to the engine's batch cap (or the pinned batch): queueing, not the
     # no-queue SLO search, decides how full it gets.
@@ -323,7 +324,7 @@ def _load_fields(args, q) -> dict:
         p = int(args.percentile or 99)
         c = band_confidence(args.confidence)
         low, high = band_levels(c)
-        ends = [percentiles_at_rate(rep.slowed(f), classes, args.rate, args.arrival_cv, percentiles=(p,))
+        ends = [percentiles_slowed(rep, classes, args.rate, f, args.arrival_cv, percentiles=(p,))
                 for f in (min(quantile(low, table), 1.0), max(quantile(high, table), 1.0))]
         out["at_rate"]["band"] = {"confidence": c, **{f"{m}_p{p}": [_round(getattr(e, m)[p]) for e in ends]
                                                         for m in ("ttft_ms", "tpot_ms", "latency_ms")}}

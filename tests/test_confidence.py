@@ -136,17 +136,28 @@ def test_a_bad_factor_is_refused(factor):
         _replica().slowed(factor)
 
 
-def test_a_slower_replica_is_the_same_queue_in_slower_time():
-    """Every time x s and the rate / s give the same dimensionless system: the slowed
-    replica at rate r sees s x the model's percentiles at rate r x s (a check that the
-    slowdown reaches every time the model uses)."""
-    rep = _replica()
-    mix = (Q.TrafficClass(1.0, 1024, 256),)
-    s, rate = 1.3, 8.0
-    slowed = Q.percentiles_at_rate(rep.slowed(s), mix, rate, percentiles=(50, 99))
-    scaled = Q.percentiles_at_rate(rep, mix, rate * s, percentiles=(50, 99))
-    assert slowed.utilization == pytest.approx(scaled.utilization, rel=1e-3)
-    for metric in ("ttft_ms", "tpot_ms", "latency_ms"):
-        for p in (50, 99):
-            assert getattr(slowed, metric)[p] == pytest.approx(s * getattr(scaled, metric)[p], rel=5e-3), (metric, p)
-    assert Q.saturation_rate(rep.slowed(s), mix) == pytest.approx(Q.saturation_rate(rep, mix) / s, rel=1e-3)
+@pytest.mark.parametrize("model,gpu,precision,mix", [
+    ("llama-3.1-8b", "H100-SXM", "fp16", ((1.0, 1024, 256),)),
+    ("llama-3.1-8b", "L4", "fp8", ((0.75, 256, 128), (0.25, 4096, 512))),
+    ("mixtral-8x7b", "H100-SXM", "fp8", ((1.0, 512, 256),)),
+])
+def test_a_slower_replica_is_the_same_queue_in_slower_time(model, gpu, precision, mix):
+    """Every time x s and the rate x s give the same dimensionless system: the slowed
+    replica at rate r sees s x the model's percentiles at rate r x s. That checks the
+    slowdown reaches every time the model uses, and it is how bands are read off the
+    model (`percentiles_slowed`, cheaper than a model of the slowed replica)."""
+    rep = _replica(model, gpu, precision)
+    classes = tuple(Q.TrafficClass(*c) for c in mix)
+    sat = Q.saturation_rate(rep, classes)
+    for s in (0.9, 1.3):
+        assert Q.saturation_rate(rep.slowed(s), classes) == pytest.approx(sat / s, rel=1e-3)
+        for load in (0.3, 0.6):
+            rate = load * sat / s
+            slowed = Q.percentiles_at_rate(rep.slowed(s), classes, rate, percentiles=(50, 99))
+            scaled = Q.percentiles_slowed(rep, classes, rate, s, percentiles=(50, 99))
+            assert slowed.utilization == pytest.approx(scaled.utilization, rel=1e-3)
+            for metric in ("ttft_ms", "tpot_ms", "latency_ms"):
+                for p in (50, 99):
+                    assert getattr(slowed, metric)[p] == pytest.approx(getattr(scaled, metric)[p], rel=5e-3), \
+                        (s, load, metric, p)
+    assert Q.percentiles_slowed(rep, classes, 0.5 * sat, 1.0) == Q.percentiles_at_rate(rep, classes, 0.5 * sat)

@@ -195,6 +195,8 @@ def test_services_without_a_percentile_keep_their_plan_and_get_a_band():
     for a in s.assignments:
         assert a.cap_per_replica is None and a.cap_per_replica_nominal is None
         assert a.at_load.confidence == 0.8 and a.at_load.band.ttft_ms is not None
+        # Sized nominally: the robust check is the nominal one.
+        assert a.at_load.slowdown == 1.0 and a.at_load.meets_slo_robust == a.at_load.meets_slo
 
 
 # ---------------------------------------------------------------- the evaluator

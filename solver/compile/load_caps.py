@@ -242,13 +242,12 @@ def at_load_checked(catalog, calibration, svc, config: Config, replicas: int,
     p = svc.slo.percentile or 99
     rate_total = sum(routed)
     per_replica = rate_total / replicas if replicas else 0.0
-    level = svc.slo.confidence  # None: sized nominally (or no percentile)
+    level = svc.slo.confidence  # None: sized nominally ("nominal", or no percentile SLO)
     c = band_confidence(level)
-    # The robust check is the one the caps were sized for: the service's confidence; a
-    # service without a percentile SLO (not sized under load at all) is checked at the
-    # band's confidence, for information.
-    sized = c if svc.slo.percentile is None else level
-    margin = rate_margin(sized)
+    # The robust check is the condition the caps were sized for: the service's confidence.
+    # A service that sizes nominally has none beyond the model's (meets_slo_robust is
+    # meets_slo), but its values still get a band.
+    margin = rate_margin(level)
     table = calibration.under_load_slowdown
     if config.source == "measured":
         # Measured profiles are the real replica's speed: no model slowdown, the rate margin only.
@@ -264,9 +263,9 @@ def at_load_checked(catalog, calibration, svc, config: Config, replicas: int,
         # The factors are clamped to include 1: the band always contains the model's own
         # value, even where the fitted quantiles lie on one side of it.
         q_low, q_high = band_levels(c)
-        low = _llm_at(replica.slowed(min(quantile(q_low, table), 1.0)), mix, per_replica, cv, p)
-        high = _llm_at(replica.slowed(max(quantile(q_high, table), 1.0)), mix, per_replica, cv, p)
-        slow = slowdown(sized, calibration)
+        low = _llm_at(replica, mix, per_replica, cv, p, min(quantile(q_low, table), 1.0))
+        high = _llm_at(replica, mix, per_replica, cv, p, max(quantile(q_high, table), 1.0))
+        slow = slowdown(level, calibration)
         robust = values if slow == 1 and margin == 0 else \
             _llm_at(replica.slowed(slow), mix, per_replica * (1 + margin), cv, p)
     # A bound the configuration gives no value for (a measured profile without a TTFT) was
@@ -328,10 +327,12 @@ def _routed_mix(svc, routed) -> tuple[TrafficClass, ...]:
                               svc.class_names[k]) for k, r in enumerate(routed) if r > 0)
 
 
-def _llm_at(replica, mix, per_replica: float, arrival_cv: float, p: int) -> dict:
-    from solver.perf.queueing import percentiles_at_rate
+def _llm_at(replica, mix, per_replica: float, arrival_cv: float, p: int, band_factor: float = 1.0) -> dict:
+    """The values at p; with `band_factor`, of the replica that many times slower (read
+    off the model itself: `percentiles_slowed`, for a band)."""
+    from solver.perf.queueing import percentiles_slowed
 
-    at = percentiles_at_rate(replica, mix, max(per_replica, 1e-9), arrival_cv, percentiles=(p,))
+    at = percentiles_slowed(replica, mix, max(per_replica, 1e-9), band_factor, arrival_cv, percentiles=(p,))
     return {"utilization": at.utilization, "ttft_ms": at.ttft_ms[p], "tpot_ms": at.tpot_ms[p],
             "latency_ms": at.latency_ms[p]}
 

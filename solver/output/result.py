@@ -61,10 +61,11 @@ class AtLoad:
     latency_ms: float | None
     meets_slo: bool  # the model as it is, at the planned rate
     # The bounds hold on the replica slowed by `slowdown`, at the planned rate x (1 + the
-    # rate margin): the condition the caps were sized for (solver/confidence.py).
+    # rate margin): the condition the caps were sized for (solver/confidence.py); the same
+    # as meets_slo where the service sizes nominally ("nominal", or no percentile SLO).
     meets_slo_robust: bool
     confidence: float  # of the band: the service's slo.confidence (0.8 where it sizes nominally)
-    slowdown: float  # the robust check's factor (1.0 at "nominal" and for measured profiles)
+    slowdown: float  # the robust check's factor (1.0 where it sizes nominally, and for measured profiles)
     band: LoadBand | None
 
 
