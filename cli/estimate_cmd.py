@@ -414,10 +414,12 @@ def _table(rows: list[dict], model_name: str, args) -> str:
         foot += (f"\nat {args.rate:g} req/s per replica (arrival CV {args.arrival_cv:g}): utilization of the replica's "
                  "saturation rate and percentiles from the queueing model; '-' where the replica cannot keep up")
     if args.rate is not None:
-        from solver.confidence import band_confidence
+        from solver.confidence import band_confidence, band_levels
 
-        foot += (f"\nband: the p{args.percentile or 99:g} TTFT on a replica slower or faster than modelled "
-                 f"for {band_confidence(args.confidence) * 100:g} % of real replicas)")
+        c = band_confidence(args.confidence)
+        low, high = band_levels(c)
+        foot += (f"\nTTFT p{args.percentile or 99:g} band: on replicas slowed by the {low:.3g} and {high:.3g} quantiles "
+                 f"of the calibrated slowdown (a {c * 100:g} % band; docs/queueing.md)")
     if args.percentile is not None:
         from solver.confidence import NOMINAL, RATE_MARGIN, slowdown
 
