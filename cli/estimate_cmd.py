@@ -7,9 +7,11 @@ host the replica. Options pin a measurement's conditions to compare with it.
 
 With `--rate R` (requests/s routed to one replica) each row also gets `at_rate`: the
 queueing model's utilization and TTFT/TPOT/latency percentiles at that load
-(solver/perf/queueing.py); with SLO flags and `--percentile P` it gets
-`max_rate_for_slo`, the most requests/s one replica takes with every bound holding at
-percentile P.
+(solver/perf/queueing.py), with a band for a replica slower or faster than modelled;
+with SLO flags and `--percentile P` it gets `max_rate_for_slo`, the most requests/s one
+replica takes with every bound holding at percentile P on a replica as slow as
+`--confidence` asks (default 0.9) with 3 % more traffic, and `max_rate_for_slo_nominal`,
+the same for the model as it is.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="requests/s routed to one replica: adds at_rate (utilization, TTFT/TPOT/latency percentiles)")
     p.add_argument("--percentile", type=float, default=None, metavar="P",
                    help="50, 90, 95 or 99: with SLO flags, adds max_rate_for_slo (bounds hold at this percentile)")
+    p.add_argument("--confidence", default=None, metavar="C",
+                   help="with --percentile: how sure to be that a real replica is no slower than the one "
+                   "max_rate_for_slo is for, 0.5-0.99 or 'nominal' (the model as it is); default 0.9. Also the "
+                   "confidence of the --rate band (0.8 without --percentile or at 'nominal')")
     p.add_argument("--arrival-cv", type=float, default=1.0, metavar="CV",
                    help="coefficient of variation of inter-arrival times (1 = Poisson, >1 bursty); default 1")
     p.add_argument("--feasible-only", action="store_true", help="hide configurations that do not fit or miss an SLO")
@@ -256,6 +262,29 @@ def _check_load_options(args) -> None:
                              "To fix: e.g. --percentile 99")
         if args.ttft_ms is None and args.tpot_ms is None and args.latency_ms is None:
             raise ValueError("--percentile needs a bound to hold at it. To fix: add --ttft-ms, --tpot-ms or --latency-ms")
+    args.confidence = _confidence(args)
+
+
+def _confidence(args) -> float | str | None:
+    """--confidence as a level or "nominal"; the default 0.9 with --percentile, None without."""
+    from solver.confidence import DEFAULT_CONFIDENCE, NOMINAL, checked_confidence
+
+    text = args.confidence
+    if text is None:
+        return DEFAULT_CONFIDENCE if args.percentile is not None else None
+    if args.percentile is None:
+        raise ValueError("--confidence is about the largest rate that meets a percentile SLO. To fix: add "
+                         "--percentile (e.g. 99) with a bound, or drop --confidence")
+    if text.strip() == NOMINAL:
+        return NOMINAL
+    try:
+        value = float(text)
+    except ValueError:
+        value = text
+    try:
+        return checked_confidence(value)
+    except ValueError as exc:
+        raise ValueError("--" + str(exc).replace(" e.g. ", " e.g. --confidence ", 1)) from None
 
 
 def _check_context(args, model) -> None:
@@ -303,12 +332,15 @@ def _load_fields(args, q) -> dict:
     """`at_rate` and `max_rate_for_slo` from the queueing model, for one configuration."""
     from dataclasses import replace
 
-    from solver.perf.queueing import TrafficClass, max_rate_for_slo, percentiles_at_rate, replica_for
+    from solver.confidence import band_confidence, band_levels, quantile, rate_margin, slowdown
+    from solver.perf.queueing import (TrafficClass, max_rate_for_slo, percentiles_at_rate, percentiles_slowed,
+                                      replica_for)
 
     # The replica runs up to the engine's batch cap (or the pinned batch): queueing, not the
     # no-queue SLO search, decides how full it gets.
     rep = replica_for(replace(q, ttft_slo_ms=None, tpot_slo_ms=None, latency_slo_ms=None))
     classes = (TrafficClass(1.0, q.prompt_tokens, max(q.output_tokens, 1)),)
+    table = q.calibration.under_load_slowdown
     out: dict = {}
     if args.rate is not None:
         r = percentiles_at_rate(rep, classes, args.rate, args.arrival_cv)
@@ -318,10 +350,27 @@ def _load_fields(args, q) -> dict:
             "ttft_ms_p99": _round(r.ttft_ms[99]), "tpot_ms_p50": _round(r.tpot_ms[50]),
             "tpot_ms_p99": _round(r.tpot_ms[99]), "latency_ms_p99": _round(r.latency_ms[99]),
         }
+        # The band at the SLO's percentile (99 without one): the replica slowed by the
+        # (1 - c) / 2 and (1 + c) / 2 quantiles of the calibrated slowdown, clamped to
+        # contain the model's own value (as a plan's at_load band).
+        p = int(args.percentile or 99)
+        c = band_confidence(args.confidence)
+        low, high = band_levels(c)
+        ends = [percentiles_slowed(rep, classes, args.rate, f, args.arrival_cv, percentiles=(p,))
+                for f in (min(quantile(low, table), 1.0), max(quantile(high, table), 1.0))]
+        out["at_rate"]["band"] = {"confidence": c, **{f"{m}_p{p}": [_round(getattr(e, m)[p]) for e in ends]
+                                                        for m in ("ttft_ms", "tpot_ms", "latency_ms")}}
     if args.percentile is not None:
-        out["max_rate_for_slo"] = _round(max_rate_for_slo(
-            rep, classes, int(args.percentile), ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms,
-            latency_ms=args.latency_ms, arrival_cv=args.arrival_cv), 4)
+        bounds = dict(ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms, latency_ms=args.latency_ms,
+                      arrival_cv=args.arrival_cv)
+        nominal = max_rate_for_slo(rep, classes, int(args.percentile), **bounds)
+        # The robust cap (as the planner's at slo.confidence): the replica slowed by the
+        # confidence's quantile, with the rate margin kept free.
+        s, margin = slowdown(args.confidence, q.calibration), rate_margin(args.confidence)
+        robust = max_rate_for_slo(rep.slowed(s), classes, int(args.percentile), **bounds) / (1 + margin)
+        out["max_rate_for_slo"] = _round(robust, 4)
+        out["max_rate_for_slo_nominal"] = _round(nominal, 4)
+        out["confidence"] = {"level": args.confidence, "slowdown": round(s, 6), "rate_margin": margin}
     return out
 
 
@@ -399,9 +448,22 @@ def _table(rows: list[dict], model_name: str, args) -> str:
     if args.rate is not None:
         foot += (f"\nat {args.rate:g} req/s per replica (arrival CV {args.arrival_cv:g}): utilization of the replica's "
                  "saturation rate and percentiles from the queueing model; '-' where the replica cannot keep up")
+    if args.rate is not None:
+        from solver.confidence import band_confidence, band_levels
+
+        c = band_confidence(args.confidence)
+        low, high = band_levels(c)
+        foot += (f"\nTTFT p{args.percentile or 99:g} band: on replicas slowed by the {low:.3g} and {high:.3g} quantiles "
+                 f"of the calibrated slowdown (a {c * 100:g} % band; docs/queueing.md)")
     if args.percentile is not None:
+        from solver.confidence import NOMINAL, RATE_MARGIN, slowdown
+
+        how = "on the model as it is" if args.confidence == NOMINAL else (
+            f"on a replica {slowdown(args.confidence):.2f}x slower than modelled (confidence {args.confidence:g}) with "
+            f"{RATE_MARGIN * 100:g} % more traffic")
         foot += (f"\nmax req/s @p{args.percentile:g}: the most requests/s one replica takes with every SLO holding at "
-                 f"p{args.percentile:g} (queueing included; never above 90 % of saturation)")
+                 f"p{args.percentile:g} {how} (queueing included; never above 90 % of saturation); nominal: the "
+                 "same on the model as it is")
     return head + "\n" + _render(headers, body) + "\n" + foot
 
 
@@ -410,24 +472,27 @@ def _with_load_columns(rows: list[dict], body: list[list[str]], headers: list[st
         return "-" if v is None else format(v, fmt)
 
     extra_h = []
+    p = int(args.percentile or 99)
     if args.rate is not None:
-        extra_h += ["util", "TTFT p50/p90/p99 ms", "TPOT p50/p99 ms", "lat p99 s"]
+        extra_h += ["util", "TTFT p50/p90/p99 ms", f"TTFT p{p} band", "TPOT p50/p99 ms", "lat p99 s"]
     if args.percentile is not None:
-        extra_h += [f"max req/s @p{args.percentile:g}"]
+        extra_h += [f"max req/s @p{args.percentile:g}", "nominal"]
     out = []
     for r, line in zip(rows, body):
         extra = []
         a = r.get("at_rate")
         if args.rate is not None:
             if a is None:
-                extra += ["-", "-", "-", "-"]
+                extra += ["-", "-", "-", "-", "-"]
             else:
+                band = a["band"][f"ttft_ms_p{p}"]
                 extra += [num(a["utilization"], ".2f"),
                           "/".join(num(a[f"ttft_ms_p{p}"], ".0f") for p in (50, 90, 99)),
+                          "-".join(num(v, ".0f") for v in band),
                           "/".join(num(a[f"tpot_ms_p{p}"], ".1f") for p in (50, 99)),
                           num(a["latency_ms_p99"] / 1e3 if a["latency_ms_p99"] is not None else None, ".1f")]
         if args.percentile is not None:
-            extra.append(num(r.get("max_rate_for_slo"), ".2f"))
+            extra += [num(r.get("max_rate_for_slo"), ".2f"), num(r.get("max_rate_for_slo_nominal"), ".2f")]
         out.append(line[:-1] + extra + line[-1:])
     return out, headers[:-1] + extra_h + headers[-1:]
 

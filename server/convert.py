@@ -35,6 +35,13 @@ _AS_TUPLES = {("fleetplanner.v1.Placement", "replicas")}
 _AS_OBJECT = {("fleetplanner.v1.SolverInfo", "timings")}
 # Plan keys present exactly when `solver` is (PlanResult.to_dict() derives them from it).
 _WITH_SOLVER = ("optimality_gap", "solve_time_s")
+# Message fields whose JSON form is a list of the message's field values in order
+# ([low, high]), not an object.
+_AS_LIST = {("fleetplanner.v1.LoadBand", "ttft_ms"), ("fleetplanner.v1.LoadBand", "tpot_ms"),
+            ("fleetplanner.v1.LoadBand", "latency_ms")}
+# String fields whose JSON form is a number or a word ("nominal" or 0.9): the number
+# travels as its shortest decimal text, which reads back as the same float.
+_NUMBER_OR_WORD = {("fleetplanner.v1.ServiceConfidence", "level")}
 
 
 # ------------------------------------------------------------------ generic
@@ -47,7 +54,7 @@ def to_message(cls: type[Message], data: dict, where: str = "") -> Message:
 
 # How each field of a message type is filled, looked up once per type (descriptor
 # attribute reads are slow in upb): name -> (kind, field, absent_as_empty).
-_SCALAR, _FLOAT, _ENUM, _MESSAGE, _REPEATED = range(5)
+_SCALAR, _FLOAT, _ENUM, _MESSAGE, _REPEATED, _MESSAGE_AS_LIST, _NUMBER_AS_TEXT = range(7)
 _FILL_TABLES: dict[str, dict[str, tuple[int, FieldDescriptor, bool]]] = {}
 
 
@@ -59,7 +66,9 @@ def _fill_table(desc: Descriptor) -> dict[str, tuple[int, FieldDescriptor, bool]
             if f.is_repeated:
                 kind = _REPEATED
             elif f.type == FieldDescriptor.TYPE_MESSAGE:
-                kind = _MESSAGE
+                kind = _MESSAGE_AS_LIST if (desc.full_name, f.name) in _AS_LIST else _MESSAGE
+            elif (desc.full_name, f.name) in _NUMBER_OR_WORD:
+                kind = _NUMBER_AS_TEXT
             elif f.type == FieldDescriptor.TYPE_ENUM:
                 kind = _ENUM
             elif f.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
@@ -93,7 +102,20 @@ def _fill(msg: Message, data: dict, where: str) -> None:
         elif kind == _MESSAGE:
             if value is None or (absent_as_empty and value == {}):
                 continue
+            getattr(msg, key).SetInParent()  # present even where every field inside is unset
             _fill(getattr(msg, key), value, f"{where}.{key}")
+        elif kind == _MESSAGE_AS_LIST:
+            if value is None:
+                continue
+            names = [f.name for f in field.message_type.fields]
+            if not isinstance(value, (list, tuple)) or len(value) != len(names):
+                raise ValueError(f"{where}.{key}: expected [{', '.join(names)}]")
+            getattr(msg, key).SetInParent()
+            _fill(getattr(msg, key), dict(zip(names, value)), f"{where}.{key}")
+        elif kind == _NUMBER_AS_TEXT:
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise ValueError(f"{where}.{key}: expected a number or a word, got {value!r}")
+            setattr(msg, key, value if isinstance(value, str) else repr(float(value)))
         elif value is None:
             if not field.has_presence:
                 raise ValueError(f"{where}.{key}: null for a field that is never null")
@@ -155,7 +177,8 @@ def _enum_prefix_of(name: str) -> str:
 
 # How each field of a message type is read back, in proto field order, looked up once per
 # type: (name, kind, enum field or None, absent_as_empty).
-_D_SCALAR, _D_PRESENCE, _D_MESSAGE, _D_REPEATED, _D_REPEATED_MESSAGE, _D_AS_TUPLES, _D_AS_OBJECT = range(7)
+(_D_SCALAR, _D_PRESENCE, _D_MESSAGE, _D_REPEATED, _D_REPEATED_MESSAGE, _D_AS_TUPLES, _D_AS_OBJECT, _D_AS_LIST,
+ _D_NUMBER_OR_WORD) = range(9)
 _DICT_TABLES: dict[str, list[tuple[str, int, FieldDescriptor | None, bool]]] = {}
 _ENUM_OUT: dict[str, dict[int, str | None]] = {}
 
@@ -173,7 +196,9 @@ def _dict_table(desc: Descriptor) -> list[tuple[str, int, FieldDescriptor | None
                     kind = (_D_AS_OBJECT if key in _AS_OBJECT else _D_AS_TUPLES if key in _AS_TUPLES
                             else _D_REPEATED_MESSAGE)
             elif f.type == FieldDescriptor.TYPE_MESSAGE:
-                kind = _D_MESSAGE
+                kind = _D_AS_LIST if key in _AS_LIST else _D_MESSAGE
+            elif key in _NUMBER_OR_WORD:
+                kind = _D_NUMBER_OR_WORD
             elif f.has_presence:
                 kind = _D_PRESENCE
             else:
@@ -206,6 +231,10 @@ def to_dict(msg: Message) -> dict:
             out[name] = [to_dict(v) for v in value]
         elif kind == _D_AS_TUPLES:
             out[name] = [list(to_dict(v).values()) for v in value]
+        elif kind == _D_AS_LIST:
+            out[name] = list(to_dict(value).values()) if msg.HasField(name) else None
+        elif kind == _D_NUMBER_OR_WORD:
+            out[name] = _number_or_word(value)
         else:  # _D_AS_OBJECT
             out[name] = dict(tuple(to_dict(v).values()) for v in value)
     return _without_absent_extensions(msg, out)
@@ -227,6 +256,13 @@ def _without_absent_extensions(msg: Message, out: dict) -> dict:
     if full_name == "fleetplanner.v1.Placement" and not msg.HasField("spot"):
         out.pop("spot", None)
     return out
+
+
+def _number_or_word(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _scalar_out(field: FieldDescriptor, value: Any) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import field
 from solver.compile.candidates import CandidateBuilder
 from solver.compile.compiled import calibration_of, compile_service
 from solver.dataclass_repr import dataclass
-from solver.compile.load_caps import at_load, exact_cap
+from solver.compile.load_caps import at_load_checked, exact_cap
 from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits
 from solver.workload.schema import Workload
@@ -193,12 +193,21 @@ def _under_load(catalog, calibration, svc, config, a) -> list[str]:
                 out.append(f"{a.config_key}: class {svc.class_names[k]} gets {routed:.4g} of {total:.4g}, not its "
                            f"share {share:g} (every replica must serve the service's mix)")
                 break
-    at = at_load(catalog, calibration, svc, config, a.replicas, a.routed)
+    at, robust = at_load_checked(catalog, calibration, svc, config, a.replicas, a.routed)
     if not at.meets_slo:
         shown = ", ".join(f"{name} {getattr(at, name)}" for name in ("ttft_ms", "tpot_ms", "latency_ms")
                           if getattr(at, name) is not None)
         out.append(f"{a.config_key}: at p{at.percentile} under the planned load ({at.utilization:.0%}) it misses "
                    f"the SLO ({shown or 'cannot keep up'})")
+    elif not at.meets_slo_robust:
+        # The caps were sized for a slower replica and more traffic (slo.confidence): the
+        # plan must hold there too, not only on the model as it is.
+        shown = ", ".join(f"{name} {robust[name]}" for name in ("ttft_ms", "tpot_ms", "latency_ms")
+                          if robust.get(name) is not None)
+        out.append(f"{a.config_key}: at p{at.percentile} on a replica {robust['slowdown']:.3g}x slower than modelled "
+                   f"with {robust['rate_margin']:.0%} more traffic ({robust['rate_per_replica']:.4g} "
+                   f"{svc.unit} per replica, {robust['utilization']:.0%} busy) it misses the SLO "
+                   f"({shown or 'cannot keep up'}): its caps were not sized for slo.confidence {svc.slo.confidence:g}")
     return out
 
 

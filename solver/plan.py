@@ -14,10 +14,12 @@ from dataclasses import replace
 
 from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
-from solver.compile.candidates import SHARED_CACHE, CandidateCache, build_problem
-from solver.compile.load_caps import at_load
+from solver.compile.candidates import SHARED_CACHE, CandidateCache, add_candidates, build_problem
+from solver.compile.compiled import compile_problem
+from solver.compile.load_caps import at_load, caps_per_replica
 from solver.catalog.types import Catalog
 from solver.collector import paused as collector_paused
+from solver.confidence import NOMINAL, rate_margin, slowdown
 from solver.dataclass_repr import dataclass
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
@@ -33,7 +35,8 @@ from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, r
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
 from solver.output.sanity import low_utilization_warnings, tail_class_warnings
-from solver.output.result import (AssignmentView, FleetLine, PlanResult, ServiceResult, SloCheck, SolverInfo)
+from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult,
+                                  ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
 
@@ -387,6 +390,9 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 done = prefetch.values(problem, s.name, c, a.replicas, a.routed) if prefetch is not None else None
                 view.at_load = done if done is not None else at_load(catalog, problem.calibration, s, c, a.replicas,
                                                                       a.routed)
+            caps = caps_per_replica(catalog, problem.calibration, s, c, a.routed)
+            if caps is not None:
+                view.cap_per_replica, view.cap_per_replica_nominal = round(caps[0], 6), round(caps[1], 6)
             views.append(view)
         # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
         replicas = sum(v.replicas for v in views)
@@ -403,8 +409,28 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                             "came first. To fix: give the call a longer deadline")
         services.append(ServiceResult(s.name, s.unit, s.raw_demand, s.total_demand, round(total_cap, 6),
                                       round(utilization, 4), list(s.class_names), views, warnings=warnings,
-                                      model=s.model_label if llm else None, engine=s.engine if llm else None))
+                                      model=s.model_label if llm else None, engine=s.engine if llm else None,
+                                      confidence=_confidence_view(s, problem.calibration),
+                                      capacity_margin=_capacity_margin(views)))
     return services
+
+
+def _confidence_view(s, calibration) -> ConfidenceView | None:
+    """What a percentile service's caps were sized for; None without a percentile SLO."""
+    if s.slo.percentile is None:
+        return None
+    level = s.slo.confidence
+    return ConfidenceView(NOMINAL if level is None else level, round(slowdown(level, calibration), 6),
+                          rate_margin(level))
+
+
+def _capacity_margin(views: list[AssignmentView]) -> float | None:
+    """1 - capacity at the plan's caps / capacity at the nominal caps, replicas weighing."""
+    capped = [v for v in views if v.cap_per_replica_nominal is not None]
+    nominal = sum(v.cap_per_replica_nominal * v.replicas for v in capped)
+    if not capped or nominal <= 0:
+        return None
+    return round(1.0 - sum(v.cap_per_replica * v.replicas for v in capped) / nominal, 4)
 
 
 def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings,
@@ -448,7 +474,43 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         (options.on_stage or (lambda name: None))("explain")
         # One budget for the whole explanation, never past the call's own deadline.
         explain = Stop(options.cancel, min(deadline, time.monotonic() + EXPLAIN_BUDGET_S))
+        result.confidence_cost = confidence_cost(workload, catalog, problem, result.total_price_usd_per_hour,
+                                                 outcome.backend, options, explain)
         for sr in services:
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
                                                stop=explain)
     return result
+
+
+def confidence_cost(workload: Workload, catalog: Catalog, problem: Problem, price_usd_per_hour: float,
+                    backend_name: str, options: PlanOptions, stop: Stop) -> ConfidenceCost | None:
+    """What the services' slo.confidence costs: the same workload re-solved with every
+    service at "nominal" (exactly, caps computed lazily), against this plan's price. None
+    where every service sizes nominally already. Within the explanation's budget (`stop`):
+    a re-solve it cuts short reports no figure, with the reason."""
+    if all(s.slo.confidence is None for s in problem.services):
+        return None
+    t0 = time.monotonic()
+    try:
+        stop.check("the confidence margin's re-solve")
+        nominal = compile_problem(workload, catalog)
+        nominal = replace(nominal, services=tuple(replace(s, slo=replace(s.slo, confidence=None))
+                                                  for s in nominal.services))
+        nominal = add_candidates(nominal, catalog, options.cache, stop)
+        quiet = replace(options, on_progress=None, on_stage=None)
+        timings = {"candidates_s": time.monotonic() - t0}
+        outcome, solution = _solve_with_exact_caps(nominal, catalog, backend_name, stop.deadline, stop,
+                                                   quiet, False, timings, t0)[2:4]
+    except (SolverTimeout, InfeasibleError) as exc:
+        if stop.cancelled:
+            stop.check("the explanation")
+        why = "the explanation's time budget ended first" if isinstance(exc, SolverTimeout) else \
+            "the workload has no plan at nominal confidence"
+        return ConfidenceCost(None, None, f"not computed: {why}")
+    if outcome.status != "optimal":
+        return ConfidenceCost(None, None, "not computed: the re-solve at nominal confidence was not proven optimal "
+                                          "within the explanation's time budget")
+    nominal_price = round(solution_cost(nominal, solution), 6)
+    return ConfidenceCost(nominal_price, round(price_usd_per_hour - nominal_price, 6),
+                          "every service re-solved at slo.confidence \"nominal\"")
+

@@ -22,7 +22,7 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from server.requests import answer_margin_s, solve_budget
 from solver.errors import InfeasibilityReason
 from solver.plan import PlanOptions, plan
-from solver.output.result import PlanResult
+from solver.output.result import LoadBand, PlanResult
 from solver.workload.documents import load_workload, parse_workload
 
 
@@ -63,13 +63,19 @@ _FIELDS = {
                                                   cost_usd_per_hour=_FLOAT)),
     "placements": st.lists(_ordered(offer_id=_TEXT, instance=_INT,
                                     replicas=st.lists(st.tuples(_TEXT, _INT).map(list), max_size=2)), max_size=2),
+    "level": st.one_of(st.just("nominal"), _FLOAT),  # slo.confidence: a number or "nominal"
 }
+# A band's metrics are [low, high] pairs (either end null) or null.
+_PAIR = st.one_of(st.none(), st.lists(st.one_of(st.none(), _FLOAT), min_size=2, max_size=2))
+_TYPES = {LoadBand: st.builds(LoadBand, ttft_ms=_PAIR, tpot_ms=_PAIR, latency_ms=_PAIR)}
 
 
 def _strategy(tp, name: str = ""):
     """A hypothesis strategy for a field of the plan's dataclasses, from its type hint."""
     if name in _FIELDS:
         return _FIELDS[name]
+    if tp in _TYPES:
+        return _TYPES[tp]
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         return st.one_of(*(st.none() if a is type(None) else _strategy(a) for a in args))

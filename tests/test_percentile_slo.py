@@ -117,4 +117,5 @@ def test_the_table_and_json_show_at_load(solver_cli, tmp_path):
     out = subprocess.run([solver_cli, "solve", str(path), "--format", "json"], capture_output=True, text=True,
                          timeout=300)
     at = json.loads(out.stdout)["services"][0]["assignments"][0]["at_load"]
-    assert set(at) == {"percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo"}
+    assert set(at) == {"percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo",
+                       "meets_slo_robust", "confidence", "slowdown", "band"}

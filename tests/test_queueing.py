@@ -198,7 +198,7 @@ def test_bad_rates_raise(h100, rate):
 
 # ---------------------------------------------------------------- estimate --rate through the installed CLI
 AT_RATE = {"rate_per_s", "utilization", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
-           "latency_ms_p99"}
+           "latency_ms_p99", "band"}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

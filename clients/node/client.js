@@ -94,6 +94,30 @@ function planJson(plan) {
       out[field] = out[field].slice(prefix.length).toLowerCase();
     }
   }
+  if (Array.isArray(out.services)) out.services = out.services.map(serviceJson);
+  return out;
+}
+
+// Two shapes the CLI's JSON writes differently from the proto (server/convert.py's tables):
+// slo.confidence's level is a number or "nominal" (the proto carries text), and each
+// metric of an at_load band is [low, high] (the proto: {low, high}; an unset end is null).
+function serviceJson(service) {
+  const out = { ...service };
+  if (out.confidence && typeof out.confidence.level === "string" && out.confidence.level !== "nominal") {
+    out.confidence = { ...out.confidence, level: Number(out.confidence.level) };
+  }
+  if (Array.isArray(out.assignments)) {
+    out.assignments = out.assignments.map((a) => {
+      const band = a.at_load && a.at_load.band;
+      if (!band) return a;
+      const pairs = {};
+      for (const metric of ["ttft_ms", "tpot_ms", "latency_ms"]) {
+        const range = band[metric];
+        pairs[metric] = range ? [range.low ?? null, range.high ?? null] : null;
+      }
+      return { ...a, at_load: { ...a.at_load, band: pairs } };
+    });
+  }
   return out;
 }
 

@@ -12,6 +12,7 @@ from solver.catalog.types import Catalog
 from solver.compile.problem import (ClassTokens, HorizonTerms, Period, Problem, Profile, RunningInstances,
                                     RunningReplicas, ServiceDemand, Slo)
 from solver.compile.resolve import filter_offers, model_arch, offer_limits
+from solver.confidence import DEFAULT_CONFIDENCE, NOMINAL
 from solver.errors import InputError
 from solver.perf import Calibration
 from solver.workload.schema import Service, Workload
@@ -41,13 +42,22 @@ def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] =
     return ServiceDemand(
         svc.name, svc.demand.unit, names, demand, rate, svc.min_replicas, svc.max_replicas,
         class_tokens=tokens, model=model, model_label=label or "", precisions=tuple(svc.precisions),
-        engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms, svc.slo.percentile),
+        engine=svc.engine, slo=Slo(svc.slo.ttft_ms, svc.slo.tpot_ms, svc.slo.latency_ms, svc.slo.percentile,
+                                   _confidence(svc.slo)),
         profiles=profiles, class_shares=shares, arrival_cv=svc.demand.arrival_cv,
         size_with_error_band=svc.size_with_error_band,
         kv_cache_dtype=None if svc.engine_options.kv_cache_dtype == "auto" else svc.engine_options.kv_cache_dtype,
         max_batch=svc.engine_options.max_batch, kv_cache_memory_fraction=svc.engine_options.kv_cache_memory_fraction,
         max_num_batched_tokens=svc.engine_options.max_num_batched_tokens, scheduler=svc.engine_options.scheduler,
         period_multipliers=tuple(float(svc.demand.profile.get(p.name, 1.0)) for p in periods))
+
+
+def _confidence(slo) -> float | None:
+    """The confidence a percentile SLO's caps are sized for (the default where unset);
+    None: nominal sizing."""
+    if slo.percentile is None or slo.confidence == NOMINAL:
+        return None
+    return DEFAULT_CONFIDENCE if slo.confidence is None else float(slo.confidence)
 
 
 def calibration_of(workload: Workload) -> Calibration:

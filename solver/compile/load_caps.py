@@ -12,6 +12,13 @@ bound is the rate-weighted mean of the replicas' (docs/formulation.md, "Latency 
   All classes carry the same cap, the total rate of the mix (the MIP routes the mix).
 * Measured profiles: c parallel servers per replica (solver/perf/queueing/servers.py); the
   bounds leave the measured time plus a wait, capped per class.
+
+Robust caps (solver/confidence.py): at `slo.confidence` c (0.9 unless stated) a cap is
+the largest rate r at which a replica slowed by the c-quantile s of the calibrated
+slowdown still meets every bound at P with r x (1 + RATE_MARGIN) routed to it:
+`max_rate_for_slo(replica.slowed(s), ...) / (1 + RATE_MARGIN)`. Measured profiles are
+measurements of the real replica, not the model: they keep s = 1 and take the rate margin.
+"nominal" is today's cap exactly (s = 1, no margin).
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from dataclasses import replace
 import numpy as np
 
 from solver.compile.problem import Config
-from solver.output.result import AtLoad
+from solver.confidence import band_confidence, band_levels, quantile, rate_margin, slowdown
+from solver.output.result import AtLoad, LoadBand
 from solver.perf.queueing import TrafficClass, max_rate_for_slo, replica_for
 from solver.perf.queueing.search import DEFAULT_MAX_UTILIZATION, load_model
 from solver.perf.queueing.servers import measured_max_rate
@@ -79,19 +87,18 @@ def _estimated(oc, svc, c: Config) -> Config | None:
     first = svc.class_tokens[0]
     query = oc._query(svc.model, c.gpus_per_replica, c.instances_per_replica, c.precision, first.prompt_tokens,
                       first.output_tokens)
-    mix = tuple(TrafficClass(svc.class_shares[k], svc.class_tokens[k].prompt_tokens, svc.class_tokens[k].output_tokens,
-                             svc.class_names[k]) for k in classes)
-    total = sum(m.share for m in mix)
-    mix = tuple(replace(m, share=m.share / total) for m in mix)
-    # Everything the exact cap needs, kept on the configuration while it is pending.
-    pending = (replica_for(query), mix, p, svc.slo.bounds(), float(svc.arrival_cv),
-               c.error_band if svc.size_with_error_band else 0.0, _bounds_text(svc))
+    # Everything the exact cap needs, kept on the configuration while it is pending; the
+    # last two: the slowdown and rate margin of the service's confidence (1 and 0: nominal).
+    slow, margin = slowdown(svc.slo.confidence, oc.b.calibration), rate_margin(svc.slo.confidence)
+    pending = (replica_for(query), _service_mix(svc), p, svc.slo.bounds(), float(svc.arrival_cv),
+               c.error_band if svc.size_with_error_band else 0.0, _bounds_text(svc), slow, margin)
     if not LAZY:
         return exact_cap(c, pending)
     # The exact cap costs a queueing-model search; an upper bound costs one step evaluation.
     # The planner computes the exact cap only for configurations a plan uses
-    # (solver/compile/lazy_caps.py), which keeps the optimum exact.
-    upper = cap_upper_bound(*pending[:3], pending[4]) / (1 + pending[5])
+    # (solver/compile/lazy_caps.py), which keeps the optimum exact. The bound is the slowed
+    # replica's, with the same divisors as the exact cap: still an upper bound of it.
+    upper = cap_upper_bound(pending[0].slowed(slow), *pending[1:3], pending[4]) / (1 + pending[5]) / (1 + margin)
     if upper <= 0:
         return exact_cap(c, pending)
     return replace(c, pending_cap=pending,
@@ -120,10 +127,12 @@ def exact_cap(c: Config, pending: tuple | None = None) -> Config:
     pending = pending or c.pending_cap
     if pending is None:
         return c
-    replica, mix, p, bounds, cv, band, bounds_text = pending
-    cap = _llm_cap(replica, mix, p, bounds, cv)
+    replica, mix, p, bounds, cv, band, bounds_text, slow, margin = pending
+    cap = _llm_cap(replica.slowed(slow), mix, p, bounds, cv)
     cap /= 1 + band
-    reason = "" if cap > 0 else f"misses the p{p} SLO ({bounds_text}) under load, even at a trickle of requests"
+    cap /= 1 + margin  # exact at "nominal": a division by 1.0
+    slower = f" on a replica {slow:.2f}x slower than modelled (slo.confidence)" if slow != 1 else ""
+    reason = "" if cap > 0 else f"misses the p{p} SLO ({bounds_text}) under load, even at a trickle of requests{slower}"
     return replace(c, pending_cap=None,
                    classes=tuple(replace(k, throughput=cap if cap > 0 else 0.0, reason=reason or k.reason,
                                          binding_limit="slo_under_load" if cap > 0 else k.binding_limit)
@@ -132,23 +141,84 @@ def exact_cap(c: Config, pending: tuple | None = None) -> Config:
 
 def _measured(svc, c: Config) -> Config:
     p = svc.slo.percentile
-    unit = PER_SECOND[svc.unit]
+    margin = rate_margin(svc.slo.confidence)
     classes = []
     for k in c.classes:
-        if k.throughput <= 0:
+        cap = _measured_cap(svc, k, k.throughput, margin)
+        if cap is None:
             classes.append(k)
             continue
-        budgets = [b - v for b, v in ((svc.slo.latency_ms, k.latency_ms), (svc.slo.ttft_ms, k.ttft_ms))
-                   if b is not None and v is not None]
-        if not budgets:  # only a TPOT bound: a wait does not change the time per token
-            classes.append(k)
-            continue
-        latency_s = (k.latency_ms or k.ttft_ms or 0.0) / 1e3 or None
-        cap = measured_max_rate(k.throughput * unit, latency_s, p, min(budgets) / 1e3, svc.arrival_cv) / unit
         reason = "" if cap > 0 else f"misses the p{p} SLO ({_bounds_text(svc)}) under load"
         classes.append(replace(k, throughput=cap, reason=reason or k.reason,
                                binding_limit="slo_under_load" if cap > 0 else k.binding_limit))
     return replace(c, classes=tuple(classes))
+
+
+def _measured_cap(svc, k, measured_rate: float, margin: float) -> float | None:
+    """Class k's cap under load on a measured replica of `measured_rate` (service units),
+    with `margin` more traffic than the cap allows; None where no wait matters (no rate,
+    or only a TPOT bound: a wait does not change the time per token)."""
+    if measured_rate <= 0:
+        return None
+    budgets = [b - v for b, v in ((svc.slo.latency_ms, k.latency_ms), (svc.slo.ttft_ms, k.ttft_ms))
+               if b is not None and v is not None]
+    if not budgets:
+        return None
+    unit = PER_SECOND[svc.unit]
+    latency_s = (k.latency_ms or k.ttft_ms or 0.0) / 1e3 or None
+    cap = measured_max_rate(measured_rate * unit, latency_s, svc.slo.percentile, min(budgets) / 1e3,
+                            svc.arrival_cv) / unit
+    return cap / (1 + margin)
+
+
+def _service_mix(svc) -> tuple[TrafficClass, ...]:
+    """The request mix every replica of an LLM service serves under a percentile SLO: the
+    classes with demand, at their shares (normalised)."""
+    classes = [k for k, d in enumerate(svc.class_demand) if d > 0] or [0]
+    mix = tuple(TrafficClass(svc.class_shares[k], svc.class_tokens[k].prompt_tokens, svc.class_tokens[k].output_tokens,
+                             svc.class_names[k]) for k in classes)
+    total = sum(m.share for m in mix)
+    return tuple(replace(m, share=m.share / total) for m in mix)
+
+
+# ---------------------------------------------------------------- what the margin costs, per assignment
+def caps_per_replica(catalog, calibration, svc, config: Config, routed: tuple[float, ...]) -> tuple[float, float] | None:
+    """(the plan's cap, the nominal model's cap) of one replica of `config`, in the
+    service's unit at the mix the plan routes to it (the service's shares where it routes
+    none): what `slo.confidence` takes off the configuration. None where the service has
+    no cap under load (no percentile SLO, or no bound). The nominal cap is computed here,
+    for a configuration of the plan only (a queueing-model search where it is not cached)."""
+    if svc.slo.percentile is None or not svc.slo.bounds():
+        return None
+    total = sum(routed)
+    weights = [r / total for r in routed] if total > 0 else list(svc.class_shares)
+    robust = [k.throughput for k in config.classes]
+    if config.source == "measured":
+        gpu = _offer_of(catalog, config.offer_id).gpu
+        margin = rate_margin(svc.slo.confidence)
+        nominal = []
+        for k, perf in enumerate(config.classes):
+            cap = _measured_cap(svc, perf, _profile_rate(svc, config, gpu, k) or perf.throughput, 0.0)
+            # Without a cap under load (a TPOT-only bound) the class keeps its measured rate.
+            nominal.append(perf.throughput if cap is None or margin == 0 else cap)
+    else:
+        replica = _replica_of(catalog, calibration, svc, config)
+        band = config.error_band if svc.size_with_error_band else 0.0
+        cap = _llm_cap(replica, _service_mix(svc), svc.slo.percentile, svc.slo.bounds(), float(svc.arrival_cv))
+        nominal = [cap / (1 + band)] * len(config.classes)
+    return _at_mix(robust, weights), _at_mix(nominal, weights)
+
+
+def _at_mix(caps: list[float], weights: list[float]) -> float:
+    """The total rate one replica takes at a class mix, given its per-class caps (the
+    capacity row sum_k x_k / cap_k <= 1 at x = rate x weights)."""
+    load = 0.0
+    for cap, w in zip(caps, weights):
+        if w > 0:
+            if cap <= 0:
+                return 0.0
+            load += w / cap
+    return 1.0 / load if load > 0 else 0.0
 
 
 def _bounds_text(svc) -> str:
@@ -167,21 +237,60 @@ def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tu
     """What a plan promises for one assignment: at the service's SLO percentile (99 where
     none is stated), with the rate the plan routes to each replica, the queueing model's
     TTFT, TPOT and latency, the utilization (rate / the most a replica sustains), and
-    whether every stated bound holds. The JSON names are a contract: `at_load` with
-    percentile, utilization, ttft_ms, tpot_ms, latency_ms, meets_slo."""
+    whether every stated bound holds; with their band (the replica slowed by the
+    (1 - c) / 2 and (1 + c) / 2 quantiles of the calibrated slowdown) and whether the
+    bounds hold robustly (slowed by the c-quantile, at the rate x (1 + RATE_MARGIN)).
+    The JSON names are a contract: `at_load` with percentile, utilization, ttft_ms,
+    tpot_ms, latency_ms, meets_slo, meets_slo_robust, confidence, slowdown, band."""
+    return at_load_checked(catalog, calibration, svc, config, replicas, routed)[0]
+
+
+def at_load_checked(catalog, calibration, svc, config: Config, replicas: int,
+                    routed: tuple[float, ...]) -> tuple[AtLoad, dict]:
+    """`at_load`, and the values of its robust check (for the evaluator's messages)."""
     p = svc.slo.percentile or 99
     rate_total = sum(routed)
     per_replica = rate_total / replicas if replicas else 0.0
+    level = svc.slo.confidence  # None: sized nominally ("nominal", or no percentile SLO)
+    c = band_confidence(level)
+    # The robust check is the condition the caps were sized for: the service's confidence.
+    # A service that sizes nominally has none beyond the model's (meets_slo_robust is
+    # meets_slo), but its values still get a band.
+    margin = rate_margin(level)
+    table = calibration.under_load_slowdown
     if config.source == "measured":
+        # Measured profiles are the real replica's speed: no model slowdown, the rate margin only.
         gpu = _offer_of(catalog, config.offer_id).gpu
         values = _measured_at(svc, config, gpu, routed, per_replica, p)
+        low = high = values
+        robust = values if margin == 0 else _measured_at(svc, config, gpu, routed, per_replica * (1 + margin), p)
+        slow = 1.0
     else:
-        values = _llm_at(catalog, calibration, svc, config, routed, per_replica, p)
+        replica, mix = _replica_of(catalog, calibration, svc, config), _routed_mix(svc, routed)
+        cv = float(svc.arrival_cv)
+        values = _llm_at(replica, mix, per_replica, cv, p)
+        # The factors are clamped to include 1: the band always contains the model's own
+        # value, even where the fitted quantiles lie on one side of it.
+        q_low, q_high = band_levels(c)
+        low = _llm_at(replica, mix, per_replica, cv, p, min(quantile(q_low, table), 1.0))
+        high = _llm_at(replica, mix, per_replica, cv, p, max(quantile(q_high, table), 1.0))
+        slow = slowdown(level, calibration)
+        robust = values if slow == 1 and margin == 0 else \
+            _llm_at(replica.slowed(slow), mix, per_replica * (1 + margin), cv, p)
     # A bound the configuration gives no value for (a measured profile without a TTFT) was
     # checked when the configuration was built; here only the predicted values count.
-    meets = all(values[name] <= bound * (1 + 1e-9) for name, bound in svc.slo.bounds() if name in values)
-    return AtLoad(p, _r(values["utilization"]) or 0.0, _r(values.get("ttft_ms")), _r(values.get("tpot_ms")),
-                  _r(values.get("latency_ms")), meets)
+    meets = _meets(svc, values)
+    band = LoadBand(*(None if values.get(name) is None else [_r(low[name]), _r(high[name])]
+                      for name in ("ttft_ms", "tpot_ms", "latency_ms")))
+    at = AtLoad(p, _r(values["utilization"]) or 0.0, _r(values.get("ttft_ms")), _r(values.get("tpot_ms")),
+                _r(values.get("latency_ms")), meets, _meets(svc, robust), c, round(slow, 6), band)
+    return at, {"utilization": robust["utilization"], "rate_per_replica": per_replica * (1 + margin),
+                "slowdown": slow, "rate_margin": margin,
+                **{name: _r(v) for name, v in robust.items() if name != "utilization"}}
+
+
+def _meets(svc, values: dict) -> bool:
+    return all(values[name] <= bound * (1 + 1e-9) for name, bound in svc.slo.bounds() if name in values)
 
 
 _OFFER_INDEX: tuple = (None, {})  # (weak reference to a catalog, its offers by id), replaced whole
@@ -206,20 +315,33 @@ def _r(x):
     return None if x is None or x == float("inf") else round(x, 4)
 
 
-def _llm_at(catalog, calibration, svc, config: Config, routed, per_replica: float, p: int) -> dict:
+def _replica_of(catalog, calibration, svc, config: Config):
+    """The queueing view of one of the service's estimated configurations."""
     from solver.compile.candidates import CandidateBuilder, _OfferCandidates
-    from solver.perf.queueing import percentiles_at_rate
 
     offer = _offer_of(catalog, config.offer_id)
     oc = _OfferCandidates(CandidateBuilder(catalog, [offer], calibration), svc, offer, catalog.gpus[offer.gpu])
     first = svc.class_tokens[0]
-    replica = replica_for(oc._query(svc.model, config.gpus_per_replica, config.instances_per_replica, config.precision,
-                                    first.prompt_tokens, first.output_tokens))
+    return replica_for(oc._query(svc.model, config.gpus_per_replica, config.instances_per_replica, config.precision,
+                                 first.prompt_tokens, first.output_tokens))
+
+
+def _routed_mix(svc, routed) -> tuple[TrafficClass, ...]:
+    """The mix the plan routes to a replica (the first class where it routes nothing)."""
     total = sum(routed)
-    mix = tuple(TrafficClass(r / total, svc.class_tokens[k].prompt_tokens, svc.class_tokens[k].output_tokens,
-                             svc.class_names[k]) for k, r in enumerate(routed) if r > 0) if total > 0 else \
-        (TrafficClass(1.0, first.prompt_tokens, first.output_tokens, svc.class_names[0]),)
-    at = percentiles_at_rate(replica, mix, max(per_replica, 1e-9), float(svc.arrival_cv), percentiles=(p,))
+    if total <= 0:
+        first = svc.class_tokens[0]
+        return (TrafficClass(1.0, first.prompt_tokens, first.output_tokens, svc.class_names[0]),)
+    return tuple(TrafficClass(r / total, svc.class_tokens[k].prompt_tokens, svc.class_tokens[k].output_tokens,
+                              svc.class_names[k]) for k, r in enumerate(routed) if r > 0)
+
+
+def _llm_at(replica, mix, per_replica: float, arrival_cv: float, p: int, band_factor: float = 1.0) -> dict:
+    """The values at p; with `band_factor`, of the replica that many times slower (read
+    off the model itself: `percentiles_slowed`, for a band)."""
+    from solver.perf.queueing import percentiles_slowed
+
+    at = percentiles_slowed(replica, mix, max(per_replica, 1e-9), band_factor, arrival_cv, percentiles=(p,))
     return {"utilization": at.utilization, "ttft_ms": at.ttft_ms[p], "tpot_ms": at.tpot_ms[p],
             "latency_ms": at.latency_ms[p]}
 

@@ -113,6 +113,9 @@ class Slo:
     tpot_ms: float | None = None
     latency_ms: float | None = None
     percentile: int | None = None
+    # With a percentile: the confidence the caps are sized for (solver/confidence.py);
+    # None sizes nominally (confidence "nominal", or no percentile).
+    confidence: float | None = None
 
     def bounds(self) -> tuple[tuple[str, float], ...]:
         """The stated bounds as (field name, ms), in a fixed order."""

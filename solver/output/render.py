@@ -81,7 +81,7 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
     out.append("")
     for s in d["services"]:
         out.append(f"  {s['name']}: capacity {number(s['capacity'])} for demand {number(s['demand_with_headroom'])} {s['unit']}"
-                   f" (utilization {s['utilization']:.0%})")
+                   f" (utilization {s['utilization']:.0%})" + _confidence(s))
         for warning in s.get("warnings", []):
             out.append(f"    WARNING: {warning}")
     solver = d.get("solver") or {}
@@ -92,6 +92,14 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
                    f"{size['integer_variables']} integer vars, {size['constraints']} constraints, "
                    f"{solver['candidates']} candidate configurations ({solver['rejected']} ruled out); "
                    f"ties: {solver['tie_break']}; evaluator: {'ok' if d['evaluation'].get('ok') else 'FAILED'}")
+    cost = d.get("confidence_cost")
+    if explain and cost:
+        out.append("")
+        if cost["margin_usd_per_hour"] is None:
+            out.append(f"Confidence margin: {cost['note']}")
+        else:
+            out.append(f"Confidence margin: ${cost['margin_usd_per_hour']:.4f}/hour (the same workload with every "
+                       f"service at slo.confidence \"nominal\": ${cost['nominal_price_usd_per_hour']:.4f}/hour)")
     if explain:
         out.append("")
         out.append("Alternatives not taken:")
@@ -108,15 +116,40 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
 
 
 def _at_load(at: dict | None) -> str:
-    """"p99 TTFT 216, TPOT 61 (miss)": the percentiles at the planned load, queueing included."""
+    """"p99 TTFT 204 (180-260), TPOT 61 (55-75) (miss)": the percentiles at the planned load,
+    queueing included, each with its band (a replica slower or faster than modelled)."""
     if not at:
         return "-"
-    parts = [f"{label} {'-' if at[name] is None else _ms(at[name])}" for name, label in
+    band = at.get("band") or {}
+    parts = [f"{label} {_ms(at[name])}{_band(band.get(name))}" for name, label in
              (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("latency_ms", "lat")) if at.get(name) is not None]
     if not parts:
         return f"p{at['percentile']} " + ("saturated" if at["utilization"] >= 0.999 else f"{at['utilization']:.0%} busy")
     text = f"p{at['percentile']} " + ", ".join(parts)
-    return text + ("" if at["meets_slo"] else " (miss)")
+    if not at["meets_slo"]:
+        return text + " (miss)"
+    return text + ("" if at.get("meets_slo_robust", True) else " (miss when slower)")
+
+
+def _band(pair) -> str:
+    """" (180-260)"; "-" for an end where the replica cannot keep up."""
+    if not pair:
+        return ""
+    return f" ({_ms(pair[0])}-{_ms(pair[1])})"
+
+
+def _confidence(s: dict) -> str:
+    """"; confidence 0.9 (replica 1.28x slower, +3 % traffic): capacity margin 18 %"."""
+    c = s.get("confidence")
+    if not c:
+        return ""
+    if c["level"] == "nominal":
+        text = "; confidence nominal (caps at the model's edge)"
+    else:
+        text = (f"; confidence {c['level']:g} (replica {c['slowdown']:.2f}x slower, +{c['rate_margin'] * 100:g} % "
+                f"traffic)")
+    margin = s.get("capacity_margin")
+    return text + ("" if margin is None else f": capacity margin {margin * 100:.0f} %")
 
 
 def _alternative_name(alt: dict) -> str:

@@ -37,6 +37,18 @@ class SloCheck:
 
 
 @dataclass
+class LoadBand:
+    """The values under load on a replica slower or faster than modelled, per metric:
+    [low, high] ms, the replica slowed by the (1 - c) / 2 and (1 + c) / 2 quantiles of the
+    calibrated slowdown (widened to contain the model's own value). None: no value for the
+    metric; an end None: the replica cannot keep up there."""
+
+    ttft_ms: list[float | None] | None = None
+    tpot_ms: list[float | None] | None = None
+    latency_ms: list[float | None] | None = None
+
+
+@dataclass
 class AtLoad:
     """What a plan promises for one assignment at the rate it routes to each replica, at the
     service's SLO percentile (99 where none is stated), queueing included. None: the
@@ -47,7 +59,14 @@ class AtLoad:
     ttft_ms: float | None
     tpot_ms: float | None
     latency_ms: float | None
-    meets_slo: bool
+    meets_slo: bool  # the model as it is, at the planned rate
+    # The bounds hold on the replica slowed by `slowdown`, at the planned rate x (1 + the
+    # rate margin): the condition the caps were sized for (solver/confidence.py); the same
+    # as meets_slo where the service sizes nominally ("nominal", or no percentile SLO).
+    meets_slo_robust: bool
+    confidence: float  # of the band: the service's slo.confidence (0.8 where it sizes nominally)
+    slowdown: float  # the robust check's factor (1.0 where it sizes nominally, and for measured profiles)
+    band: LoadBand | None
 
 
 @dataclass
@@ -74,8 +93,13 @@ class AssignmentView:
     error_band: float = 0.0
     slo_checks: list[SloCheck] = field(default_factory=list)
     # At the service's SLO percentile (99 where none is stated), at the planned rate per
-    # replica, queueing included: {percentile, utilization, ttft_ms, tpot_ms, latency_ms, meets_slo}.
+    # replica, queueing included: {percentile, utilization, ttft_ms, tpot_ms, latency_ms,
+    # meets_slo, meets_slo_robust, confidence, slowdown, band}.
     at_load: AtLoad | None = None
+    # Services with a percentile SLO: the most one replica takes at the mix routed to it, in
+    # the service's unit, as planned (at slo.confidence) and as the nominal model allows.
+    cap_per_replica: float | None = None
+    cap_per_replica_nominal: float | None = None
 
 
 @dataclass
@@ -96,6 +120,15 @@ class Alternative:
 
 
 @dataclass
+class ConfidenceView:
+    """What a percentile service's caps were sized for (solver/confidence.py)."""
+
+    level: float | str  # slo.confidence: a number, or "nominal"
+    slowdown: float  # the replica's factor at that level (1.0 at "nominal")
+    rate_margin: float  # the extra traffic every cap holds at (0 at "nominal")
+
+
+@dataclass
 class ServiceResult:
     """One service in the plan: demand, capacity, assignments, alternatives and warnings."""
 
@@ -111,6 +144,20 @@ class ServiceResult:
     model: str | None = None  # library model name or the inline model's name; None: measured profiles only
     engine: str | None = None  # serving engine the estimates assume (vllm, sglang, tensorrt-llm); None without a model
     warnings: list[str] = field(default_factory=list)  # e.g. bounds that p99 under load would miss
+    confidence: ConfidenceView | None = None  # services with a percentile SLO
+    # 1 - capacity at the plan's caps / capacity at the nominal caps, over the chosen
+    # assignments: the share of capacity slo.confidence sets aside. None without a cap under load.
+    capacity_margin: float | None = None
+
+
+@dataclass
+class ConfidenceCost:
+    """What the services' slo.confidence costs (--explain): the same workload re-solved with
+    every service at "nominal". None values: not computed (see note)."""
+
+    nominal_price_usd_per_hour: float | None
+    margin_usd_per_hour: float | None  # this plan's price - the nominal plan's
+    note: str = ""
 
 
 @dataclass
@@ -285,6 +332,7 @@ class PlanResult:
     catalog: str = ""
     pricing: str = "on_demand"
     horizon: HorizonResult | None = None  # multi-period plans: the first period is the plan above
+    confidence_cost: ConfidenceCost | None = None  # --explain, where a service sizes at a confidence
 
     @property
     def monthly_usd(self) -> float | None:
@@ -305,7 +353,7 @@ class PlanResult:
             d["solve_time_s"] = round(self.solver.solve_time_s, 4)
         order = ["status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd",
                  "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements",
-                 "infeasibility", "evaluation", "solver"]
+                 "infeasibility", "evaluation", "solver", "confidence_cost"]
         out = {k: d[k] for k in order if k in d}
         if self.horizon is not None:
             h = d["horizon"]

@@ -85,6 +85,9 @@ class Calibration:
     amd_layer_overhead_us: float = _fit.AMD_LAYER_OVERHEAD_US  # per layer per pass, vLLM on ROCm (graphs)
     moe_compute_efficiency: float = _fit.MOE_COMPUTE_EFFICIENCY  # FP4 routed-expert GEMMs: fraction of the dense rate
     token_overhead_us: float = _fit.TOKEN_OVERHEAD_US  # host time per sequence per step (host-scheduled engines)
+    # Added with robust percentile caps: how much slower than modelled a real replica runs
+    # under load, as (quantile level, factor) pairs (solver/confidence.py reads it).
+    under_load_slowdown: tuple[tuple[float, float], ...] = _fit.UNDER_LOAD_SLOWDOWN
 
     def engine_factor(self, engine: str) -> float:
         return dict(self.engine_factors).get(engine, 1.0)
@@ -108,24 +111,30 @@ class Calibration:
         """Defaults with some constants replaced, e.g. from a workload's `solver.calibration`.
 
         Keys are field names (`bandwidth_efficiency`), `engine_factor.<engine>` or
-        `engine_factor_<engine>` (`engine_factor_tensorrt_llm`), and
-        `allreduce_latency_us.<link>`. Overriding a pooled band (`error_band`,
-        `ttft_error_band`, `tpot_error_band`) sets that metric's band in every regime.
-        Unknown keys raise ValueError naming close ones.
+        `engine_factor_<engine>` (`engine_factor_tensorrt_llm`),
+        `allreduce_latency_us.<link>`, and `under_load_slowdown.<level>` (the slowdown
+        factor at that quantile level, e.g. `under_load_slowdown.0.9`; a new level is added
+        to the table). Overriding a pooled band (`error_band`, `ttft_error_band`,
+        `tpot_error_band`) sets that metric's band in every regime. Unknown keys raise
+        ValueError naming close ones.
         """
         base = _DEFAULT if cls is Calibration else cls()
         if not overrides:
             return base
         scalars = {f.name for f in fields(cls)
-                   if f.name not in ("engine_factors", "allreduce_latency_us", "error_bands")}
+                   if f.name not in ("engine_factors", "allreduce_latency_us", "error_bands", "under_load_slowdown")}
         engines = dict(base.engine_factors)
         links = dict(base.allreduce_latency_us)
         bands = dict(base.error_bands)
+        slowdowns = dict(base.under_load_slowdown)
         changes: dict[str, object] = {}
         for key, value in overrides.items():
             engine = _engine_key(key)
-            value = _checked(key, float(value), divisor=key in _DIVISORS or engine is not None,
-                             whole=key in _WHOLE)
+            value = _checked(key, float(value), divisor=key in _DIVISORS or engine is not None
+                             or key.startswith(_SLOWDOWN_PREFIX), whole=key in _WHOLE)
+            if key.startswith(_SLOWDOWN_PREFIX):
+                slowdowns[_slowdown_level(key)] = value
+                continue
             if key in scalars:
                 if key in _WHOLE and (value < 1 or value != int(value)):
                     raise ValueError(f"calibration {key} must be a positive whole number, got {value:g}")
@@ -143,10 +152,38 @@ class Calibration:
                 from solver.suggest import did_you_mean
 
                 known = sorted(scalars) + [f"engine_factor.{e}" for e in engines] + \
-                    [f"allreduce_latency_us.{k}" for k in links]
+                    [f"allreduce_latency_us.{k}" for k in links] + [f"{_SLOWDOWN_PREFIX}{q:g}" for q in slowdowns]
                 raise ValueError(f"unknown calibration constant {key!r}{did_you_mean(key, known)}")
+        table = tuple(sorted(slowdowns.items()))
+        if table != base.under_load_slowdown:
+            _check_quantile_table(table)
+            changes["under_load_slowdown"] = table
         return replace(base, engine_factors=tuple(engines.items()), allreduce_latency_us=tuple(links.items()),
                        error_bands=tuple(bands.items()), **changes)
+
+
+_SLOWDOWN_PREFIX = "under_load_slowdown."
+
+
+def _slowdown_level(key: str) -> float:
+    """The quantile level of an `under_load_slowdown.<level>` key, or a ValueError naming it."""
+    text = key[len(_SLOWDOWN_PREFIX):]
+    try:
+        level = float(text)
+    except ValueError:
+        level = float("nan")
+    if not 0 < level < 1:  # False for NaN too
+        raise ValueError(f"calibration {key}: the level after '{_SLOWDOWN_PREFIX}' must be a quantile level between "
+                         f"0 and 1, got {text!r} (e.g. {_SLOWDOWN_PREFIX}0.9)")
+    return level
+
+
+def _check_quantile_table(table: tuple[tuple[float, float], ...]) -> None:
+    """A slowdown table is a quantile function: its factors never fall as the level rises."""
+    for (q0, f0), (q1, f1) in zip(table, table[1:]):
+        if f1 < f0:
+            raise ValueError(f"calibration under_load_slowdown: the factor falls from {f0:g} at level {q0:g} to "
+                             f"{f1:g} at level {q1:g}; a higher quantile level needs a factor at least as large")
 
 
 _WHOLE = ("activation_tokens", "max_batch")

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from solver.confidence import (DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE, RATE_MARGIN,
+                               checked_confidence)
 from solver.errors import FieldViolation, InputError
 from solver.suggest import did_you_mean
 
@@ -264,6 +266,25 @@ class SLO(_Strict):
                                   "unset: no bound")
     tpot_ms: float | None = Field(default=None, gt=0, le=MAX_MS, description="time per output token, "
                                   "milliseconds; unset: no bound")
+    confidence: Literal["nominal"] | Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] | None = Field(
+        default=None, description=(
+            "with a percentile: how sure to be that a real replica is no slower than the one the plan is sized for "
+            f"(the queueing model is optimistic against real serving). A number from {MIN_CONFIDENCE:g} to "
+            f"{MAX_CONFIDENCE:g}: every replica is capped where the bounds still hold on a replica slowed by that "
+            f"quantile of the calibrated slowdown, at {RATE_MARGIN * 100:g} % more traffic than planned; \"nominal\": the "
+            f"model as it is, at the edge. Unset: {DEFAULT_CONFIDENCE:g} when percentile is set. Needs percentile "
+            "(for estimates without queueing use size_with_error_band)"))
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence(cls, value, info):
+        if value is None:
+            return value
+        if "percentile" in info.data and info.data["percentile"] is None:
+            raise ValueError("confidence is about latency under load, which only a percentile SLO plans for. To fix: "
+                             "add slo.percentile (e.g. 99), or remove confidence; for estimates without queueing "
+                             "use size_with_error_band")
+        return checked_confidence(value)
 
 
 class MeasuredProfile(_Strict):

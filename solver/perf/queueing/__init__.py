@@ -36,8 +36,8 @@ rate), `numerics` (distributions and quantiles), `search` (the public functions)
 from solver.perf.queueing.model import METRICS, PERCENTILES, LoadPercentiles, ReplicaLoadModel
 from solver.perf.queueing.physics import Replica, StepCost, TrafficClass, fit_step_cost, replica_for
 from solver.perf.queueing.search import (DEFAULT_MAX_UTILIZATION, class_rate_caps, load_model, max_rate_for_slo,
-                                         percentiles_at_rate, saturation_rate)
+                                         percentiles_at_rate, percentiles_slowed, saturation_rate)
 
 __all__ = ["DEFAULT_MAX_UTILIZATION", "METRICS", "PERCENTILES", "LoadPercentiles", "Replica", "ReplicaLoadModel",
            "StepCost", "TrafficClass", "class_rate_caps", "fit_step_cost", "load_model", "max_rate_for_slo",
-           "percentiles_at_rate", "replica_for", "saturation_rate"]
+           "percentiles_at_rate", "percentiles_slowed", "replica_for", "saturation_rate"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
 import numpy as np
@@ -165,6 +165,37 @@ class Replica:
             raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}")
         if self.kv_admission not in KV_ADMISSIONS:
             raise ValueError(f"kv_admission must be one of {', '.join(KV_ADMISSIONS)}, got {self.kv_admission!r}")
+
+    def slowed(self, factor: float) -> "Replica":
+        """This replica running `factor` times slower: every time of its step (all of
+        `StepCost` but the experts' fraction, a count) and its per-request overhead
+        multiplied by `factor`; limits (slots, KV room, token budget) and the scheduler
+        unchanged. How the planner sizes for a real replica slower than the model
+        (solver/confidence.py). `factor` 1 gives this very object (caches keyed on it hit)."""
+        if factor == 1:
+            return self
+        if not (factor > 0 and math.isfinite(factor)):
+            raise ValueError(f"a slowdown factor must be a positive finite number, got {factor!r}")
+        step = replace(self.step, **{f.name: getattr(self.step, f.name) * factor for f in fields(StepCost)
+                                     if f.name not in _STEP_COUNTS})
+        exact = self.step_seconds
+        return replace(self, step=step, request_overhead_s=self.request_overhead_s * factor,
+                       step_seconds=None if exact is None else _Slowed(exact, factor))
+
+
+# StepCost's fields that are not times (kept as they are when a replica is slowed).
+_STEP_COUNTS = ("expert_fraction", "graph_max_decodes")
+
+
+@dataclass(frozen=True)
+class _Slowed:
+    """An exact step function, `factor` times slower (picklable, unlike a closure)."""
+
+    seconds: Callable[[float, float, float, float], float]
+    factor: float
+
+    def __call__(self, decodes, context, prefill, pairs):
+        return self.seconds(decodes, context, prefill, pairs) * self.factor
 
 
 SCHEDULERS = ("chunked_mixed", "prefill_first")

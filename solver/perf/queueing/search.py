@@ -32,6 +32,23 @@ def _at_rate(replica: Replica, classes: tuple[TrafficClass, ...], rate_per_s: fl
     return load_model(replica, classes, arrival_cv).at_rate(rate_per_s, percentiles)
 
 
+def percentiles_slowed(replica: Replica, classes: Sequence[TrafficClass], rate_per_s: float, factor: float,
+                       arrival_cv: float = 1.0, percentiles: Sequence[int] = PERCENTILES) -> LoadPercentiles:
+    """`percentiles_at_rate(replica.slowed(factor), ...)`, read off the replica's own model:
+    every time of the slowed replica is the model's x factor, so at rate r it is the same
+    queue as the model at r x factor, in time x factor (tests/test_confidence.py checks
+    the two within 0.5 %: the numerics' tolerances are relative, not exactly scale-free).
+    Cheaper than a model of the slowed replica: the model's per-rate state is cached.
+    For bands; a check that must agree with a cap searched on `replica.slowed(factor)`
+    uses that replica itself."""
+    if factor == 1:
+        return percentiles_at_rate(replica, classes, rate_per_s, arrival_cv, percentiles)
+    at = percentiles_at_rate(replica, classes, rate_per_s * factor, arrival_cv, percentiles)
+    return LoadPercentiles(rate_per_s, at.utilization, at.saturation_rate_per_s / factor, at.mean_batch, at.slots,
+                           at.wait_probability, *({p: v * factor for p, v in d.items()}
+                                                  for d in (at.ttft_ms, at.tpot_ms, at.latency_ms)))
+
+
 def saturation_rate(replica: Replica, classes: Sequence[TrafficClass]) -> float:
     """Requests/s one replica sustains with every KV slot busy (utilization 1)."""
     return load_model(replica, tuple(classes), 1.0).saturation_rate()

@@ -438,7 +438,7 @@ class StatusCount(_message.Message):
     def __init__(self, status: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
+    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -455,6 +455,7 @@ class Plan(_message.Message):
     INFEASIBILITY_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_COST_FIELD_NUMBER: _ClassVar[int]
     PERIODS_FIELD_NUMBER: _ClassVar[int]
     RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     HORIZON_HOURS_FIELD_NUMBER: _ClassVar[int]
@@ -481,6 +482,7 @@ class Plan(_message.Message):
     infeasibility: _containers.RepeatedCompositeFieldContainer[InfeasibilityReason]
     evaluation: Evaluation
     solver: SolverInfo
+    confidence_cost: ConfidenceCost
     periods: _containers.RepeatedCompositeFieldContainer[PeriodPlan]
     reservations: _containers.RepeatedCompositeFieldContainer[Reservation]
     horizon_hours: float
@@ -491,7 +493,7 @@ class Plan(_message.Message):
     changes: _containers.RepeatedCompositeFieldContainer[FleetChange]
     rollout: Rollout
     horizon_solver: HorizonSolverInfo
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
 
 class PeriodPlan(_message.Message):
     __slots__ = ("name", "hours", "fleet", "total_price_usd_per_hour", "gpus", "services", "evaluation", "unused_reservations", "expected_spot_interruptions_per_hour")
@@ -704,7 +706,7 @@ class FleetLine(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -717,6 +719,8 @@ class ServiceResult(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_MARGIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -729,10 +733,32 @@ class ServiceResult(_message.Message):
     model: str
     engine: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    confidence: ServiceConfidence
+    capacity_margin: float
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ...) -> None: ...
+
+class ServiceConfidence(_message.Message):
+    __slots__ = ("level", "slowdown", "rate_margin")
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    RATE_MARGIN_FIELD_NUMBER: _ClassVar[int]
+    level: str
+    slowdown: float
+    rate_margin: float
+    def __init__(self, level: _Optional[str] = ..., slowdown: _Optional[float] = ..., rate_margin: _Optional[float] = ...) -> None: ...
+
+class ConfidenceCost(_message.Message):
+    __slots__ = ("nominal_price_usd_per_hour", "margin_usd_per_hour", "note")
+    NOMINAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    nominal_price_usd_per_hour: float
+    margin_usd_per_hour: float
+    note: str
+    def __init__(self, nominal_price_usd_per_hour: _Optional[float] = ..., margin_usd_per_hour: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load")
+    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load", "cap_per_replica", "cap_per_replica_nominal")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
@@ -753,6 +779,8 @@ class Assignment(_message.Message):
     ERROR_BAND_FIELD_NUMBER: _ClassVar[int]
     SLO_CHECKS_FIELD_NUMBER: _ClassVar[int]
     AT_LOAD_FIELD_NUMBER: _ClassVar[int]
+    CAP_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
+    CAP_PER_REPLICA_NOMINAL_FIELD_NUMBER: _ClassVar[int]
     config: str
     offer_id: str
     gpu: str
@@ -773,23 +801,51 @@ class Assignment(_message.Message):
     error_band: float
     slo_checks: _containers.RepeatedCompositeFieldContainer[SloCheck]
     at_load: AtLoad
-    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ...) -> None: ...
+    cap_per_replica: float
+    cap_per_replica_nominal: float
+    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ..., cap_per_replica: _Optional[float] = ..., cap_per_replica_nominal: _Optional[float] = ...) -> None: ...
 
 class AtLoad(_message.Message):
-    __slots__ = ("percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo")
+    __slots__ = ("percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo", "meets_slo_robust", "confidence", "slowdown", "band")
     PERCENTILE_FIELD_NUMBER: _ClassVar[int]
     UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     TTFT_MS_FIELD_NUMBER: _ClassVar[int]
     TPOT_MS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     MEETS_SLO_FIELD_NUMBER: _ClassVar[int]
+    MEETS_SLO_ROBUST_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    SLOWDOWN_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
     percentile: int
     utilization: float
     ttft_ms: float
     tpot_ms: float
     latency_ms: float
     meets_slo: bool
-    def __init__(self, percentile: _Optional[int] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., meets_slo: bool = ...) -> None: ...
+    meets_slo_robust: bool
+    confidence: float
+    slowdown: float
+    band: LoadBand
+    def __init__(self, percentile: _Optional[int] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., meets_slo: bool = ..., meets_slo_robust: bool = ..., confidence: _Optional[float] = ..., slowdown: _Optional[float] = ..., band: _Optional[_Union[LoadBand, _Mapping]] = ...) -> None: ...
+
+class LoadBand(_message.Message):
+    __slots__ = ("ttft_ms", "tpot_ms", "latency_ms")
+    TTFT_MS_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    ttft_ms: LoadRange
+    tpot_ms: LoadRange
+    latency_ms: LoadRange
+    def __init__(self, ttft_ms: _Optional[_Union[LoadRange, _Mapping]] = ..., tpot_ms: _Optional[_Union[LoadRange, _Mapping]] = ..., latency_ms: _Optional[_Union[LoadRange, _Mapping]] = ...) -> None: ...
+
+class LoadRange(_message.Message):
+    __slots__ = ("low", "high")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    low: float
+    high: float
+    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
 
 class SloCheck(_message.Message):
     __slots__ = ("name", "predicted_ms", "slo_ms")
