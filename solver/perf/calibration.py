@@ -180,11 +180,10 @@ ERROR_BANDS_BY_REGIME = (('throughput.compute', 0.23), ('throughput.memory', 0.1
 
 # Uncertainty under load, as a slowdown of the whole replica: the real replica behaves like
 # the modelled one with every step time and the per-request overhead multiplied by a
-# factor s. The distribution of s, as (quantile level, factor) pairs with levels rising
-# from 0.05 to 0.95 and factors non-decreasing; `slowdown(confidence)` in
-# solver/confidence.py interpolates it (docs/queueing.md, "Confidence under load").
-# PROVISIONAL: replaced by scripts/fit_under_load.py
-UNDER_LOAD_SLOWDOWN = ((0.05, 0.9), (0.1, 0.93), (0.2, 0.97), (0.5, 1.05), (0.8, 1.18), (0.9, 1.28), (0.95, 1.38))
+# factor s. UNDER_LOAD_SLOWDOWN (above, fitted by scripts/fit_under_load.py --loso) holds
+# the distribution of s as (quantile level, factor) pairs, levels rising from 0.05 to 0.95
+# and factors non-decreasing; `slowdown(confidence)` in solver/confidence.py interpolates
+# it (docs/queueing.md, "Confidence under load").
 
 # ---------------------------------------------------------------- benchmark rows -> queries
 # The CSVs' GPU names, mapped to the default catalog's GPU types.
