@@ -32,6 +32,8 @@ from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
 from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, resolve_caps
+from solver.compile.verified_caps import check_plan, tightened
+from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
 from solver.output.sanity import low_utilization_warnings, tail_class_warnings
@@ -42,6 +44,7 @@ from solver.optimize.solution import Solution
 
 
 EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
+MAX_VERIFY_ROUNDS = 6  # plans solved again after the simulator lowered a cap
 
 
 @dataclass
@@ -72,6 +75,8 @@ class PlanOptions:
     # Compute the start plan's values under load in a forked child while the MIP runs
     # (solver/output/prefetch.py): off where solves already fill every core (reviews).
     prefetch_at_load: bool = True
+    # Simulation in the loop (solver/compile/verified_caps.py); None: the workload's solver.verify.
+    verify: bool | None = None
 
 
 def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
@@ -86,6 +91,8 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
 
 def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) -> PlanResult:
     t0 = time.monotonic()
+    if options.verify is None:
+        options = replace(options, verify=workload.solver.verify)
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     if not (options.references_checked and options.catalog is not None):
         check_references(workload, catalog)
@@ -124,6 +131,10 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
     the optimum of the problem with upper bounds is then the true optimum)."""
     rounds = 0
     caps_s = 0.0
+    verify_rounds = 0
+    verify_s = 0.0
+    checks: dict = {}
+    verifying = options.verify and problem_wants_checks(problem)
     while True:
         try:
             # The tie-break waits for the round whose plan needs no further cap: an earlier
@@ -158,7 +169,23 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                 raise InfeasibleError(unservable) from None
             continue
         if not used:
-            break
+            if not verifying:
+                break
+            # Every cap the plan uses is exact: check them in the simulator, and solve again
+            # where one was too generous (solver/compile/verified_caps.py).
+            t1 = time.monotonic()
+            (options.on_stage or (lambda name: None))("verify")
+            # The checks stop in time to leave the solve that may follow a share of what is left.
+            found = check_plan(problem, solution, catalog, deadline=t1 + 0.6 * max(deadline - t1, 0.0),
+                               cancel=options.cancel)
+            checks.update(found)
+            problem, moved = tightened(problem, found)
+            verify_s += time.monotonic() - t1
+            stop.check("the verification")
+            if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
+                break
+            verify_rounds += 1
+            continue
         rounds += 1
         t1 = time.monotonic()
         problem = resolve_caps(problem, used)
@@ -177,7 +204,40 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             break
     timings["percentile_cap_rounds"] = float(rounds)
     timings["percentile_caps_s"] = caps_s
+    if verifying:
+        timings["verify_rounds"] = float(verify_rounds)
+        timings["verify_s"] = verify_s
+    # What the plan reports per assignment: its configuration's check at the rate it routes.
+    problem = replace(problem, checks=_final_checks(problem, solution, checks))
     return problem, form, outcome, solution, ties
+
+
+def problem_wants_checks(problem: Problem) -> bool:
+    """Whether any service's caps come from the queueing model (an LLM service with a
+    percentile SLO and latency bounds): what simulation in the loop checks."""
+    return any(s.model is not None and s.slo.percentile is not None and s.slo.bounds() for s in problem.services)
+
+
+def _final_checks(problem: Problem, solution: Solution, checks: dict) -> dict:
+    """Per configuration of the final plan, its check at the rate the plan routes to it:
+    the simulation's answer, a confirmation at a higher rate, or "not checked"."""
+    from solver.compile.verified_caps import Check, needs_check
+
+    out = {}
+    for a, s, c in needs_check(problem, solution):
+        margin = rate_margin(s.slo.confidence)
+        rate = sum(a.routed) / a.replicas * (1 + margin)
+        ch = checks.get(c.key)
+        met, _ = problem.verified.get(c.key, (0.0, math.inf))
+        if ch is not None and abs(ch.rate_per_s - rate) <= 1e-9 * max(rate, 1.0):
+            out[c.key] = ch
+        elif rate <= met * (1 + 1e-9):
+            out[c.key] = replace(ch, rate_per_s=rate) if ch is not None and ch.verdict == "met" else \
+                Check(c.key, rate, "met", reason="confirmed at a higher rate")
+        else:
+            out[c.key] = Check(c.key, rate, "not checked", reason="the plan changed after the last check, or the "
+                               "verification's time or rounds ran out")
+    return out
 
 
 def _serves_at_caps(problem: Problem, solution: Solution) -> bool:
@@ -382,6 +442,9 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            check = problem.checks.get(c.key)
+            if check is not None:
+                view.verified = check.to_dict()
             tail_notes.extend(tail_class_warnings(s, c))
             if s.slo.percentile is None and answer_by is not None and time.monotonic() > answer_by:
                 skipped = True

@@ -270,6 +270,12 @@ class Problem:
     calibration: object = None  # solver.perf.Calibration (kept untyped: no perf import here)
     periods: tuple[Period, ...] = ()  # empty: one static hour, as before periods existed
     horizon: HorizonTerms | None = None  # None: today's single-period problem
+    # Simulation in the loop (solver/compile/verified_caps.py): per configuration key, the
+    # highest per-replica rate the simulator confirmed and the lowest it refuted, and the
+    # cap a configuration had before the simulator first lowered it.
+    verified: dict[str, tuple[float, float]] = field(default_factory=dict)
+    first_caps: dict[str, float] = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)  # config key -> verified_caps.Check: the final plan's
 
     def offer(self, offer_id: str) -> Offer:
         return self._offers_by_id[offer_id]

@@ -100,6 +100,12 @@ class AssignmentView:
     # the service's unit, as planned (at slo.confidence) and as the nominal model allows.
     cap_per_replica: float | None = None
     cap_per_replica_nominal: float | None = None
+    # Simulation in the loop (solver.verify): the configuration simulated at the rate the
+    # plan routes to one replica, with the confidence's margins: {verdict ("met" | "missed" |
+    # "inconclusive" | "not checked"), rate_per_s, requests, seeds, percentile, ttft_ms_p,
+    # tpot_ms_p, latency_ms_p (the simulated percentile of each bounded metric), ci (each
+    # metric's 95 % interval, [low, high]), reason}. None: not a percentile-capped replica.
+    verified: dict | None = None
 
 
 @dataclass

@@ -784,6 +784,10 @@ class SolverOptions(_Strict):
                                                                 "(SCIP, or HiGHS for routing-heavy models), scip, "
                                                                 "highs or cp-sat; the CLI's --backend overrides it")
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
+    verify: bool = Field(default=True, description="simulate every replica configuration a plan uses under a "
+                         "percentile SLO at the rate the plan routes to it (with the confidence's margins) and "
+                         "lower the cap of one that misses, then solve again, until every one is confirmed "
+                         "(docs/queueing.md, \"Simulation in the loop\"); false: the analytic caps as they are")
     relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
         "0 proves the optimum itself, to within $0.000001/hour"))
