@@ -54,13 +54,21 @@ class Check:
     reason: str = ""
 
     def to_dict(self) -> dict:
+        """The plan's `verified` (every metric named; null where it has no bound or value)."""
         values = dict(self.values_ms)
+        ci = {m: (lo, hi) for m, lo, hi in self.intervals_ms}
         return {"verdict": self.verdict, "rate_per_s": round(self.rate_per_s, 6), "requests": self.requests,
                 "seeds": self.seeds, "percentile": self.percentile,
-                **{f"{m}_p": round(v, 4) if math.isfinite(v) else None for m, v in values.items()},
-                "ci": {m: [round(lo, 4) if math.isfinite(lo) else None, round(hi, 4) if math.isfinite(hi) else None]
-                       for m, lo, hi in self.intervals_ms},
+                **{f"{m}_p": _ms(values.get(m)) for m in METRICS},
+                "ci": {m: None if m not in ci else [_ms(ci[m][0]), _ms(ci[m][1])] for m in METRICS},
                 "reason": self.reason}
+
+
+METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, 4)
 
 
 def needs_check(problem: Problem, solution) -> list:

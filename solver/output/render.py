@@ -82,6 +82,9 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
     for s in d["services"]:
         out.append(f"  {s['name']}: capacity {number(s['capacity'])} for demand {number(s['demand_with_headroom'])} {s['unit']}"
                    f" (utilization {s['utilization']:.0%})" + _confidence(s))
+        checked = _verified(s)
+        if checked:
+            out.append(f"    {checked}")
         for warning in s.get("warnings", []):
             out.append(f"    WARNING: {warning}")
     solver = d.get("solver") or {}
@@ -150,6 +153,22 @@ def _confidence(s: dict) -> str:
                 f"traffic)")
     margin = s.get("capacity_margin")
     return text + ("" if margin is None else f": capacity margin {margin * 100:.0f} %")
+
+
+def _verified(s: dict) -> str:
+    """"simulated: 2 configurations met (p99 at 20.6 req/s per replica: TTFT 184 [168, 200] ms, ...)"."""
+    checks = [(a["config"], a["verified"]) for a in s["assignments"] if a.get("verified")]
+    if not checks:
+        return ""
+    parts = []
+    for config, v in checks:
+        values = ", ".join(f"{m[:-3].upper()} {v[m + '_p']:.0f} [{lo:.0f}, {hi:.0f}]"
+                           for m in ("ttft_ms", "tpot_ms", "latency_ms") if v.get(m + "_p") is not None
+                           for lo, hi in [v["ci"].get(m) or (math.nan, math.nan)])
+        detail = f"{v['requests']:,} requests, {v['seeds']} seeds at {v['rate_per_s']:.3g}/s per replica"
+        parts.append(f"{config} {v['verdict']} ({detail}{': p' + str(v['percentile']) + ' ' + values if values else ''}"
+                     f"{'' if v['verdict'] == 'met' else '; ' + v['reason']})")
+    return "simulated (" + "; ".join(parts) + ")"
 
 
 def _alternative_name(alt: dict) -> str:

@@ -758,7 +758,7 @@ class ConfidenceCost(_message.Message):
     def __init__(self, nominal_price_usd_per_hour: _Optional[float] = ..., margin_usd_per_hour: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load", "cap_per_replica", "cap_per_replica_nominal")
+    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load", "cap_per_replica", "cap_per_replica_nominal", "verified")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
@@ -781,6 +781,7 @@ class Assignment(_message.Message):
     AT_LOAD_FIELD_NUMBER: _ClassVar[int]
     CAP_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
     CAP_PER_REPLICA_NOMINAL_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_FIELD_NUMBER: _ClassVar[int]
     config: str
     offer_id: str
     gpu: str
@@ -803,7 +804,32 @@ class Assignment(_message.Message):
     at_load: AtLoad
     cap_per_replica: float
     cap_per_replica_nominal: float
-    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ..., cap_per_replica: _Optional[float] = ..., cap_per_replica_nominal: _Optional[float] = ...) -> None: ...
+    verified: Verified
+    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ..., cap_per_replica: _Optional[float] = ..., cap_per_replica_nominal: _Optional[float] = ..., verified: _Optional[_Union[Verified, _Mapping]] = ...) -> None: ...
+
+class Verified(_message.Message):
+    __slots__ = ("verdict", "rate_per_s", "requests", "seeds", "percentile", "ttft_ms_p", "tpot_ms_p", "latency_ms_p", "ci", "reason")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    SEEDS_FIELD_NUMBER: _ClassVar[int]
+    PERCENTILE_FIELD_NUMBER: _ClassVar[int]
+    TTFT_MS_P_FIELD_NUMBER: _ClassVar[int]
+    TPOT_MS_P_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_P_FIELD_NUMBER: _ClassVar[int]
+    CI_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    verdict: str
+    rate_per_s: float
+    requests: int
+    seeds: int
+    percentile: int
+    ttft_ms_p: float
+    tpot_ms_p: float
+    latency_ms_p: float
+    ci: LoadBand
+    reason: str
+    def __init__(self, verdict: _Optional[str] = ..., rate_per_s: _Optional[float] = ..., requests: _Optional[int] = ..., seeds: _Optional[int] = ..., percentile: _Optional[int] = ..., ttft_ms_p: _Optional[float] = ..., tpot_ms_p: _Optional[float] = ..., latency_ms_p: _Optional[float] = ..., ci: _Optional[_Union[LoadBand, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AtLoad(_message.Message):
     __slots__ = ("percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo", "meets_slo_robust", "confidence", "slowdown", "band")
