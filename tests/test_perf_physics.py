@@ -29,28 +29,31 @@ def query(model: str, gpu: str, gpus: int = 1, precision: str = "fp16", **kw) ->
 
 
 # ---------------------------------------------------------------- engine policies
-def test_tensorrt_llm_batches_up_to_2048_where_vllm_stops_at_256():
-    vllm = estimate(query("llama-3.1-8b", "H200", precision="fp8", prompt_tokens=128, output_tokens=128))
-    trt = estimate(query("llama-3.1-8b", "H200", precision="fp8", prompt_tokens=128, output_tokens=128,
-                         engine="tensorrt-llm"))
-    assert vllm.batch == 256 and vllm.binding_limit != "vram"
-    assert trt.batch == 2048 and trt.output_tokens_per_s > 1.2 * vllm.output_tokens_per_s
+def test_tensorrt_llm_batches_up_to_2048_where_vllm_stops_at_its_version_cap():
+    kw = dict(precision="fp8", prompt_tokens=128, output_tokens=128, kv_precision="fp8")
+    v0 = estimate(query("llama-3.1-8b", "H200", engine="vllm-0.7", **kw))
+    v1 = estimate(query("llama-3.1-8b", "H200", **kw))  # the newest vLLM: V1's cap on a 141 GB GPU
+    trt = estimate(query("llama-3.1-8b", "H200", engine="tensorrt-llm", **kw))
+    assert v0.batch == 256 and v0.binding_limit != "vram" and v1.batch == 1024
+    assert trt.batch == 2048 and trt.output_tokens_per_s > 1.2 * v0.output_tokens_per_s
     assert engine_policy(query("llama-3.1-8b", "H200", engine="sglang")).max_batch == 2048
 
 
 def test_each_engine_sizes_its_kv_cache_its_own_way():
-    """vLLM: 0.9 x all memory - weights - activations; TensorRT-LLM: 0.9 x (memory - weights - activations);
-    SGLang: mem_fraction_static x all memory - weights, activations outside."""
+    """vLLM: 0.9 x all memory - weights - activations (0.92 from 0.20); TensorRT-LLM: 0.9 x (memory -
+    weights - activations); SGLang: mem_fraction_static x all memory - weights, activations outside."""
     rooms = {}
-    for engine in ("vllm", "tensorrt-llm", "sglang"):
+    for engine in ("vllm-0.9", "vllm", "tensorrt-llm", "sglang-0.4.3"):
         m = memory_budget(query("llama-3.1-8b", "H100-SXM", engine=engine, **CHAT))
         w, a, o = m.weights_gib, m.activation_gib(1), m.overhead_gib
         rooms[engine] = m.kv_capacity_gib(1)
-        expected = {"vllm": 0.9 * 80 - w - a - o, "tensorrt-llm": 0.9 * (80 - w - a - o), "sglang": 0.88 * 80 - w}
+        expected = {"vllm-0.9": 0.9 * 80 - w - a - o, "vllm": 0.92 * 80 - w - a - o,
+                    "tensorrt-llm": 0.9 * (80 - w - a - o), "sglang-0.4.3": 0.88 * 80 - w}
         assert rooms[engine] == pytest.approx(expected[engine]), engine
-    assert len({round(v, 3) for v in rooms.values()}) == 3
-    # SGLang's static fraction shrinks with tensor parallelism (communication buffers).
-    fractions = [engine_policy(query("llama-3.1-70b", "H100-SXM", gpus=n, engine="sglang")).memory_fraction
+    assert len({round(v, 3) for v in rooms.values()}) == 4
+    # SGLang's static fraction shrinks with tensor parallelism (communication buffers; its
+    # 0.4 releases before 0.4.6 by a table, docs/engines.md).
+    fractions = [engine_policy(query("llama-3.1-70b", "H100-SXM", gpus=n, engine="sglang-0.4.3")).memory_fraction
                  for n in (1, 2, 4, 8)]
     assert fractions == [0.88, 0.87, 0.85, 0.81]
 
@@ -58,7 +61,7 @@ def test_each_engine_sizes_its_kv_cache_its_own_way():
 def test_engine_options_override_the_defaults():
     base = query("llama-3.1-8b", "H200", **CHAT)
     capped = estimate(replace(base, max_batch=48))
-    assert capped.batch == 48 and estimate(base).batch == 256
+    assert capped.batch == 48 and estimate(base).batch == engine_policy(base).max_batch == 1024
     smaller = estimate(replace(base, kv_cache_memory_fraction=0.5))
     assert smaller.max_batch_vram < 0.6 * estimate(base).max_batch_vram
     assert smaller.memory_gib_per_gpu <= 0.5 * 141 + 1e-9  # vLLM's meaning: of all memory
@@ -87,11 +90,11 @@ def test_prefill_activation_memory_grows_with_batch_times_prompt():
 
 
 def test_continuous_batching_reserves_for_its_token_budget_and_batch_cap():
-    vllm = memory_budget(query("llama-3.1-8b", "H100-SXM", **CHAT))
+    vllm = memory_budget(query("llama-3.1-8b", "H100-SXM", engine="vllm-0.9", **CHAT))
     trt = memory_budget(query("llama-3.1-8b", "H100-SXM", engine="tensorrt-llm", **CHAT))
-    # The logits of 2048 sequences (128k vocabulary, fp32) outweigh those of vLLM's 256.
+    # The logits of 2048 sequences (128k vocabulary, fp32) outweigh those of vLLM 0.9's 1024.
     assert trt.activation_gib(1) - vllm.activation_gib(1) == pytest.approx(
-        (2048 - 256) * 128256 * 4 / 1024**3, rel=1e-6)
+        (2048 - 1024) * 128256 * 4 / 1024**3, rel=1e-6)
     # A batch above the engine's per-pass token budget needs a larger pass.
     assert vllm.activation_gib(16_384) > 1.9 * vllm.activation_gib(8192)
     assert vllm.activation_gib(1) == vllm.activation_gib(256)
@@ -106,7 +109,8 @@ def test_kv_cache_reads_run_below_weight_streaming_and_slow_long_contexts():
     short = query("llama-3.1-8b", "H100-SXM", batch=1, prompt_tokens=64, output_tokens=64)
     slowdown_long = timings(long).tpot_ms / timings(replace(long, calibration=as_weights)).tpot_ms
     slowdown_short = timings(short).tpot_ms / timings(replace(short, calibration=as_weights)).tpot_ms
-    assert slowdown_long > 1.07 and slowdown_short < 1.01
+    # KV reads at kv_bandwidth_efficiency / bandwidth_efficiency of the weights' rate (0.95 as fitted)
+    assert slowdown_long > 1.02 and slowdown_short < 1.01 and slowdown_long > slowdown_short + 0.02
 
 
 def test_large_batches_pay_for_activation_traffic_most_on_low_bandwidth_gpus():
@@ -170,5 +174,6 @@ def test_prefill_launches_eagerly_and_decode_replays_graphs():
     q = query("llama-3.1-8b", "H100-SXM", batch=1, **CHAT)
     more_eager = replace(cal, layer_overhead_us=cal.layer_overhead_us + 100)
     t, t2 = timings(q), timings(replace(q, calibration=more_eager))
-    assert t2.ttft_ms - t.ttft_ms == pytest.approx(32 * 100e-3)  # 32 layers x 100 us, prefill only
+    # 32 layers x 100 us, prefill only, at the engine generation's speed (a factor divides pass times)
+    assert t2.ttft_ms - t.ttft_ms == pytest.approx(32 * 100e-3 / cal.speed_factor("vllm", "vllm-v1"))
     assert t2.tpot_ms == pytest.approx(t.tpot_ms)

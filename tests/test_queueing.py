@@ -68,7 +68,7 @@ def test_step_cost_reproduces_the_performance_model_step(model, gpu, gpus):
 # ---------------------------------------------------------------- against the simulator
 def _simulated(rep, classes, rate, requests=4000, seed=7):
     duration = max(200.0, requests / rate)
-    sim = simulate_replica(rep.step_seconds, classes, rate, max_seqs=rep.max_seqs,
+    sim = simulate_replica(rep, classes, rate, max_seqs=rep.max_seqs,
                            kv_cache_tokens=rep.kv_cache_tokens, token_budget=rep.token_budget,
                            request_overhead_s=rep.request_overhead_s, duration_s=duration, seed=seed)
     return sim
@@ -92,7 +92,7 @@ def test_analytic_percentiles_track_the_simulator(which, classes, load, request)
 def test_saturation_rate_is_the_simulated_throughput_under_overload(h100):
     model = Q.ReplicaLoadModel(h100, ONE)
     sat = model.saturation_rate()
-    sim = simulate_replica(h100.step_seconds, ONE, 1.3 * sat, max_seqs=h100.max_seqs,
+    sim = simulate_replica(h100, ONE, 1.3 * sat, max_seqs=h100.max_seqs,
                            kv_cache_tokens=h100.kv_cache_tokens, token_budget=h100.token_budget,
                            request_overhead_s=h100.request_overhead_s, duration_s=120,
                            warmup_s=40, seed=1, drain_limit_s=120)
