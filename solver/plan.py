@@ -444,7 +444,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
             check = problem.checks.get(c.key)
             if check is not None:
-                view.verified = check.to_dict()
+                view.verified = check.view()
             tail_notes.extend(tail_class_warnings(s, c))
             if s.slo.percentile is None and answer_by is not None and time.monotonic() > answer_by:
                 skipped = True

@@ -41,11 +41,11 @@ def server():
         yield target
 
 
-def _example(node: str, target: str, workload: dict, tmp_path: Path) -> dict:
+def _example(node: str, target: str, workload: dict, tmp_path: Path, *flags: str) -> dict:
     path = tmp_path / "workload.json"
     path.write_text(json.dumps(workload))
-    proc = subprocess.run([node, str(NODE_DIR / "example.js"), target, str(path)], capture_output=True, text=True,
-                          timeout=180)
+    proc = subprocess.run([node, str(NODE_DIR / "example.js"), target, str(path), *flags], capture_output=True,
+                          text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -63,6 +63,31 @@ def test_node_client_health_catalog_and_solve_match_the_python_client(server, tm
     assert out["plan"]["gpus"] == plan["gpus"]
     assert {f["offer_id"]: f["instances"] for f in out["plan"]["fleet"]} == \
         {f["offer_id"]: f["instances"] for f in plan["fleet"]}
+
+
+def test_node_client_plans_under_a_percentile_slo_read_as_the_python_clients(server, tmp_path):
+    """The shapes the client rewrites (a number for slo.confidence's level, [low, high] for
+    each metric of at_load.band and verified.ci) give the Python client's services exactly."""
+    workload = json.loads(json.dumps(SMALL))
+    workload["services"][0]["slo"].update(percentile=99, confidence=0.9)
+    workload["constraints"] = {"gpu_types": ["L4", "L40S"]}
+    out = _example(_node(), server, workload, tmp_path, "--full")
+    with PlannerClient(server) as client:
+        plan = client.solve(workload)
+    assignments = [a for s in plan["services"] for a in s["assignments"]]
+    assert any(a["at_load"]["band"]["ttft_ms"] for a in assignments)
+    assert any(a["verified"] and a["verified"]["ci"] for a in assignments), assignments
+    # The Node client leaves unset fields out (protobufjs defaults: false) where the Python
+    # client writes null or []; everything set is the same.
+    assert _present(out["plan"]["services"]) == _present(plan["services"])
+
+
+def _present(value):
+    if isinstance(value, dict):
+        return {k: _present(v) for k, v in value.items() if v is not None and v != []}
+    if isinstance(value, list):
+        return [_present(v) for v in value]
+    return value
 
 
 def test_node_client_decodes_field_violations(server, tmp_path):

@@ -86,9 +86,23 @@ function decodeStatus(grpcError) {
 // Enum values as the CLI's plan JSON writes them: PLAN_STATUS_OPTIMAL -> "optimal".
 const PLAN_ENUMS = { status: "PLAN_STATUS_", pricing: "PRICING_" };
 
+// `oneofs: true` names the set member of each oneof (the requests' documents, the progress
+// events); proto3 `optional` fields are oneofs too ("_precision": "precision"), which the
+// CLI's JSON has no place for: a plan drops them, at every depth.
+function withoutOptionalMarkers(value) {
+  if (Array.isArray(value)) return value.map(withoutOptionalMarkers);
+  if (value === null || typeof value !== "object") return value;
+  const out = {};
+  for (const [key, v] of Object.entries(value)) {
+    if (key.startsWith("_") && typeof v === "string" && key.slice(1) === v) continue;
+    out[key] = withoutOptionalMarkers(v);
+  }
+  return out;
+}
+
 function planJson(plan) {
   if (!plan) return plan;
-  const out = { ...plan };
+  const out = withoutOptionalMarkers(plan);
   for (const [field, prefix] of Object.entries(PLAN_ENUMS)) {
     if (typeof out[field] === "string" && out[field].startsWith(prefix)) {
       out[field] = out[field].slice(prefix.length).toLowerCase();
@@ -100,7 +114,17 @@ function planJson(plan) {
 
 // Two shapes the CLI's JSON writes differently from the proto (server/convert.py's tables):
 // slo.confidence's level is a number or "nominal" (the proto carries text), and each
-// metric of an at_load band is [low, high] (the proto: {low, high}; an unset end is null).
+// metric of a band (an assignment's at_load.band, its verified.ci) is [low, high] (the
+// proto: a LoadBand of {low, high}; an unset end is null).
+function bandPairs(band) {
+  const pairs = {};
+  for (const metric of ["ttft_ms", "tpot_ms", "latency_ms"]) {
+    const range = band[metric];
+    pairs[metric] = range ? [range.low ?? null, range.high ?? null] : null;
+  }
+  return pairs;
+}
+
 function serviceJson(service) {
   const out = { ...service };
   if (out.confidence && typeof out.confidence.level === "string" && out.confidence.level !== "nominal") {
@@ -108,14 +132,10 @@ function serviceJson(service) {
   }
   if (Array.isArray(out.assignments)) {
     out.assignments = out.assignments.map((a) => {
-      const band = a.at_load && a.at_load.band;
-      if (!band) return a;
-      const pairs = {};
-      for (const metric of ["ttft_ms", "tpot_ms", "latency_ms"]) {
-        const range = band[metric];
-        pairs[metric] = range ? [range.low ?? null, range.high ?? null] : null;
-      }
-      return { ...a, at_load: { ...a.at_load, band: pairs } };
+      const copy = { ...a };
+      if (a.at_load && a.at_load.band) copy.at_load = { ...a.at_load, band: bandPairs(a.at_load.band) };
+      if (a.verified && a.verified.ci) copy.verified = { ...a.verified, ci: bandPairs(a.verified.ci) };
+      return copy;
     });
   }
   return out;

@@ -1,7 +1,8 @@
-// node example.js HOST:PORT WORKLOAD.json
+// node example.js HOST:PORT WORKLOAD.json [--full]
 //
 // Calls Health, GetCatalog and Solve on a running planner (`solver-cli serve`) and prints
-// one JSON object: {health, catalog: {description, gpus, offers}, plan} — or, when the
+// one JSON object: {health, catalog: {description, gpus, offers}, plan} (plan: status,
+// price, GPUs and fleet; with --full the whole plan, as the CLI's JSON) — or, when the
 // solve is refused, {health, catalog, error: {code, reason, request_id, violations,
 // infeasibility}}. Exit status 0 either way; 1 when the server cannot be reached.
 "use strict";
@@ -10,9 +11,9 @@ const fs = require("node:fs");
 const { PlannerClient, PlannerError } = require("./client");
 
 async function main() {
-  const [target, workloadPath] = process.argv.slice(2);
-  if (!target || !workloadPath) {
-    console.error("usage: node example.js HOST:PORT WORKLOAD.json");
+  const [target, workloadPath, flag] = process.argv.slice(2);
+  if (!target || !workloadPath || (flag !== undefined && flag !== "--full")) {
+    console.error("usage: node example.js HOST:PORT WORKLOAD.json [--full]");
     return 2;
   }
   const client = new PlannerClient(target, { timeoutS: 60, token: process.env.PLANNER_TOKEN });
@@ -22,7 +23,7 @@ async function main() {
     out.catalog = { description: catalog.description, gpus: catalog.gpus.length, offers: catalog.offers.length };
     try {
       const plan = await client.solve(fs.readFileSync(workloadPath, "utf8"), { timeLimitS: 30 });
-      out.plan = {
+      out.plan = flag === "--full" ? plan : {
         status: plan.status,
         total_price_usd_per_hour: plan.total_price_usd_per_hour,
         gpus: plan.gpus,

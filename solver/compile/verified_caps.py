@@ -53,15 +53,15 @@ class Check:
     bounds_ms: tuple[tuple[str, float], ...] = ()
     reason: str = ""
 
-    def to_dict(self) -> dict:
-        """The plan's `verified` (every metric named; null where it has no bound or value)."""
+    def view(self):
+        """The plan's `verified` (every metric named; None where it has no bound or value)."""
+        from solver.output.result import LoadBand, Verification
+
         values = dict(self.values_ms)
-        ci = {m: (lo, hi) for m, lo, hi in self.intervals_ms}
-        return {"verdict": self.verdict, "rate_per_s": round(self.rate_per_s, 6), "requests": self.requests,
-                "seeds": self.seeds, "percentile": self.percentile,
-                **{f"{m}_p": _ms(values.get(m)) for m in METRICS},
-                "ci": {m: None if m not in ci else [_ms(ci[m][0]), _ms(ci[m][1])] for m in METRICS},
-                "reason": self.reason}
+        ci = {m: [_ms(lo), _ms(hi)] for m, lo, hi in self.intervals_ms}
+        return Verification(self.verdict, round(self.rate_per_s, 6), self.requests, self.seeds, self.percentile,
+                            **{f"{m}_p": _ms(values.get(m)) for m in METRICS},
+                            ci=LoadBand(**{m: ci.get(m) for m in METRICS}) if ci else None, reason=self.reason)
 
 
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")

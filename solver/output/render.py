@@ -162,13 +162,19 @@ def _verified(s: dict) -> str:
         return ""
     parts = []
     for config, v in checks:
-        values = ", ".join(f"{m[:-3].upper()} {v[m + '_p']:.0f} [{lo:.0f}, {hi:.0f}]"
+        ci = v.get("ci") or {}
+        values = ", ".join(f"{m[:-3].upper()} {v[m + '_p']:.0f} [{_ms_or_open(lo)}, {_ms_or_open(hi)}]"
                            for m in ("ttft_ms", "tpot_ms", "latency_ms") if v.get(m + "_p") is not None
-                           for lo, hi in [v["ci"].get(m) or (math.nan, math.nan)])
+                           for lo, hi in [ci.get(m) or (None, None)])
         detail = f"{v['requests']:,} requests, {v['seeds']} seeds at {v['rate_per_s']:.3g}/s per replica"
         parts.append(f"{config} {v['verdict']} ({detail}{': p' + str(v['percentile']) + ' ' + values if values else ''}"
                      f"{'' if v['verdict'] == 'met' else '; ' + v['reason']})")
     return "simulated (" + "; ".join(parts) + ")"
+
+
+def _ms_or_open(x: float | None) -> str:
+    """An interval's end in ms; "?" where it has none (the replica fell behind there)."""
+    return "?" if x is None else f"{x:.0f}"
 
 
 def _alternative_name(alt: dict) -> str:

@@ -49,6 +49,24 @@ class LoadBand:
 
 
 @dataclass
+class Verification:
+    """Simulation in the loop (solver.verify): one configuration simulated at the rate the
+    plan routes to one replica, with the confidence's margins (solver/compile/verified_caps.py)."""
+
+    verdict: str  # "met" | "missed" | "inconclusive" | "not checked"
+    rate_per_s: float  # per replica, the rate margin included: the rate simulated
+    requests: int  # measured requests, all seeds together
+    seeds: int  # independent replications
+    percentile: int
+    # The simulated percentile of each bounded metric (None: not bounded, or not simulated).
+    ttft_ms_p: float | None = None
+    tpot_ms_p: float | None = None
+    latency_ms_p: float | None = None
+    ci: LoadBand | None = None  # each bounded metric's 95 % interval, [low, high] ms
+    reason: str = ""
+
+
+@dataclass
 class AtLoad:
     """What a plan promises for one assignment at the rate it routes to each replica, at the
     service's SLO percentile (99 where none is stated), queueing included. None: the
@@ -100,12 +118,8 @@ class AssignmentView:
     # the service's unit, as planned (at slo.confidence) and as the nominal model allows.
     cap_per_replica: float | None = None
     cap_per_replica_nominal: float | None = None
-    # Simulation in the loop (solver.verify): the configuration simulated at the rate the
-    # plan routes to one replica, with the confidence's margins: {verdict ("met" | "missed" |
-    # "inconclusive" | "not checked"), rate_per_s, requests, seeds, percentile, ttft_ms_p,
-    # tpot_ms_p, latency_ms_p (the simulated percentile of each bounded metric), ci (each
-    # metric's 95 % interval, [low, high]), reason}. None: not a percentile-capped replica.
-    verified: dict | None = None
+    # Simulation in the loop (solver.verify). None: not a percentile-capped replica.
+    verified: Verification | None = None
 
 
 @dataclass
