@@ -36,7 +36,7 @@ from solver.compile.verified_caps import check_plan, tightened
 from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
-from solver.output.sanity import low_utilization_warnings, tail_class_warnings
+from solver.output.sanity import low_utilization_warnings, tail_class_warnings, verification_warnings
 from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult,
                                   ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
@@ -179,11 +179,15 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             found = check_plan(problem, solution, catalog, deadline=t1 + 0.6 * max(deadline - t1, 0.0),
                                cancel=options.cancel)
             checks.update(found)
-            problem, moved = tightened(problem, found)
+            tight, moved = tightened(problem, found, catalog)
             verify_s += time.monotonic() - t1
             stop.check("the verification")
             if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
+                # Out of rounds or time with caps still moving: the plan stands with the caps
+                # it was solved with, and reports the configurations the simulator refuted.
+                problem = replace(problem, verified=tight.verified) if moved else tight
                 break
+            problem = tight
             verify_rounds += 1
             continue
         rounds += 1
@@ -208,7 +212,8 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
         timings["verify_rounds"] = float(verify_rounds)
         timings["verify_s"] = verify_s
     # What the plan reports per assignment: its configuration's check at the rate it routes.
-    problem = replace(problem, checks=_final_checks(problem, solution, checks))
+    if verifying:
+        problem = replace(problem, checks=_final_checks(problem, solution, checks))
     return problem, form, outcome, solution, ties
 
 
@@ -466,7 +471,8 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         llm = s.model is not None
-        warnings = load_warnings(s, views) + low_utilization_warnings(s, views) + tail_notes
+        warnings = (load_warnings(s, views) + low_utilization_warnings(s, views) + tail_notes
+                    + verification_warnings(s, views))
         if skipped:
             warnings.append("values under load (at_load) not computed for every configuration: the call's deadline "
                             "came first. To fix: give the call a longer deadline")

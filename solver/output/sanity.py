@@ -71,3 +71,17 @@ def tail_class_warnings(s, config) -> list[str]:
                        f"{config.key} even without queueing ({perf.reason}); it sits in the {100 - s.slo.percentile:g} % "
                        f"of requests the p{s.slo.percentile} SLO lets miss")
     return out
+
+
+def verification_warnings(s, views) -> list[str]:
+    """Configurations of the plan that simulation in the loop did not confirm at the rate
+    the plan routes to them (solver/compile/verified_caps.py): the plan then does not claim
+    the percentile SLO for them, and says what to do."""
+    unconfirmed = [v for v in views if v.verified is not None and v.verified.verdict != "met"]
+    if not unconfirmed:
+        return []
+    parts = [f"{v.config} {v.verified.verdict} ({v.verified.reason})" for v in unconfirmed]
+    return [f"the simulator did not confirm p{unconfirmed[0].verified.percentile} at the planned rate on "
+            f"{len(unconfirmed)} configuration(s): " + "; ".join(parts) + ". To fix: give the solve more time "
+            "(solver.time_limit_s) so that verification can lower these caps and solve again, or check the plan "
+            "with solver-cli simulate"]
