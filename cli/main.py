@@ -115,7 +115,8 @@ def cmd_solve(args) -> int:
     try:
         workload = parse_workload(data)
         options = PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
-                              on_progress=progress, base_dir=str(Path(args.workload).parent))
+                              on_progress=progress, base_dir=str(Path(args.workload).parent),
+                              verify=False if args.no_verify else None)
         _resume_collector()
         result = _run_interruptibly(lambda: plan(workload, options))
     except InputError as exc:
@@ -193,6 +194,8 @@ def _solve_remote(args, data: dict) -> int:
     try:
         with PlannerClient(args.server, token=args.token, timeout_s=args.time_limit) as client:
             fleet = data.pop("current_fleet", None) if args.current else None
+            if args.no_verify and isinstance(data, dict) and isinstance(data.get("solver", {}), dict):
+                data["solver"] = {**data.get("solver", {}), "verify": False}
             d = client.solve(data, time_limit_s=args.time_limit, explain=args.explain, backend=args.backend,
                              base_dir=base_dir, current_fleet=fleet)
     except PlannerClientError as exc:
@@ -308,6 +311,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="with --server: send the content of the local catalog file the workload names "
                         "(never sent without this flag)")
     s.add_argument("--quiet", action="store_true", help="no progress line on the terminal")
+    s.add_argument("--no-verify", action="store_true",
+                   help="skip simulation in the loop (the workload's solver.verify: false): faster, with percentile "
+                        "caps from the queueing model alone")
     s.add_argument("--export", choices=["skypilot", "kubernetes"], default=None,
                    help="also write the plan's deployment files (see `solver-cli export`)")
     s.add_argument("--export-out", metavar="DIR", default=None, help="directory for --export (default: deploy/TARGET)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -331,17 +330,6 @@ def test_queries_are_hashable_for_the_planners_cache():
     q = query("llama-3.1-8b", "H100-SXM", **CHAT)
     assert hash(q) == hash(replace(q)) and {q: 1}[replace(q)] == 1
     assert isinstance(estimate(q), PerfEstimate)
-
-
-def test_one_estimate_takes_well_under_a_millisecond():
-    queries = [query(m, g, gpus=n, tpot_slo_ms=50, **CHAT) for m in ("llama-3.1-8b", "llama-2-70b", "mixtral-8x7b")
-               for g in ("A10G", "L40S", "A100-80GB", "H100-SXM") for n in (1, 2, 4, 8)]
-    start = time.perf_counter()
-    for _ in range(5):
-        for q in queries:
-            estimate(q)
-    per_estimate_ms = (time.perf_counter() - start) / (5 * len(queries)) * 1e3
-    assert per_estimate_ms < 1.0
 
 
 # ---------------------------------------------------------------- property: any query, a consistent answer
