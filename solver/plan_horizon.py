@@ -43,6 +43,9 @@ NOW = Period("now", 1.0)  # the one period of a workload without periods
 
 def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend_name: str, options, t0: float,
                  deadline: float, stop: Stop, timings: dict[str, float]) -> PlanResult:
+    from solver.compile.verified_caps import check_plan, tightened
+    from solver.plan import MAX_VERIFY_ROUNDS, _final_checks, problem_wants_checks
+
     stage = options.on_stage or (lambda name: None)
     # The period MIPs are covering-and-packing models with few continuous variables: SCIP.
     backend = get_backend("scip" if backend_name == "auto" else backend_name)
@@ -50,7 +53,55 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
     periods = problem.periods or (NOW,)
     specs, merged = merge_periods(problem)
     t1 = time.monotonic()
+    verifying = options.verify and problem_wants_checks(problem)
+    checks: dict = {}
+    verify_rounds, verify_s = 0, 0.0
+    while True:
+        solutions, reserved, info, peak = _solve_periods(workload, catalog, problem, specs, periods, merged, backend,
+                                                         backend_name, options, t0, deadline, stop, timings, t1)
+        if not verifying:
+            break
+        # Simulation in the loop, as for a single hour (solver/plan.py): every configuration
+        # checked at the highest rate any period routes to one of its replicas.
+        tv = time.monotonic()
+        stage("verify")
+        found = check_plan(problem, _busiest(solutions), catalog, deadline=tv + 0.6 * max(deadline - tv, 0.0),
+                           cancel=options.cancel)
+        checks.update(found)
+        tight, moved = tightened(problem, found, catalog)
+        verify_s += time.monotonic() - tv
+        stop.check("the verification")
+        if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
+            problem = replace(problem, verified=tight.verified) if moved else tight
+            break
+        problem = tight
+        verify_rounds += 1
+    if verifying:
+        timings["verify_rounds"] = float(verify_rounds)
+        timings["verify_s"] = verify_s
+        problem = replace(problem, checks=_final_checks(problem, _merged_markets(solutions[merged[0]]), checks))
+    timings["solve_s"] = time.monotonic() - t1
+    if stop.cancelled:
+        raise Cancelled("the multi-period solve was cancelled")
+    return _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0,
+                   deadline, options, timings, peak)
+
+
+def _busiest(solutions: list[Solution]) -> Solution:
+    """Every period's assignments, the highest rate per replica first: what the simulator
+    checks (a configuration met at its busiest period's rate is met at the others')."""
+    every = [a for sol in solutions for a in _merged_markets(sol).assignments if a.replicas > 0]
+    every.sort(key=lambda a: -sum(a.routed) / a.replicas)
+    return Solution((), tuple(every))
+
+
+def _solve_periods(workload, catalog, problem, specs, periods, merged, backend, backend_name, options, t0, deadline,
+                   stop, timings, t1):
+    """One solve of the horizon with the problem's caps: (a solution per distinct period,
+    reservations, the solver's figures, the peak fleet where it was computed)."""
+    stage = options.on_stage or (lambda name: None)
     reserved: dict[str, tuple[int, str]] = {}
+    peak = None
     if _independent(problem):
         solutions, info = _solve_independent(problem, specs, backend_name, deadline, stop, options, workload, timings, t0)
     elif _single_replan(problem, specs):
@@ -104,11 +155,7 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
             stop.check("the multi-period solve")
             raise SolverTimeout(f"no feasible fleet found within {stop.time_limit_s:g} s for {len(periods)} period(s). "
                                 "To fix: raise the time limit")
-    timings["solve_s"] = time.monotonic() - t1
-    if stop.cancelled:
-        raise Cancelled("the multi-period solve was cancelled")
-    return _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0,
-                   deadline, options, timings, peak if "peak" in locals() else None)
+    return solutions, reserved, info, peak
 
 
 # ---------------------------------------------------------------------- solving

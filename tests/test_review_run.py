@@ -33,10 +33,11 @@ BASE = {
     "name": "demo",
     "services": [
         {"name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16", "fp8"],
-         "demand": {"requests_per_s": 4, "prompt_tokens": 512, "output_tokens": 256},
+         "demand": {"requests_per_s": 3, "prompt_tokens": 512, "output_tokens": 256},
          "slo": {"ttft_ms": 2000, "tpot_ms": 60}},
     ],
-    # L4 is the cheapest fit; a zero quota keeps it out so the sensitivity has a binding quota.
+    # One L4 (3.5 requests/s at fp8 within TPOT 60 ms) is the cheapest fit; a zero quota keeps
+    # it out so the sensitivity has a binding quota.
     "constraints": {"gpu_quotas": {"L4": 0}},
 }
 REVIEW = {
