@@ -48,7 +48,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "prefill then decode together)")
     p.add_argument("--max-batch", metavar="N", default=None,
                    help="the engine's cap on concurrent sequences (vLLM max_num_seqs, TensorRT-LLM max_batch_size); "
-                   "default: the engine's own (vLLM 256, TensorRT-LLM 2048, SGLang 2048)")
+                   "default: the engine version's own (the newest vLLM: 1024 on a GPU of 70 GiB or more, else 256; "
+                   "TensorRT-LLM 2048; docs/engines.md)")
     p.add_argument("--kv-cache-dtype", metavar="DTYPE", default=None,
                    help="KV-cache element type: auto (the engine version's default: 16-bit for vLLM and SGLang, fp8 "
                    "beside fp8/fp4 weights for TensorRT-LLM), fp16, bf16 or fp8")
@@ -179,7 +180,7 @@ def _engine_options(args) -> dict:
         text = str(args.max_batch).strip()
         if not text.isdigit() or not 0 < int(text) <= 100_000:
             raise ValueError(f"--max-batch must be a whole number from 1 to 100000, got {args.max_batch!r}. "
-                             "To fix: e.g. --max-batch 256 (vLLM's default) or 2048 (TensorRT-LLM's)")
+                             "To fix: e.g. --max-batch 256 or 2048")
         out["max_batch"] = int(text)
     if args.kv_cache_memory_fraction is not None:
         try:

@@ -15,7 +15,7 @@ How the constants were fitted (reproduce with `python scripts/fit_calibration.py
 * Every usable row becomes a `PerfQuery` that pins the measurement's conditions; the
   model predicts it with the same code the planner uses (`predict()`).
 * The free constants minimise the sum over metrics (throughput, TPOT, TTFT) of the mean
-  squared log error of that metric's rows (Levenberg-Marquardt in
+  soft-L1 loss of that metric's log errors (least squares below a log error of 0.15;
   `scripts/fit_calibration.py`). Memory constants come straight from the memory rows.
   Engine memory/batch policies, link latencies and the activation reservation are engine
   defaults / literature values, not fitted.
