@@ -189,3 +189,34 @@ def test_model_json_problems_exit_2(tmp_path: Path):
     both = tmp_path / "m.json"
     both.write_text("{}")
     assert_bad_input(run("estimate", "llama-3.1-8b", "--model-json", str(both)), "not both")
+
+
+# ---------------------------------------------------------------- engine versions and KV-cache type (issue 23)
+@pytest.mark.parametrize("engine,needle", [("vllm-0.99", "not a documented release line"),
+                                           ("vllm-abc", "unknown engine"),
+                                           ("sglang-9", "not a documented release line")])
+def test_an_unknown_engine_version_exits_2_in_a_workload_and_in_estimate(tmp_path: Path, engine: str, needle: str):
+    w = workload()
+    w["services"][0]["engine"] = engine
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(w))
+    assert_bad_input(run("solve", str(path)), "services[0].engine", needle, "vllm")
+    assert_bad_input(run("estimate", "llama-3.1-8b", "--gpu", "H100-SXM", "--engine", engine), "--engine", needle)
+
+
+def test_a_bad_kv_cache_dtype_exits_2_in_a_workload_and_in_estimate(tmp_path: Path):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload(kv_cache_dtype="fp5")))
+    assert_bad_input(run("solve", str(path)), "services[0].engine_options.kv_cache_dtype")
+    assert_bad_input(run("estimate", "llama-3.1-8b", "--gpu", "H100-SXM", "--kv-cache-dtype", "fp5"),
+                     "--kv-cache-dtype", "auto, fp16, bf16 or fp8")
+
+
+def test_a_documented_engine_version_plans_by_its_own_defaults():
+    new = plan(parse_workload(workload()))
+    w = workload()
+    w["services"][0]["engine"] = "vllm-0.7"
+    old = plan(parse_workload(w))
+    # vLLM 0.7 (V0): 256 sequences at most, and less throughput per replica than today's release.
+    assert old.services[0].assignments[0].batch <= 256 and old.evaluation["ok"]
+    assert per_replica(old) < per_replica(new)

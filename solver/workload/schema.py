@@ -335,12 +335,13 @@ class EngineOptions(_Strict):
 
     kv_cache_dtype: Literal["auto", "fp16", "bf16", "fp8"] = Field(
         default="auto", description="KV-cache element type, separate from the weight precision. auto: the "
-        "engines' default (fp8 beside fp8 weights, else 16-bit); fp8 halves the KV cache and needs an "
-        "FP8-capable GPU (Ada, Hopper, Blackwell, MI300)")
+        "engine's default (vLLM and SGLang: 16-bit unless told otherwise; TensorRT-LLM: fp8 beside fp8 or fp4 "
+        "weights, else 16-bit); fp8 halves the KV cache and needs an FP8-capable GPU (Ada, Hopper, Blackwell, "
+        "MI300)")
     max_batch: int | None = Field(default=None, gt=0, le=100_000, description="cap on concurrent sequences per "
                                   "replica (vLLM max_num_seqs, TensorRT-LLM max_batch_size, SGLang "
-                                  "max_running_requests); default: the engine's own (vLLM 256, TensorRT-LLM 2048, "
-                                  "SGLang 2048)")
+                                  "max_running_requests); default: the engine version's own (the newest vLLM: 1024 on "
+                                  "GPUs of 70 GiB or more, else 256; TensorRT-LLM 2048; docs/engines.md)")
     kv_cache_memory_fraction: float | None = Field(
         default=None, gt=0, le=1, description="the engine's memory setting, in its own meaning: vLLM "
         "gpu_memory_utilization (of all GPU memory; default 0.9, 0.92 from 0.20), TensorRT-LLM "
