@@ -35,7 +35,8 @@ How:
   points with the command that reruns their group; the simulator's verdict at each cap
   (does the SLO hold in the simulator at the rate the planner promises it?).
 
-Command (about 20 minutes on 2 cores; --quick about 2 minutes):
+Command (519 s on the shared 2-core machine at load 3-6 with --jobs 2; --quick, 48 points:
+about 30 s):
 
     PYTHONPATH=. .venv/bin/python bench/queueing_vs_sim.py --jobs 2 [--csv out.csv]
     PYTHONPATH=. .venv/bin/python bench/queueing_vs_sim.py --jobs 2 --quick

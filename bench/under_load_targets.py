@@ -34,8 +34,9 @@ table per source from the other sources' held-out slowdowns only (`--strict` col
 and the held-out slowdowns s* are recomputed on the current code to show how far the
 shipped table is from what the fit would write today.
 
-Command (about 4 minutes on 2 cores with --jobs 2; --quick skips the recomputed
-slowdowns and the strict table, about 2 minutes):
+Command (about 5 minutes on the shared 2-core machine at load 4 with --jobs 2; --quick
+skips the recomputed slowdowns and the strict table, a little less; the full fit alone
+is ~35 s, each of the 18 held-out refits ~3 s):
 
     PYTHONPATH=. .venv/bin/python bench/under_load_targets.py --jobs 2 [--csv out.csv] [--rows]
 

@@ -230,7 +230,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="llm-platform and four small generated workloads")
-    ap.add_argument("--only", help="only cases whose name contains this")
+    ap.add_argument("--only", help="only cases whose name contains this (or, comma-separated, are one of these)")
     ap.add_argument("--csv", help="write one row per checked configuration to this CSV")
     ap.add_argument("--time-limit", type=float, help="solver.time_limit_s for every plan (default: the workload's; "
                     "the generated ones: 120 s)")
@@ -241,7 +241,8 @@ def main() -> int:
         gen = generated_cases(QUICK_GENERATED)
     else:
         gen = generated_cases([(n, s) for n in SIZES for s in SEEDS])
-    cases = [c for c in ex + gen if not a.only or a.only in c[0]]
+    names = set(a.only.split(",")) if a.only and "," in a.only else None
+    cases = [c for c in ex + gen if not a.only or (c[0] in names if names else a.only in c[0])]
     print(f"$ {' '.join(['bench/verify_plans.py'] + sys.argv[1:])}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}); {len(cases)} workloads", flush=True)
     t0 = time.time()
