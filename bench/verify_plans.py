@@ -222,6 +222,23 @@ def _init(time_limit) -> None:
     TIME_LIMIT_S = time_limit
 
 
+def brief(r: dict) -> str:
+    """One line per finished case (progress on stderr: a run cut short keeps its figures)."""
+    if "error" in r:
+        return f"{r['case']}: ERROR {r['error']}"
+    parts = []
+    for key in ("plain", "verify"):
+        v = r.get(key, {})
+        if v.get("status") in ("infeasible", "timeout"):
+            parts.append(f"{key} {v['status']} after {v['wall_s']:.0f} s ({v['cpu_s']:.0f} CPU-s)")
+        elif v:
+            verdicts = {k: sum(c["verdict"] == k for c in v.get("checks", [])) for k in VERDICTS}
+            parts.append(f"{key} ${v['cost']:.4f}/h in {v['wall_s']:.0f} s ({v['cpu_s']:.0f} CPU-s)"
+                         + (f", rounds {v['verify_rounds']:.0f}, " + " ".join(f"{k} {n}" for k, n in verdicts.items() if n)
+                            if key == "verify" else ""))
+    return f"{r['case']}: " + "; ".join(parts)
+
+
 def fmt_cost(x) -> str:
     return "-" if x is None else f"{x:.4f}"
 
@@ -254,7 +271,7 @@ def main() -> int:
         for i, f in enumerate(as_completed(futures)):
             r = f.result()
             results[r["case"]] = r
-            print(f"[{i + 1}/{len(cases)}] {r['case']} {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            print(f"[{i + 1}/{len(cases)}] {time.time() - t0:.0f} s: {brief(r)}", file=sys.stderr, flush=True)
             if "trace" in r:
                 print(r["trace"], file=sys.stderr)
     wall = time.time() - t0
