@@ -31,7 +31,8 @@ from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
-from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, resolve_caps
+from solver.compile.lazy_caps import (has_pending, pending_keys, refine, resolve_caps, service_floors, settle,
+                                      solve_configs, tighten, without_dearer)
 from solver.compile.verified_caps import check_plan, tightened
 from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
@@ -128,19 +129,38 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                            prefetch: AtLoadPrefetch | None = None):
     """`solve_single`, again after computing the exact percentile caps of the pending
     configurations each plan uses, until a plan uses none (solver/compile/lazy_caps.py:
-    the optimum of the problem with upper bounds is then the true optimum)."""
+    the optimum of the problem with upper bounds is then the true optimum). Before the
+    first solve every service is settled alone (its own cheapest cover uses exact caps
+    only), which is what makes one or two solves enough."""
     rounds = 0
-    caps_s = 0.0
     verify_rounds = 0
     verify_s = 0.0
     checks: dict = {}
     verifying = options.verify and problem_wants_checks(problem)
+    stats: dict = {}
+    lazy = has_pending(problem)
+    helper = options.prefetch_at_load  # a forked child may compute caps on the spare core
+    if lazy:
+        t1 = time.monotonic()
+        problem = settle(problem, helper=helper, stop=stop, stats=stats)
+        timings["percentile_settle_s"] = time.monotonic() - t1
+        unservable = diagnose_unservable(problem, catalog)
+        if unservable:
+            raise InfeasibleError(unservable)
+    mip_s = 0.0
+    start: list[Solution] = []  # plans of the exact problem found so far: each round's MIPs start from them
     while True:
         try:
             # The tie-break waits for the round whose plan needs no further cap: an earlier
             # round's plan is only a list of configurations to compute caps for.
-            form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
-                                                           t0, prefetch, catalog)
+            t1 = time.monotonic()
+            if lazy:
+                problem, (form, outcome, solution, backend) = _lazy_solve(problem, backend_name, deadline, stop,
+                                                                          options, timings, t0, stats, helper, start)
+            else:
+                form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
+                                                               t0, prefetch, catalog)
+            mip_s += time.monotonic() - t1
             ties = "not needed"
             used = pending_keys(problem, {a.config_key for a in solution.assignments})
             if ties_wanted and not used:
@@ -159,11 +179,11 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                     loose = _solve_with_exact_caps(replace(problem, budget_usd_per_hour=None), catalog, backend_name,
                                                    deadline, stop, options, False, timings, t0)[0]
                 except InfeasibleError:
-                    loose = resolve_caps(problem)
+                    loose = resolve_caps(problem, helper=helper, stop=stop)
                 problem = replace(loose, budget_usd_per_hour=problem.budget_usd_per_hour)
                 solve_single(problem, backend_name, deadline, stop, options, ties_wanted, timings, t0)
                 raise  # not reached: the problem is infeasible with its budget
-            problem = resolve_caps(problem)
+            problem = resolve_caps(problem, helper=helper, stop=stop, stats=stats)
             unservable = diagnose_unservable(problem, catalog)
             if unservable:
                 raise InfeasibleError(unservable) from None
@@ -187,11 +207,7 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             verify_rounds += 1
             continue
         rounds += 1
-        t1 = time.monotonic()
-        problem = resolve_caps(problem, used)
-        problem = resolve_caps(problem, frontier_keys(problem, {a.service for a in solution.assignments
-                                                                if a.config_key in used}))
-        caps_s += time.monotonic() - t1
+        problem = refine(problem, used, helper=helper, stop=stop, stats=stats)
         unservable = diagnose_unservable(problem, catalog)
         if unservable:
             raise InfeasibleError(unservable)
@@ -203,7 +219,14 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                                     f"{stop.time_limit_s:g} s. To fix: raise the time limit")
             break
     timings["percentile_cap_rounds"] = float(rounds)
-    timings["percentile_caps_s"] = caps_s
+    timings["percentile_caps_s"] = stats.get("caps_s", 0.0)
+    if lazy:
+        timings["percentile_caps"] = float(stats.get("caps", 0))
+        timings["percentile_helper_items"] = float(stats.get("helper_items", 0))
+        timings["percentile_bounds"] = float(stats.get("bounds", 0))
+        timings["percentile_mip_s"] = mip_s
+        timings["percentile_excluded"] = float(stats.get("excluded", 0))
+        timings["percentile_mips"] = float(stats.get("mips", 0))
     if verifying:
         timings["verify_rounds"] = float(verify_rounds)
         timings["verify_s"] = verify_s
@@ -240,6 +263,49 @@ def _final_checks(problem: Problem, solution: Solution, checks: dict) -> dict:
     return out
 
 
+def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
+                timings: dict[str, float], t0: float, stats: dict, helper: bool, start: list):
+    """One round of the percentile-cap loop: (problem, (form, outcome, solution, backend)).
+
+    The MIP over the exact configurations alone gives a plan of the exact problem (cost U;
+    started from `start`, the plans of earlier rounds, which it extends with its own). The
+    pending configurations that no plan cheaper than U can use are left out
+    (lazy_caps.without_dearer: exact); those left get their saturation bound (cheap) and are
+    looked at again. When none is left, the plan of exact configurations is optimal; else
+    the MIP over all that is left, started from it, is the round's answer (its plan may use
+    pending configurations: the next round computes their caps)."""
+    configs = solve_configs(problem)
+    exact = [c for c in configs if c.pending_cap is None]
+    first = None
+    upper = math.inf
+    if exact:
+        try:
+            first = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=exact,
+                                hints=start, diagnose=False)
+            stats["mips"] = stats.get("mips", 0) + 1
+            if first[1].objective is not None:
+                upper = first[1].objective
+                start.append(first[2])
+        except (InfeasibleError, SolverTimeout):
+            first = None
+    rest = configs
+    if upper < math.inf:
+        rest = without_dearer(configs, service_floors(problem, configs), upper)
+        left = {c.key for c in rest if c.pending_cap is not None}
+        if left:
+            tightened = tighten(problem, left, helper=helper, stop=stop, stats=stats)
+            if tightened is not problem:
+                problem = tightened
+                configs = solve_configs(problem)
+                rest = without_dearer(configs, service_floors(problem, configs), upper)
+    stats["excluded"] = len(configs) - len(rest)  # this round
+    if first is not None and first[1].status == "optimal" and not any(c.pending_cap is not None for c in rest):
+        return problem, first
+    stats["mips"] = stats.get("mips", 0) + 1
+    return problem, _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=rest,
+                                hints=start[-1:])
+
+
 def _serves_at_caps(problem: Problem, solution: Solution) -> bool:
     by_key = {c.key: c for c in problem.configs}
     for a in solution.assignments:
@@ -264,16 +330,20 @@ def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Sto
 
 
 def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
-                timings: dict[str, float], t0: float, prefetch: AtLoadPrefetch | None = None, catalog: Catalog | None = None):
-    """Greedy warm start and bound, the cost MIP: (form, outcome, solution, backend)."""
+                timings: dict[str, float], t0: float, prefetch: AtLoadPrefetch | None = None, catalog: Catalog | None = None,
+                configs: list | None = None, hints: list | None = None, diagnose: bool = True):
+    """Greedy warm start and bound, the cost MIP: (form, outcome, solution, backend), over
+    `configs` (the problem's when None)."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
-    greedy = greedy_solution(problem)
-    configs = list(problem.configs)
+    greedy = greedy_solution(problem, configs)
+    configs = list(problem.configs if configs is None else configs)
+    upper = min((solution_cost(problem, h) for h in hints or ()), default=math.inf)
     if greedy is not None and evaluate_quick(problem, greedy):
+        upper = min(upper, solution_cost(problem, greedy))
+    if upper < math.inf:
         # A configuration whose single instance costs more than a known feasible plan can
         # never be in an optimal one (strictly dearer, so ties are unaffected).
-        upper = solution_cost(problem, greedy)
         price = {o.id: o.price_usd_per_hour for o in problem.offers}
         configs = [c for c in configs if price[c.offer_id] * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
@@ -281,12 +351,12 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     hint = form.values_from(greedy) if greedy is not None else None
     # Pooled models: the services' own best plans, combined, are usually within a few
     # instances of the optimum: a far better start than the greedy plan.
-    extra = []
+    extra = [v for v in (form.values_from(h) for h in hints or ()) if v is not None]
     if form.service_bounds:
         # Imported here: a formulation without service bounds (one service, say) never needs it.
         from solver.optimize.service_bounds import bound_plan_values
 
-        extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None]
+        extra += [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None]
         if extra and prefetch is not None and prefetch.enabled and not has_pending(problem):
             # That plan's assignments are nearly all the final plan's: their values under
             # load are computed on the other core while the solver runs.
@@ -309,6 +379,8 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     outcome = _with_lower_bound(backend.solve(form.model, opts), form.lower_bound, relative_gap)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
+        if not diagnose:
+            raise InfeasibleError([])
         stage("diagnose")
         reasons = diagnose_infeasible(problem, backend, stop)
         raise InfeasibleError(reasons)
