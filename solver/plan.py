@@ -107,7 +107,7 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     if has_pending(problem) and (options.explain or workload.horizon_mode):
         # Explanations quote any configuration, and the multi-period search prices every
         # period with them: every percentile cap exact first.
-        problem = resolve_caps(problem)
+        problem = resolve_caps(problem, helper=options.prefetch_at_load, stop=stop)
     timings["candidates_s"] = time.monotonic() - t0
     unservable = diagnose_unservable(problem, catalog)
     if unservable:
@@ -122,6 +122,24 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
                                                                     options, workload.solver.tie_break, timings, t0,
                                                                     prefetch)
     return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings, prefetch)
+
+
+def solve_static(problem: Problem, catalog: Catalog, options: PlanOptions | None = None, *,
+                 ties: bool = True) -> tuple[Problem, Solution, SolveOutcome]:
+    """The single-hour planner on a compiled problem (no explanation, no evaluation):
+    (the problem with the percentile caps it needed, the plan, the solver's outcome).
+    Exact for the problem's caps, whichever are still upper bounds. With
+    lazy_caps.lower_caps, what a check after the solve (a simulator that finds a
+    configuration missing its SLO at its cap) uses to solve again: lower the caps that
+    missed, solve the returned problem again."""
+    options = options or PlanOptions()
+    t0 = time.monotonic()
+    time_limit = options.time_limit_s if options.time_limit_s is not None else 60.0
+    stop = Stop(options.cancel, t0 + time_limit, time_limit)
+    timings = {"candidates_s": 0.0}
+    problem, _, outcome, solution, _ = _solve_with_exact_caps(problem, catalog, options.backend or "auto", t0 + time_limit,
+                                                              stop, options, ties, timings, t0)
+    return problem, solution, outcome
 
 
 def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str, deadline: float, stop: Stop,

@@ -338,7 +338,7 @@ class _Settle:
         self.problem = problem
         self.configs_of = configs_of
 
-    def __call__(self, name: str) -> tuple[dict[tuple, float], dict[tuple, float], int]:
+    def __call__(self, name: str) -> tuple[dict[str, float], dict[str, float], int]:
         p = self.problem
         s = p.service(name)
         mine = [c for c in self.configs_of.get(name, ()) if c.classes[0].throughput > 0]
@@ -437,7 +437,13 @@ class _Settle:
                     tighten_one(i, to_exact=True)
                     if rate[i] > 0:
                         best = min(best, cost[i] / rate[i])
-        return exact, {k: v for k, v in bounds.items() if k not in exact}, computed
+        # By a configuration's key, not the cap key: a cap key holds the replica's step
+        # function, which does not pickle (the helper process sends these back).
+        name_of = {}
+        for j, k in enumerate(keys):
+            name_of[k] = mine[members[j][0]].key
+        return ({name_of[k]: v for k, v in exact.items()},
+                {name_of[k]: v for k, v in bounds.items() if k not in exact}, computed)
 
     @staticmethod
     def _knapsack(s, mine: list[Config], cost: list[float], rate: list[float], exact_at: list[bool]) -> list[int]:
@@ -480,11 +486,12 @@ def settle(problem: Problem, services: Iterable[str] | None = None, *, helper: b
     t0 = time.monotonic()
     results = map_split(_Settle(problem, configs_of), names, helper=helper, stop=stop, stats=stats)
     computed = 0
+    by_key = {c.key: c for c in problem.configs}
     for exact, bounds, n in results:
         for k, v in exact.items():
-            load_caps._llm_cap.put(k, v)
+            load_caps._llm_cap.put(cap_key(by_key[k].pending_cap), v)
         for k, v in bounds.items():
-            load_caps._sat_bounds.put(k, v)
+            load_caps._sat_bounds.put(cap_key(by_key[k].pending_cap), v)
         computed += n
         if stats is not None:
             stats["bounds"] = stats.get("bounds", 0) + len(bounds)
