@@ -218,6 +218,8 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                                cancel=options.cancel)
             checks.update(found)
             problem, moved = tightened(problem, found)
+            if moved:
+                start.clear()  # plans of the problem before: a lowered cap may leave one short
             verify_s += time.monotonic() - t1
             stop.check("the verification")
             if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
@@ -356,7 +358,9 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     stage("model")
     greedy = greedy_solution(problem, configs)
     configs = list(problem.configs if configs is None else configs)
-    upper = min((solution_cost(problem, h) for h in hints or ()), default=math.inf)
+    # Hints that are plans of this problem bound its optimum (a hint short of a cap is only a start).
+    upper = min((solution_cost(problem, h) for h in hints or () if _serves_at_caps(problem, h)
+                 and evaluate_quick(problem, h)), default=math.inf)
     if greedy is not None and evaluate_quick(problem, greedy):
         upper = min(upper, solution_cost(problem, greedy))
     if upper < math.inf:
@@ -591,14 +595,20 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
     t1 = time.monotonic()
     if options.check:
         (options.on_stage or (lambda name: None))("evaluate")
-    report = evaluate(workload, catalog, solution) if options.check else None
+    computed = None
+    if options.prefetch_at_load and problem_wants_checks(problem):
+        # Percentile plans: the evaluation, the values under load and the nominal caps of
+        # the plan's assignments, shared with a helper on the spare core (the same values).
+        report, computed = _evaluate_and_values(workload, catalog, problem, solution, options.check)
+    else:
+        report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
     fleet = []
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
                                o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
-    services = service_results(problem, solution, catalog, options.answer_by, options.cancel, prefetch)
+    services = service_results(problem, solution, catalog, options.answer_by, options.cancel, computed or prefetch)
     if prefetch is not None:
         prefetch.close()  # what it has not finished is not needed now
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
@@ -633,6 +643,67 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
                                                stop=explain)
     return result
+
+
+class _Computed:
+    """Values under load computed before `service_results` (its `prefetch` argument)."""
+
+    def __init__(self, problem: Problem, values: dict):
+        self.problem = problem
+        self._values = values
+
+    def values(self, problem, svc_name: str, config, replicas: int, routed) -> object | None:
+        if problem is not self.problem:
+            return None
+        return self._values.get((svc_name, config.key, replicas, tuple(routed)))
+
+    def close(self) -> None:
+        pass
+
+
+def _evaluate_and_values(workload, catalog: Catalog, problem: Problem, solution: Solution, check: bool):
+    """(the evaluator's report or None, `_Computed`): the evaluation, each percentile
+    assignment's values under load and its configuration's nominal cap (what
+    `service_results` reads; the caps go to load_caps' memo), computed by this process and
+    a helper on the spare core (solver/compile/split_work.py): the same functions of the
+    same inputs, so the same values."""
+    from solver.compile import load_caps
+    from solver.compile.split_work import map_split
+
+    by_key = {c.key: c for c in problem.configs}
+    services = {s.name: s for s in problem.services}
+    items: list[tuple] = [("evaluate",)] if check else []
+    caps: dict[tuple, None] = {}
+    for a in solution.assignments:
+        s, c = services[a.service], by_key.get(a.config_key)
+        if c is None or s.slo.percentile is None:
+            continue
+        items.append(("at_load", s, c, a.replicas, tuple(a.routed)))
+        if c.source != "measured" and s.slo.bounds():
+            replica = load_caps._replica_of(catalog, problem.calibration, s, c)
+            key = (replica, load_caps._service_mix(s), s.slo.percentile, s.slo.bounds(), float(s.arrival_cv))
+            if load_caps._llm_cap.known(key) is None:
+                caps[key] = None
+    items.extend(("cap", k) for k in caps)
+
+    def run(item):
+        if item[0] == "evaluate":
+            return evaluate(workload, catalog, solution)
+        if item[0] == "cap":
+            return load_caps._llm_cap(*item[1])
+        _, s, c, replicas, routed = item
+        return at_load(catalog, problem.calibration, s, c, replicas, routed)
+
+    results = map_split(run, items, min_items=8)
+    report, values = None, {}
+    for item, value in zip(items, results):
+        if item[0] == "evaluate":
+            report = value
+        elif item[0] == "cap":
+            load_caps._llm_cap.put(item[1], value)
+        else:
+            values[(item[1].name, item[2].key, item[3], item[4])] = value
+    return report, _Computed(problem, values)
 
 
 def confidence_cost(workload: Workload, catalog: Catalog, problem: Problem, price_usd_per_hour: float,

@@ -43,7 +43,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from solver.compile import load_caps
-from solver.compile.load_caps import _kind, cap_key, exact_cap, per_config, saturation_cap_bound, with_bound
+from solver.compile.load_caps import (_kind, cap_key, exact_cap, per_config, per_key, probe_cap_bound,
+                                     saturation_cap_bound, with_bound)
 from solver.compile.problem import Config, Problem, Rejection
 from solver.compile.pruning import prune_configs, prune_whole_instance_configs
 from solver.compile.split_work import map_split
@@ -53,6 +54,11 @@ from solver.interrupt import NEVER, Stop
 # compute; the MIP decides), and a service is settled in at most this many passes.
 KNAPSACK_NODES = 2_000
 SETTLE_PASSES = 1000
+# A probe (load_caps.probe_cap_bound) only where its rate is this far below the bound.
+PROBE_BELOW = 0.98
+PROBES = 2  # per replica shape and settle step
+THRESHOLD_STEPS = 6
+FRONTIER = True  # bisection steps for the rate at which a service stops using a replica shape
 
 
 def pending_keys(problem: Problem, config_keys) -> set[str]:
@@ -397,24 +403,67 @@ class _Settle:
         bounds: dict[tuple, float] = {}
         computed = 0
 
-        def tighten_one(i: int, to_exact: bool) -> None:
+        probed: dict[int, int] = {}  # probes per shape
+
+        def tighten_one(i: int, to_exact: bool, target: float | None = None) -> None:
+            """Configuration i's bound made tighter: first the saturation bound (unless
+            `to_exact`), then - where `target` (a rate below which i is no better than what
+            else the service has) lies under its bound - one evaluation of the model at
+            `target`; only where neither moves it, the cap itself."""
             nonlocal computed
             j = kid[i]
             if level[j] == 2:
                 return
+            before = rate[i]
             if not to_exact and level[j] == 0:
-                before = rate[i]
                 value[j] = bounds[keys[j]] = saturation_cap_bound(keys[j])
                 level[j] = 1
                 refresh(j)
                 if rate[i] < before:
                     return  # tighter: the caller looks again
+            if target is not None and probed.get(j, 0) < PROBES and 0 < target < rate[i] * PROBE_BELOW:
+                probed[j] = probed.get(j, 0) + 1
+                b = probe_cap_bound(keys[j], per_key(pend[i], target))
+                if b is not None and b < value[j]:
+                    value[j] = bounds[keys[j]] = b
+                    level[j] = max(level[j], 1)
+                    refresh(j)
+                    if rate[i] < before:
+                        return
             k = keys[j]
             if load_caps._llm_cap.known(k) is None:
                 computed += 1
             value[j] = exact[k] = load_caps._llm_cap(*k)
             level[j] = 2
             refresh(j)
+
+        def threshold(i: int) -> float | None:
+            """The rate (of configuration i) below which the service's cover no longer uses
+            i's replica shape, the other configurations as they are: bisection on the rate
+            shared by the shape's configurations (a few knapsacks of ~10 items)."""
+            j = kid[i]
+            saved = [(m, rate[m]) for m in members[j]]
+            top = value[j]  # under the cap key
+
+            def uses(x: float) -> bool:
+                for m in members[j]:
+                    rate[m] = per_config(pend[m], x)
+                return any(kid[m] == j for m in self._knapsack(s, mine, cost, rate, exact_at))
+
+            lo, hi = 0.0, top
+            try:
+                if not uses(hi):
+                    return None
+                for _ in range(THRESHOLD_STEPS):
+                    mid = 0.5 * (lo + hi)
+                    if uses(mid):
+                        hi = mid
+                    else:
+                        lo = mid
+            finally:
+                for m, r in saved:
+                    rate[m] = r
+            return per_config(pend[i], lo)
 
         if s.total_demand > 0 or s.min_replicas:
             for _ in range(SETTLE_PASSES):
@@ -423,19 +472,21 @@ class _Settle:
                     break
                 for i in todo:
                     # A configuration chosen on its first bound gets the tighter one first
-                    # (it may drop out); chosen again on that, its cap.
-                    tighten_one(i, to_exact=level[kid[i]] >= 1)
+                    # (it may drop out); chosen again on that, a probe at the rate where it
+                    # stops being the cheapest per unit of rate, then its cap.
+                    tighten_one(i, to_exact=level[kid[i]] >= 1,
+                                target=threshold(i) if level[kid[i]] >= 1 else None)
         # Configurations that still look cheaper per unit of rate than the best exact one.
         best = min((cost[i] / rate[i] for i in range(n) if exact_at[i] and rate[i] > 0), default=math.inf)
-        if best < math.inf:
+        if FRONTIER and best < math.inf:
             for i in sorted((i for i in range(n) if not exact_at[i] and rate[i] > 0),
                             key=lambda i: (cost[i] / rate[i], mine[i].key)):
                 if not cost[i] / rate[i] < best:
                     break
                 tighten_one(i, to_exact=False)
                 if rate[i] > 0 and cost[i] / rate[i] < best:
-                    tighten_one(i, to_exact=True)
-                    if rate[i] > 0:
+                    tighten_one(i, to_exact=True, target=cost[i] / best)
+                    if exact_at[i] and rate[i] > 0:
                         best = min(best, cost[i] / rate[i])
         # By a configuration's key, not the cap key: a cap key holds the replica's step
         # function, which does not pickle (the helper process sends these back).

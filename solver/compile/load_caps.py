@@ -208,6 +208,11 @@ def cap_key(pending: tuple) -> tuple:
     return (_slowed(replica, slow), mix, p, bounds, cv)
 
 
+def per_key(pending: tuple, rate: float) -> float:
+    """A configuration's rate as a rate under its cap key (`per_config`'s inverse)."""
+    return rate * (1 + pending[5]) * (1 + pending[8])
+
+
 def per_config(pending: tuple, value: float) -> float:
     """A value under a cap key (a cap, or a bound on one) as the configuration's rate: with
     the error band and the rate margin divided out as `exact_cap` does."""
@@ -222,12 +227,40 @@ def saturation_cap_bound(key: tuple) -> float:
     model keeps, so it is not paid twice. Remembered (`_sat_bounds`)."""
     found = _sat_bounds.known(key)
     if found is not None:
-        return found
+        return found  # this bound, or a tighter one (probe_cap_bound)
     replica, mix, _, _, cv = key
     model = load_model(replica, mix, float(cv))
     value = 0.0 if model.slots < 1 else DEFAULT_MAX_UTILIZATION * model.saturation_rate() * (1 + 1e-9)
     _sat_bounds.put(key, value)
     return value
+
+
+# A failing rate bounds the cap with this share of the saturation rate to spare: the
+# search's own resolution (max_rate_for_slo's rel_tol), so that no rounding in the model's
+# inner loops can put the cap above a bound.
+PROBE_SLACK = 0.005
+
+
+def probe_cap_bound(key: tuple, bound: float) -> float | None:
+    """Whether the cap under `key` lies below `bound`, from one evaluation of the model (~3
+    ms; the cap's search takes ~8): `bound` when a bound of the SLO is missed at `bound` -
+    PROBE_SLACK x saturation (then it is missed at every higher rate: every percentile
+    rises with the rate, the premise of max_rate_for_slo's search), else None (also where
+    `bound` is not below the saturation bound). A bound found is remembered with the
+    saturation bounds (`_sat_bounds` keeps the tightest known)."""
+    replica, mix, p, bounds, cv = key
+    model = load_model(replica, mix, float(cv))
+    if model.slots < 1:
+        return None
+    sat = model.saturation_rate()
+    rate = bound - PROBE_SLACK * sat
+    if not (0 < rate and bound < DEFAULT_MAX_UTILIZATION * sat):
+        return None
+    if model.meets(rate, p, dict(bounds)):
+        return None
+    known = _sat_bounds.known(key)
+    _sat_bounds.put(key, bound if known is None else min(known, bound))
+    return bound
 
 
 class _Memo(LockedLru):
@@ -246,7 +279,7 @@ class _Memo(LockedLru):
         self.clear()
 
 
-_sat_bounds = _Memo(50_000)  # cap key -> saturation_cap_bound
+_sat_bounds = _Memo(50_000)  # cap key -> the tightest bound known: saturation_cap_bound, probe_cap_bound
 _first_bounds = _Memo(50_000)  # (replica, mix, CV) -> cap_upper_bound
 
 
