@@ -153,9 +153,10 @@ def test_lazy_caps_give_the_eager_optimum_with_constraints(seed, monkeypatch):
 def test_the_loop_never_keeps_a_bound_below_the_cap():
     """Every bound the loop uses is at least the cap it stands for: the first bound, then
     the saturation bound (load_caps.saturation_cap_bound relies on max_rate_for_slo never
-    returning more than DEFAULT_MAX_UTILIZATION x saturation)."""
+    returning more than DEFAULT_MAX_UTILIZATION x saturation), and a probe's (a rate where
+    the model misses a bound: no higher rate passes, the premise of the cap's search)."""
     from solver.compile.candidates import build_problem
-    from solver.compile.load_caps import _first_bound, _llm_cap, cap_key, saturation_cap_bound
+    from solver.compile.load_caps import _first_bound, _llm_cap, cap_key, probe_cap_bound, saturation_cap_bound
     from solver.compile.resolve import resolve_catalog
 
     workload = parse_workload(_constrained(3))
@@ -169,6 +170,10 @@ def test_the_loop_never_keeps_a_bound_below_the_cap():
         cap = _llm_cap(*key)
         assert saturation_cap_bound(key) >= cap
         assert _first_bound(replica, slow, mix, cv) >= saturation_cap_bound(key)
+        # A probe's bound (one evaluation of the model) is never below the cap either.
+        for f in (0.25, 0.5, 0.8, 0.95, 1.0, 1.02, 1.1):
+            b = probe_cap_bound(key, cap * f)
+            assert b is None or b >= cap, (f, b, cap)
 
 
 # ---------------------------------------------------------------- the event: caps fall after a solve

@@ -57,8 +57,7 @@ SETTLE_PASSES = 1000
 # A probe (load_caps.probe_cap_bound) only where its rate is this far below the bound.
 PROBE_BELOW = 0.98
 PROBES = 2  # per replica shape and settle step
-THRESHOLD_STEPS = 6
-FRONTIER = True  # bisection steps for the rate at which a service stops using a replica shape
+THRESHOLD_STEPS = 6  # bisection steps for the rate at which a service stops using a replica shape
 
 
 def pending_keys(problem: Problem, config_keys) -> set[str]:
@@ -238,6 +237,15 @@ class ServiceFloor:
         bound, _ = _single_class_solution(max(demand, 0.0), items, max(min_replicas, 0), max_replicas, KNAPSACK_NODES)
         return math.inf if bound is None else bound
 
+    def _quick(self, a: float, t: float) -> float:
+        """A lower bound on LB_s(c) for a configuration of replica cost `a` and rate `t`:
+        the rest of the demand at the best price per unit of rate; at least one more replica
+        where `t` alone falls short of the demand; min_replicas - 1 more replicas."""
+        s = self.service
+        rest = max(self.demand - t, 0.0)
+        more = max(s.min_replicas - 1, 1 if rest > 1e-9 else 0, 0)
+        return a + max(rest * self.ratio, more * self.cheapest)
+
     def extra(self, c: Config, limit: float) -> float:
         """A lower bound on LB_s(c) - LB_s (what one replica of `c` adds to the service's
         floor); a quick one first, the knapsack only when that one is not above `limit`."""
@@ -245,14 +253,33 @@ class ServiceFloor:
         a, t = self.cost[c.key], self.rate[c.key]
         if self.demand is None or t is None or t <= 0:
             return 0.0
-        rest = max(self.demand - t, 0.0)
-        quick = a + max(rest * self.ratio, max(s.min_replicas - 1, 0) * self.cheapest) - self.bound
+        quick = self._quick(a, t) - self.bound
         if quick > limit:
             return quick
         if s.max_replicas is not None and s.max_replicas < 1:
             return math.inf
+        rest = max(self.demand - t, 0.0)
         forced = a + self._cover(rest, s.min_replicas - 1, None if s.max_replicas is None else s.max_replicas - 1)
         return max(quick, forced - self.bound)
+
+    def threshold(self, c: Config, limit: float) -> float | None:
+        """A rate below which `c`'s quick floor (`extra`'s first bound) is above `limit`:
+        if c's cap is below it, c is in no plan cheaper than the one `limit` was left by.
+        None where no positive rate is (or every rate is)."""
+        a, t = self.cost[c.key], self.rate[c.key]
+        if self.demand is None or t is None or t <= 0 or not math.isfinite(self.ratio):
+            return None
+        need = limit + self.bound - a  # quick - bound > limit  <=>  the terms after a exceed need
+        s = self.service
+        if max(s.min_replicas - 1, 0) * self.cheapest > need:
+            return None  # above the limit at any rate: `extra` says so already
+        below = []
+        if self.ratio > 0:
+            below.append(self.demand - need / self.ratio)  # rest x ratio > need
+        if self.cheapest > need:
+            below.append(self.demand)  # one more replica needed below the demand
+        r = max(below, default=0.0) * (1 - 1e-9)
+        return r if 0 < r < t else None
 
 
 def service_floors(problem: Problem, configs: list[Config] | None = None) -> dict[str, ServiceFloor]:
@@ -261,6 +288,50 @@ def service_floors(problem: Problem, configs: list[Config] | None = None) -> dic
     for c in (problem.configs if configs is None else configs):
         by_service[c.service].append(c)
     return {s.name: ServiceFloor(problem, s, by_service.get(s.name, [])) for s in problem.services}
+
+
+def probe_survivors(problem: Problem, configs: list[Config], floors: dict[str, ServiceFloor], upper: float, *,
+                    helper: bool = False, stop: Stop = NEVER, stats: dict | None = None) -> Problem:
+    """The pending configurations among `configs` that `without_dearer` keeps, each probed
+    once (load_caps.probe_cap_bound: one model evaluation) at the rate below which its
+    floor would leave it out: where the model misses a bound there, that rate is its new
+    bound and it is left out; where not, it is a real candidate (the MIP decides). Per
+    replica shape, at the lowest such rate of its configurations."""
+    total = sum(f.bound for f in floors.values())
+    slack = upper - total + 1e-7 + 1e-9 * abs(upper)
+    if not math.isfinite(slack) or slack < 0:
+        return problem
+    probe_at: dict[tuple, float] = {}
+    for c in configs:
+        if c.pending_cap is None:
+            continue
+        f = floors[c.service]
+        if f.extra(c, slack) > slack:
+            continue  # left out already
+        r = f.threshold(c, slack)
+        if r is None:
+            continue
+        k = cap_key(c.pending_cap)
+        at = per_key(c.pending_cap, r)
+        if load_caps._llm_cap.known(k) is None and at < probe_at.get(k, math.inf):
+            probe_at[k] = at
+    if not probe_at:
+        return problem
+    t0 = time.monotonic()
+    keys = list(probe_at)
+    found = map_split(_probe, [(k, probe_at[k]) for k in keys], helper=helper, stop=stop, min_items=32, stats=stats)
+    for k, b in zip(keys, found):
+        if b is not None:
+            known = load_caps._sat_bounds.known(k)
+            load_caps._sat_bounds.put(k, b if known is None else min(known, b))
+    if stats is not None:
+        stats["probes"] = stats.get("probes", 0) + len(keys)
+        stats["probes_s"] = stats.get("probes_s", 0.0) + time.monotonic() - t0
+    return known_caps(problem)
+
+
+def _probe(item: tuple) -> float | None:
+    return probe_cap_bound(*item)
 
 
 def without_dearer(configs: list[Config], floors: dict[str, ServiceFloor], upper: float,
@@ -478,7 +549,7 @@ class _Settle:
                                 target=threshold(i) if level[kid[i]] >= 1 else None)
         # Configurations that still look cheaper per unit of rate than the best exact one.
         best = min((cost[i] / rate[i] for i in range(n) if exact_at[i] and rate[i] > 0), default=math.inf)
-        if FRONTIER and best < math.inf:
+        if best < math.inf:
             for i in sorted((i for i in range(n) if not exact_at[i] and rate[i] > 0),
                             key=lambda i: (cost[i] / rate[i], mine[i].key)):
                 if not cost[i] / rate[i] < best:
