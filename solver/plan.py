@@ -173,14 +173,21 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             # round's plan is only a list of configurations to compute caps for.
             t1 = time.monotonic()
             if lazy:
-                problem, (form, outcome, solution, backend) = _lazy_solve(problem, backend_name, deadline, stop,
-                                                                          options, timings, t0, stats, helper, start)
+                problem, (form, outcome, solution, backend), limited = _lazy_solve(
+                    problem, backend_name, deadline, stop, options, timings, t0, stats, helper, start)
             else:
+                limited = False
                 form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
                                                                t0, prefetch, catalog)
             mip_s += time.monotonic() - t1
             ties = "not needed"
             used = pending_keys(problem, {a.config_key for a in solution.assignments})
+            if limited and not used and deadline - time.monotonic() > 0.05 and not stop.cancelled:
+                # The MIP with pending configurations stopped at a plan of exact ones cheaper
+                # than the round's: a better start, not a proof. Another round from it.
+                start.append(solution)
+                rounds += 1
+                continue
             if ties_wanted and not used:
                 outcome, solution, ties = _break_ties(form, backend, outcome, solution, deadline, stop, options,
                                                       timings)
@@ -231,7 +238,7 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
         unservable = diagnose_unservable(problem, catalog)
         if unservable:
             raise InfeasibleError(unservable)
-        if outcome.status != "optimal" or deadline - time.monotonic() < 0.05:
+        if (outcome.status != "optimal" and not limited) or deadline - time.monotonic() < 0.05:
             # No time to solve again: the plan stands only if it serves its routed traffic
             # at the exact caps (the evaluator checks it again).
             if not _serves_at_caps(problem, solution):
@@ -291,7 +298,9 @@ def _final_checks(problem: Problem, solution: Solution, checks: dict) -> dict:
 
 def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
                 timings: dict[str, float], t0: float, stats: dict, helper: bool, start: list):
-    """One round of the percentile-cap loop: (problem, (form, outcome, solution, backend)).
+    """One round of the percentile-cap loop: (problem, (form, outcome, solution, backend),
+    whether the MIP stopped at a plan cheaper than the round's plan of exact configurations
+    rather than at a proof).
 
     The MIP over the exact configurations alone gives a plan of the exact problem (cost U;
     started from `start`, the plans of earlier rounds, which it extends with its own). The
@@ -337,10 +346,19 @@ def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
                     rest = without_dearer(configs, service_floors(problem, configs), upper)
     stats["excluded"] = len(configs) - len(rest)  # this round
     if first is not None and first[1].status == "optimal" and not any(c.pending_cap is not None for c in rest):
-        return problem, first
+        return problem, first, False
     stats["mips"] = stats.get("mips", 0) + 1
-    return problem, _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=rest,
-                                hints=start[-1:])
+    # Until the plan of exact configurations is proven optimal, the MIP with the pending ones
+    # only has to find a plan cheaper than it (its pending configurations get their caps, or
+    # it is a better plan of the exact problem): it stops at the first. Proving that none
+    # exists is the last round's work.
+    below = upper - max(1e-6, 1e-9 * abs(upper)) if first is not None and math.isfinite(upper) else None
+    found = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=rest, hints=start[-1:],
+                        stop_below=below)
+    # Stopped at a plan below the limit (not by the time limit): the round is not the last.
+    limited = below is not None and found[1].status == "feasible" and found[1].objective is not None \
+        and found[1].objective <= below
+    return problem, found, limited
 
 
 def _serves_at_caps(problem: Problem, solution: Solution) -> bool:
@@ -368,9 +386,11 @@ def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Sto
 
 def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
                 timings: dict[str, float], t0: float, prefetch: AtLoadPrefetch | None = None, catalog: Catalog | None = None,
-                configs: list | None = None, hints: list | None = None, diagnose: bool = True):
+                configs: list | None = None, hints: list | None = None, diagnose: bool = True,
+                stop_below: float | None = None):
     """Greedy warm start and bound, the cost MIP: (form, outcome, solution, backend), over
-    `configs` (the problem's when None)."""
+    `configs` (the problem's when None). `stop_below`: the solve ends at the first plan at
+    least that cheap (then not proven optimal: its status says "feasible")."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
     greedy = greedy_solution(problem, configs)
@@ -410,10 +430,11 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         t1 = time.monotonic()
         extra = warm_starts(form, backend, extra[0], relative_gap, stop) + extra
         timings["warm_start_s"] = time.monotonic() - t1
+    limit = form.lower_bound * (1 + relative_gap) if form.lower_bound is not None and relative_gap > 0 else None
+    if stop_below is not None:
+        limit = stop_below if limit is None else max(limit, stop_below)
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
-                        relative_gap=relative_gap,
-                        objective_limit=form.lower_bound * (1 + relative_gap)
-                        if form.lower_bound is not None and relative_gap > 0 else None,
+                        relative_gap=relative_gap, objective_limit=limit,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
     outcome = _with_lower_bound(backend.solve(form.model, opts), form.lower_bound, relative_gap)
     timings["solve_s"] = outcome.solve_time_s

@@ -17,15 +17,20 @@ simulator found that a configuration misses its SLO at its cap: `lower_caps`). A
 ever falls, so the problem before the event is a relaxation of the one after, and every
 solve's optimum stays a lower bound of the next; the loop's argument is unchanged.
 
-Which caps are computed never changes the answer, only how soon the loop ends. Before the
-first MIP (`settle`), each service is settled alone: its cheapest cover of its demand (a
-covering knapsack over its configurations at their price per GPU, the bound of
-solver/optimize/service_bounds.py) is re-solved as caps become exact until it uses only
-exact configurations, and configurations whose bound still looks cheaper per unit of rate
-than its best exact one get a tighter bound (the saturation rate, ~1 ms) or their cap.
-Services are independent there, so a forked child on the spare core settles some of them
-(solver/compile/split_work.py). The services' own best plans are usually nearly the
-optimal plan's (solver/output/prefetch.py), so the first MIP mostly needs no further cap.
+Which caps are computed never changes the answer, only how soon the loop ends (and the
+bounds the loop works with are all bounds: load_caps.cap_upper_bound, saturation_cap_bound,
+probe_cap_bound). Before the first MIP (`settle`), each service is settled alone: its
+cheapest cover of its demand (a covering knapsack over its configurations at their price
+per GPU, the bound of solver/optimize/service_bounds.py) is re-solved as bounds tighten
+until it uses only exact configurations - a chosen configuration gets the saturation bound
+(~1 ms), then a probe (one model evaluation, ~3 ms) at the rate below which the cover
+stops using its replica shape, then its cap (~8 evaluations) - and configurations whose
+bound still looks cheaper per unit of rate than its best exact one get the same. Services
+are independent there, so a forked child on the spare core settles some of them
+(solver/compile/split_work.py). Each round then leaves out of the MIP the pending
+configurations no plan cheaper than a known plan of the exact problem can use
+(`ServiceFloor`, `without_dearer`: floors at the price per GPU), and probes the rest at
+the rate below which they would be left out (`probe_survivors`).
 
 Pruning never lets a pending configuration dominate another (solver/compile/pruning.py),
 so nothing that could be optimal is dropped on the strength of a bound; an exact one may
