@@ -31,7 +31,8 @@ from solver.optimize.tiebreak import tie_break
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
-from solver.compile.lazy_caps import frontier_keys, has_pending, pending_keys, resolve_caps
+from solver.compile.lazy_caps import (has_pending, pending_keys, probe_survivors, refine, resolve_caps,
+                                      service_floors, settle, solve_configs, tighten, without_dearer)
 from solver.compile.verified_caps import check_plan, tightened
 from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
@@ -106,7 +107,7 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     if has_pending(problem) and (options.explain or workload.horizon_mode):
         # Explanations quote any configuration, and the multi-period search prices every
         # period with them: every percentile cap exact first.
-        problem = resolve_caps(problem)
+        problem = resolve_caps(problem, helper=options.prefetch_at_load, stop=stop)
     timings["candidates_s"] = time.monotonic() - t0
     unservable = diagnose_unservable(problem, catalog)
     if unservable:
@@ -123,26 +124,70 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     return _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadline, options, timings, prefetch)
 
 
+def solve_static(problem: Problem, catalog: Catalog, options: PlanOptions | None = None, *,
+                 ties: bool = True) -> tuple[Problem, Solution, SolveOutcome]:
+    """The single-hour planner on a compiled problem (no explanation, no evaluation):
+    (the problem with the percentile caps it needed, the plan, the solver's outcome).
+    Exact for the problem's caps, whichever are still upper bounds. With
+    lazy_caps.lower_caps, what a check after the solve (a simulator that finds a
+    configuration missing its SLO at its cap) uses to solve again: lower the caps that
+    missed, solve the returned problem again."""
+    options = options or PlanOptions()
+    t0 = time.monotonic()
+    time_limit = options.time_limit_s if options.time_limit_s is not None else 60.0
+    stop = Stop(options.cancel, t0 + time_limit, time_limit)
+    timings = {"candidates_s": 0.0}
+    problem, _, outcome, solution, _ = _solve_with_exact_caps(problem, catalog, options.backend or "auto", t0 + time_limit,
+                                                              stop, options, ties, timings, t0)
+    return problem, solution, outcome
+
+
 def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str, deadline: float, stop: Stop,
                            options: PlanOptions, ties_wanted: bool, timings: dict[str, float], t0: float,
                            prefetch: AtLoadPrefetch | None = None):
     """`solve_single`, again after computing the exact percentile caps of the pending
     configurations each plan uses, until a plan uses none (solver/compile/lazy_caps.py:
-    the optimum of the problem with upper bounds is then the true optimum)."""
+    the optimum of the problem with upper bounds is then the true optimum). Before the
+    first solve every service is settled alone (its own cheapest cover uses exact caps
+    only), which is what makes one or two solves enough."""
     rounds = 0
-    caps_s = 0.0
     verify_rounds = 0
     verify_s = 0.0
     checks: dict = {}
     verifying = options.verify and problem_wants_checks(problem)
+    stats: dict = {}
+    lazy = has_pending(problem)
+    helper = options.prefetch_at_load  # a forked child may compute caps on the spare core
+    if lazy:
+        t1 = time.monotonic()
+        problem = settle(problem, helper=helper, stop=stop, stats=stats)
+        timings["percentile_settle_s"] = time.monotonic() - t1
+        unservable = diagnose_unservable(problem, catalog)
+        if unservable:
+            raise InfeasibleError(unservable)
+    mip_s = 0.0
+    start: list[Solution] = []  # plans of the exact problem found so far: each round's MIPs start from them
     while True:
         try:
             # The tie-break waits for the round whose plan needs no further cap: an earlier
             # round's plan is only a list of configurations to compute caps for.
-            form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
-                                                           t0, prefetch, catalog)
+            t1 = time.monotonic()
+            if lazy:
+                problem, (form, outcome, solution, backend), limited = _lazy_solve(
+                    problem, backend_name, deadline, stop, options, timings, t0, stats, helper, start)
+            else:
+                limited = False
+                form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
+                                                               t0, prefetch, catalog)
+            mip_s += time.monotonic() - t1
             ties = "not needed"
             used = pending_keys(problem, {a.config_key for a in solution.assignments})
+            if limited and not used and deadline - time.monotonic() > 0.05 and not stop.cancelled:
+                # The MIP with pending configurations stopped at a plan of exact ones cheaper
+                # than the round's: a better start, not a proof. Another round from it.
+                start.append(solution)
+                rounds += 1
+                continue
             if ties_wanted and not used:
                 outcome, solution, ties = _break_ties(form, backend, outcome, solution, deadline, stop, options,
                                                       timings)
@@ -159,11 +204,11 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                     loose = _solve_with_exact_caps(replace(problem, budget_usd_per_hour=None), catalog, backend_name,
                                                    deadline, stop, options, False, timings, t0)[0]
                 except InfeasibleError:
-                    loose = resolve_caps(problem)
+                    loose = resolve_caps(problem, helper=helper, stop=stop)
                 problem = replace(loose, budget_usd_per_hour=problem.budget_usd_per_hour)
                 solve_single(problem, backend_name, deadline, stop, options, ties_wanted, timings, t0)
                 raise  # not reached: the problem is infeasible with its budget
-            problem = resolve_caps(problem)
+            problem = resolve_caps(problem, helper=helper, stop=stop, stats=stats)
             unservable = diagnose_unservable(problem, catalog)
             if unservable:
                 raise InfeasibleError(unservable) from None
@@ -180,6 +225,8 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                                cancel=options.cancel)
             checks.update(found)
             tight, moved = tightened(problem, found, catalog)
+            if moved:
+                start.clear()  # plans of the problem before: a lowered cap may leave one short
             verify_s += time.monotonic() - t1
             stop.check("the verification")
             if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
@@ -191,15 +238,11 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             verify_rounds += 1
             continue
         rounds += 1
-        t1 = time.monotonic()
-        problem = resolve_caps(problem, used)
-        problem = resolve_caps(problem, frontier_keys(problem, {a.service for a in solution.assignments
-                                                                if a.config_key in used}))
-        caps_s += time.monotonic() - t1
+        problem = refine(problem, used, helper=helper, stop=stop, stats=stats)
         unservable = diagnose_unservable(problem, catalog)
         if unservable:
             raise InfeasibleError(unservable)
-        if outcome.status != "optimal" or deadline - time.monotonic() < 0.05:
+        if (outcome.status != "optimal" and not limited) or deadline - time.monotonic() < 0.05:
             # No time to solve again: the plan stands only if it serves its routed traffic
             # at the exact caps (the evaluator checks it again).
             if not _serves_at_caps(problem, solution):
@@ -207,7 +250,20 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                                     f"{stop.time_limit_s:g} s. To fix: raise the time limit")
             break
     timings["percentile_cap_rounds"] = float(rounds)
-    timings["percentile_caps_s"] = caps_s
+    timings["percentile_caps_s"] = stats.get("caps_s", 0.0)
+    if lazy:
+        # Every second spent on caps and bounds: the settle step, the rounds' caps, the
+        # saturation bounds and the probes (with a helper, this process's waits included).
+        timings["percentile_caps_total_s"] = (stats.get("settle_s", 0.0) + stats.get("caps_s", 0.0)
+                                              + stats.get("bounds_s", 0.0) + stats.get("probes_s", 0.0))
+    if lazy:
+        timings["percentile_caps"] = float(stats.get("caps", 0))
+        timings["percentile_helper_items"] = float(stats.get("helper_items", 0))
+        timings["percentile_bounds"] = float(stats.get("bounds", 0))
+        timings["percentile_mip_s"] = mip_s
+        timings["percentile_excluded"] = float(stats.get("excluded", 0))
+        timings["percentile_mips"] = float(stats.get("mips", 0))
+        timings["percentile_probes"] = float(stats.get("probes", 0))
     if verifying:
         timings["verify_rounds"] = float(verify_rounds)
         timings["verify_s"] = verify_s
@@ -245,6 +301,71 @@ def _final_checks(problem: Problem, solution: Solution, checks: dict) -> dict:
     return out
 
 
+def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
+                timings: dict[str, float], t0: float, stats: dict, helper: bool, start: list):
+    """One round of the percentile-cap loop: (problem, (form, outcome, solution, backend),
+    whether the MIP stopped at a plan cheaper than the round's plan of exact configurations
+    rather than at a proof).
+
+    The MIP over the exact configurations alone gives a plan of the exact problem (cost U;
+    started from `start`, the plans of earlier rounds, which it extends with its own). The
+    pending configurations that no plan cheaper than U can use are left out
+    (lazy_caps.without_dearer: exact); those left get their saturation bound (cheap) and are
+    looked at again. When none is left, the plan of exact configurations is optimal; else
+    the MIP over all that is left, started from it, is the round's answer (its plan may use
+    pending configurations: the next round computes their caps)."""
+    configs = solve_configs(problem)
+    exact = [c for c in configs if c.pending_cap is None]
+    first = None
+    upper = math.inf
+    if exact:
+        try:
+            first = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=exact,
+                                hints=start, diagnose=False)
+            stats["mips"] = stats.get("mips", 0) + 1
+            if first[1].objective is not None:
+                upper = first[1].objective
+                start.append(first[2])
+        except (InfeasibleError, SolverTimeout):
+            first = None
+    rest = configs
+    if upper < math.inf:
+        rest = without_dearer(configs, service_floors(problem, configs), upper)
+        left = {c.key for c in rest if c.pending_cap is not None}
+        if left:
+            # Those left: the saturation bound (~1 ms), then one model evaluation at the rate
+            # below which each would be left out (~3 ms); the MIP takes the rest.
+            tightened = tighten(problem, left, helper=helper, stop=stop, stats=stats)
+            if tightened is not problem:
+                problem = tightened
+                configs = solve_configs(problem)
+                floors = service_floors(problem, configs)
+                rest = without_dearer(configs, floors, upper)
+            else:
+                floors = service_floors(problem, configs)
+            if any(c.pending_cap is not None for c in rest):
+                probed = probe_survivors(problem, rest, floors, upper, helper=helper, stop=stop, stats=stats)
+                if probed is not problem:
+                    problem = probed
+                    configs = solve_configs(problem)
+                    rest = without_dearer(configs, service_floors(problem, configs), upper)
+    stats["excluded"] = len(configs) - len(rest)  # this round
+    if first is not None and first[1].status == "optimal" and not any(c.pending_cap is not None for c in rest):
+        return problem, first, False
+    stats["mips"] = stats.get("mips", 0) + 1
+    # Until the plan of exact configurations is proven optimal, the MIP with the pending ones
+    # only has to find a plan cheaper than it (its pending configurations get their caps, or
+    # it is a better plan of the exact problem): it stops at the first. Proving that none
+    # exists is the last round's work.
+    below = upper - max(1e-6, 1e-9 * abs(upper)) if first is not None and math.isfinite(upper) else None
+    found = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=rest, hints=start[-1:],
+                        stop_below=below)
+    # Stopped at a plan below the limit (not by the time limit): the round is not the last.
+    limited = below is not None and found[1].status == "feasible" and found[1].objective is not None \
+        and found[1].objective <= below
+    return problem, found, limited
+
+
 def _serves_at_caps(problem: Problem, solution: Solution) -> bool:
     by_key = {c.key: c for c in problem.configs}
     for a in solution.assignments:
@@ -269,16 +390,24 @@ def solve_single(problem: Problem, backend_name: str, deadline: float, stop: Sto
 
 
 def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
-                timings: dict[str, float], t0: float, prefetch: AtLoadPrefetch | None = None, catalog: Catalog | None = None):
-    """Greedy warm start and bound, the cost MIP: (form, outcome, solution, backend)."""
+                timings: dict[str, float], t0: float, prefetch: AtLoadPrefetch | None = None, catalog: Catalog | None = None,
+                configs: list | None = None, hints: list | None = None, diagnose: bool = True,
+                stop_below: float | None = None):
+    """Greedy warm start and bound, the cost MIP: (form, outcome, solution, backend), over
+    `configs` (the problem's when None). `stop_below`: the solve ends at the first plan at
+    least that cheap (then not proven optimal: its status says "feasible")."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
-    greedy = greedy_solution(problem)
-    configs = list(problem.configs)
+    greedy = greedy_solution(problem, configs)
+    configs = list(problem.configs if configs is None else configs)
+    # Hints that are plans of this problem bound its optimum (a hint short of a cap is only a start).
+    upper = min((solution_cost(problem, h) for h in hints or () if _serves_at_caps(problem, h)
+                 and evaluate_quick(problem, h)), default=math.inf)
     if greedy is not None and evaluate_quick(problem, greedy):
+        upper = min(upper, solution_cost(problem, greedy))
+    if upper < math.inf:
         # A configuration whose single instance costs more than a known feasible plan can
         # never be in an optimal one (strictly dearer, so ties are unaffected).
-        upper = solution_cost(problem, greedy)
         price = {o.id: o.price_usd_per_hour for o in problem.offers}
         configs = [c for c in configs if price[c.offer_id] * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
@@ -286,12 +415,12 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     hint = form.values_from(greedy) if greedy is not None else None
     # Pooled models: the services' own best plans, combined, are usually within a few
     # instances of the optimum: a far better start than the greedy plan.
-    extra = []
+    extra = [v for v in (form.values_from(h) for h in hints or ()) if v is not None]
     if form.service_bounds:
         # Imported here: a formulation without service bounds (one service, say) never needs it.
         from solver.optimize.service_bounds import bound_plan_values
 
-        extra = [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None]
+        extra += [v for v in [bound_plan_values(form, form.service_bounds)] if v is not None]
         if extra and prefetch is not None and prefetch.enabled and not has_pending(problem):
             # That plan's assignments are nearly all the final plan's: their values under
             # load are computed on the other core while the solver runs.
@@ -306,14 +435,17 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         t1 = time.monotonic()
         extra = warm_starts(form, backend, extra[0], relative_gap, stop) + extra
         timings["warm_start_s"] = time.monotonic() - t1
+    limit = form.lower_bound * (1 + relative_gap) if form.lower_bound is not None and relative_gap > 0 else None
+    if stop_below is not None:
+        limit = stop_below if limit is None else max(limit, stop_below)
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
-                        relative_gap=relative_gap,
-                        objective_limit=form.lower_bound * (1 + relative_gap)
-                        if form.lower_bound is not None and relative_gap > 0 else None,
+                        relative_gap=relative_gap, objective_limit=limit,
                         on_progress=_relay(form, options.on_progress), cancel=options.cancel)
     outcome = _with_lower_bound(backend.solve(form.model, opts), form.lower_bound, relative_gap)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
+        if not diagnose:
+            raise InfeasibleError([])
         stage("diagnose")
         reasons = diagnose_infeasible(problem, backend, stop)
         raise InfeasibleError(reasons)
@@ -507,14 +639,20 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
     t1 = time.monotonic()
     if options.check:
         (options.on_stage or (lambda name: None))("evaluate")
-    report = evaluate(workload, catalog, solution) if options.check else None
+    computed = None
+    if options.prefetch_at_load and problem_wants_checks(problem):
+        # Percentile plans: the evaluation, the values under load and the nominal caps of
+        # the plan's assignments, shared with a helper on the spare core (the same values).
+        report, computed = _evaluate_and_values(workload, catalog, problem, solution, options.check)
+    else:
+        report = evaluate(workload, catalog, solution) if options.check else None
     timings["evaluate_s"] = time.monotonic() - t1
     fleet = []
     for offer_id, n in solution.fleet:
         o = problem.offer(offer_id)
         fleet.append(FleetLine(o.id, o.provider, o.name, o.region, o.gpu, o.gpus_per_instance, n,
                                o.price_usd_per_hour, round(o.price_usd_per_hour * n, 6), o.vcpus, o.host_memory_gib))
-    services = service_results(problem, solution, catalog, options.answer_by, options.cancel, prefetch)
+    services = service_results(problem, solution, catalog, options.answer_by, options.cancel, computed or prefetch)
     if prefetch is not None:
         prefetch.close()  # what it has not finished is not needed now
     cost = sum(f.subtotal_usd_per_hour for f in fleet)
@@ -549,6 +687,67 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
                                                stop=explain)
     return result
+
+
+class _Computed:
+    """Values under load computed before `service_results` (its `prefetch` argument)."""
+
+    def __init__(self, problem: Problem, values: dict):
+        self.problem = problem
+        self._values = values
+
+    def values(self, problem, svc_name: str, config, replicas: int, routed) -> object | None:
+        if problem is not self.problem:
+            return None
+        return self._values.get((svc_name, config.key, replicas, tuple(routed)))
+
+    def close(self) -> None:
+        pass
+
+
+def _evaluate_and_values(workload, catalog: Catalog, problem: Problem, solution: Solution, check: bool):
+    """(the evaluator's report or None, `_Computed`): the evaluation, each percentile
+    assignment's values under load and its configuration's nominal cap (what
+    `service_results` reads; the caps go to load_caps' memo), computed by this process and
+    a helper on the spare core (solver/compile/split_work.py): the same functions of the
+    same inputs, so the same values."""
+    from solver.compile import load_caps
+    from solver.compile.split_work import map_split
+
+    by_key = {c.key: c for c in problem.configs}
+    services = {s.name: s for s in problem.services}
+    items: list[tuple] = [("evaluate",)] if check else []
+    caps: dict[tuple, None] = {}
+    for a in solution.assignments:
+        s, c = services[a.service], by_key.get(a.config_key)
+        if c is None or s.slo.percentile is None:
+            continue
+        items.append(("at_load", s, c, a.replicas, tuple(a.routed)))
+        if c.source != "measured" and s.slo.bounds():
+            replica = load_caps._replica_of(catalog, problem.calibration, s, c)
+            key = (replica, load_caps._service_mix(s), s.slo.percentile, s.slo.bounds(), float(s.arrival_cv))
+            if load_caps._llm_cap.known(key) is None:
+                caps[key] = None
+    items.extend(("cap", k) for k in caps)
+
+    def run(item):
+        if item[0] == "evaluate":
+            return evaluate(workload, catalog, solution)
+        if item[0] == "cap":
+            return load_caps._llm_cap(*item[1])
+        _, s, c, replicas, routed = item
+        return at_load(catalog, problem.calibration, s, c, replicas, routed)
+
+    results = map_split(run, items, min_items=8)
+    report, values = None, {}
+    for item, value in zip(items, results):
+        if item[0] == "evaluate":
+            report = value
+        elif item[0] == "cap":
+            load_caps._llm_cap.put(item[1], value)
+        else:
+            values[(item[1].name, item[2].key, item[3], item[4])] = value
+    return report, _Computed(problem, values)
 
 
 def confidence_cost(workload: Workload, catalog: Catalog, problem: Problem, price_usd_per_hour: float,

@@ -23,7 +23,6 @@ measurements of the real replica, not the model: they keep s = 1 and take the ra
 
 from __future__ import annotations
 
-import functools
 import os
 import weakref
 from dataclasses import replace
@@ -32,6 +31,7 @@ import numpy as np
 
 from solver.compile.problem import Config
 from solver.confidence import band_confidence, band_levels, quantile, rate_margin, slowdown
+from solver.lru import LockedLru
 from solver.output.result import AtLoad, LoadBand
 from solver.perf.queueing import TrafficClass, max_rate_for_slo, replica_for
 from solver.perf.queueing.search import DEFAULT_MAX_UTILIZATION, load_model
@@ -41,9 +41,37 @@ _LABEL = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 PER_SECOND = {"requests/s": 1.0, "items/min": 1.0 / 60.0}
 
 
-@functools.lru_cache(maxsize=50_000)
-def _llm_cap(replica, classes: tuple[TrafficClass, ...], percentile: int, bounds: tuple, arrival_cv: float) -> float:
-    return max_rate_for_slo(replica, classes, percentile, arrival_cv=arrival_cv, **dict(bounds))
+class _CapMemo(LockedLru):
+    """`max_rate_for_slo` by its exact arguments (replica, mix, percentile, bounds, CV), least
+    recently used out. Caps computed by a helper process are put in (`put`): the evaluator and
+    later rounds then find them here. Thread-safe."""
+
+    def __call__(self, replica, classes: tuple[TrafficClass, ...], percentile: int, bounds: tuple,
+                 arrival_cv: float) -> float:
+        key = (replica, classes, percentile, bounds, arrival_cv)
+        with self._lock:
+            found = self._lookup(key)
+        if found is not None:
+            return found[0]
+        value = max_rate_for_slo(replica, classes, percentile, arrival_cv=arrival_cv, **dict(bounds))
+        self.put(key, value)
+        return value
+
+    def known(self, key: tuple) -> float | None:
+        """The cap under `key` (replica, mix, percentile, bounds, CV) if computed, else None (not counted)."""
+        with self._lock:
+            found = self._data.get(key)
+        return None if found is None else found[0]
+
+    def put(self, key: tuple, value: float) -> None:
+        with self._lock:
+            self._store(key, (value,))
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+_llm_cap = _CapMemo(50_000)
 
 
 def cap_under_load(oc, configs: list[Config]) -> list[Config]:
@@ -66,8 +94,7 @@ def cap_under_load(oc, configs: list[Config]) -> list[Config]:
 
 
 def _estimated(oc, svc, c: Config) -> Config | None:
-    p = svc.slo.percentile
-    classes = [k for k, d in enumerate(svc.class_demand) if d > 0] or [0]
+    classes, mix, (p, bounds, cv, text) = _service_terms(svc)
     missing = [k for k in classes if c.classes[k].throughput <= 0]
     if missing:
         # Every replica serves the whole mix. A class that misses a bound even without
@@ -90,19 +117,66 @@ def _estimated(oc, svc, c: Config) -> Config | None:
     # Everything the exact cap needs, kept on the configuration while it is pending; the
     # last two: the slowdown and rate margin of the service's confidence (1 and 0: nominal).
     slow, margin = slowdown(svc.slo.confidence, oc.b.calibration), rate_margin(svc.slo.confidence)
-    pending = (replica_for(query), _service_mix(svc), p, svc.slo.bounds(), float(svc.arrival_cv),
-               c.error_band if svc.size_with_error_band else 0.0, _bounds_text(svc), slow, margin)
+    pending = (replica_for(query), mix, p, bounds, cv, c.error_band if svc.size_with_error_band else 0.0, text, slow,
+               margin)
     if not LAZY:
         return exact_cap(c, pending)
     # The exact cap costs a queueing-model search; an upper bound costs one step evaluation.
     # The planner computes the exact cap only for configurations a plan uses
     # (solver/compile/lazy_caps.py), which keeps the optimum exact. The bound is the slowed
     # replica's, with the same divisors as the exact cap: still an upper bound of it.
-    upper = cap_upper_bound(pending[0].slowed(slow), *pending[1:3], pending[4]) / (1 + pending[5]) / (1 + margin)
+    upper = per_config(pending, _first_bound(pending[0], slow, mix, cv))
     if upper <= 0:
         return exact_cap(c, pending)
     return replace(c, pending_cap=pending,
                    classes=tuple(replace(k, throughput=upper, binding_limit="slo_under_load") for k in c.classes))
+
+
+_TERMS: dict[int, tuple] = {}  # id(service) -> (service, its terms): see _service_terms
+
+
+def _service_terms(svc) -> tuple:
+    """(classes a replica serves, their mix (`_service_mix`), (percentile, bounds, CV, bounds
+    text)) of a service, made once per service object (asked once per configuration)."""
+    hit = _TERMS.get(id(svc))
+    if hit is not None and hit[0] is svc:
+        return hit[1]
+    classes = [k for k, d in enumerate(svc.class_demand) if d > 0] or [0]
+    value = (classes, _service_mix(svc),
+             (svc.slo.percentile, svc.slo.bounds(), float(svc.arrival_cv), _bounds_text(svc)))
+    if len(_TERMS) >= 4096:
+        _TERMS.clear()
+    _TERMS[id(svc)] = (svc, value)
+    return value
+
+
+def _first_bound(replica, slow: float, mix: tuple[TrafficClass, ...], cv: float) -> float:
+    """`cap_upper_bound` of the replica slowed by `slow`, by (replica, slowdown, mix, CV),
+    remembered: the configurations of one replica shape on several offers share it."""
+    key = (replica, slow, mix, cv)
+    found = _first_bounds.known(key)
+    if found is None:
+        found = cap_upper_bound(_slowed(replica, slow), mix, 0, cv)
+        _first_bounds.put(key, found)
+    return found
+
+
+_SLOWED: dict[tuple[int, float], tuple] = {}  # (id(replica), factor) -> (replica, replica.slowed(factor))
+
+
+def _slowed(replica, factor: float):
+    """replica.slowed(factor), made once per replica object and factor (a cap key names
+    the slowed replica; making one copies its step, ~30 us)."""
+    if factor == 1:
+        return replica
+    hit = _SLOWED.get((id(replica), factor))
+    if hit is not None and hit[0] is replica:
+        return hit[1]
+    if len(_SLOWED) >= 8192:
+        _SLOWED.clear()
+    slowed = replica.slowed(factor)
+    _SLOWED[(id(replica), factor)] = (replica, slowed)
+    return slowed
 
 
 # Off (FLEET_EAGER_CAPS=1): every cap exact while candidates are built (for comparisons).
@@ -117,8 +191,103 @@ def cap_upper_bound(replica, mix: tuple[TrafficClass, ...], percentile: int, arr
     if model.slots < 1:
         return 0.0
     n = float(model.slots)
-    top = min(n / float(model.slot_seconds(np.array([n]), 0.0)[0]), model.prefill_limit(n))
+    # slot_seconds(N, 0): with no prompts arriving the mean step is the bare step at N.
+    dec = n * model.decode_fraction
+    slot = model._slot_seconds_float(n, 0.0, float(model.step.seconds(dec, dec * model.context_per_decode, 0.0, 0.0)))
+    if slot is None:
+        slot = float(model.slot_seconds(np.array([n]), 0.0)[0])
+    top = min(n / slot, model.prefill_limit(n))
     return DEFAULT_MAX_UTILIZATION * top * (1 + 1e-9)
+
+
+def cap_key(pending: tuple) -> tuple:
+    """What a pending configuration's cap is a function of, the `_llm_cap` memo's key:
+    (the replica slowed for the service's confidence, mix, percentile, bounds, CV).
+    Configurations of one replica shape on several offers share it."""
+    replica, mix, p, bounds, cv, _, _, slow, _ = pending
+    return (_slowed(replica, slow), mix, p, bounds, cv)
+
+
+def per_key(pending: tuple, rate: float) -> float:
+    """A configuration's rate as a rate under its cap key (`per_config`'s inverse)."""
+    return rate * (1 + pending[5]) * (1 + pending[8])
+
+
+def per_config(pending: tuple, value: float) -> float:
+    """A value under a cap key (a cap, or a bound on one) as the configuration's rate: with
+    the error band and the rate margin divided out as `exact_cap` does."""
+    return value / (1 + pending[5]) / (1 + pending[8])
+
+
+def saturation_cap_bound(key: tuple) -> float:
+    """An upper bound on the cap under `key` (`cap_key`: before the error band and rate margin), tighter than
+    `cap_upper_bound`, for ~1 ms: `max_rate_for_slo` never returns more than
+    DEFAULT_MAX_UTILIZATION x the saturation rate (its contract; tests/test_lazy_caps.py
+    checks it). The cap's own search starts from the same saturation rate, which the cached
+    model keeps, so it is not paid twice. Remembered (`_sat_bounds`)."""
+    found = _sat_bounds.known(key)
+    if found is not None:
+        return found  # this bound, or a tighter one (probe_cap_bound)
+    replica, mix, _, _, cv = key
+    model = load_model(replica, mix, float(cv))
+    value = 0.0 if model.slots < 1 else DEFAULT_MAX_UTILIZATION * model.saturation_rate() * (1 + 1e-9)
+    _sat_bounds.put(key, value)
+    return value
+
+
+# A failing rate bounds the cap with this share of the saturation rate to spare: the
+# search's own resolution (max_rate_for_slo's rel_tol), so that no rounding in the model's
+# inner loops can put the cap above a bound.
+PROBE_SLACK = 0.005
+
+
+def probe_cap_bound(key: tuple, bound: float) -> float | None:
+    """Whether the cap under `key` lies below `bound`, from one evaluation of the model (~3
+    ms; the cap's search takes ~8): `bound` when a bound of the SLO is missed at `bound` -
+    PROBE_SLACK x saturation (then it is missed at every higher rate: every percentile
+    rises with the rate, the premise of max_rate_for_slo's search), else None (also where
+    `bound` is not below the saturation bound). A bound found is remembered with the
+    saturation bounds (`_sat_bounds` keeps the tightest known)."""
+    replica, mix, p, bounds, cv = key
+    model = load_model(replica, mix, float(cv))
+    if model.slots < 1:
+        return None
+    sat = model.saturation_rate()
+    rate = bound - PROBE_SLACK * sat
+    if not (0 < rate and bound < DEFAULT_MAX_UTILIZATION * sat):
+        return None
+    if model.meets(rate, p, dict(bounds)):
+        return None
+    known = _sat_bounds.known(key)
+    _sat_bounds.put(key, bound if known is None else min(known, bound))
+    return bound
+
+
+class _Memo(LockedLru):
+    """Values by key, least recently used out; `known` does not count. Thread-safe."""
+
+    def known(self, key):
+        with self._lock:
+            found = self._data.get(key)
+        return None if found is None else found[0]
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._store(key, (value,))
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+_sat_bounds = _Memo(50_000)  # cap key -> the tightest bound known: saturation_cap_bound, probe_cap_bound
+_first_bounds = _Memo(50_000)  # (replica, mix, CV) -> cap_upper_bound
+
+
+def with_bound(c: Config, bound: float) -> Config:
+    """Pending `c` with a tighter upper bound on its cap (still pending; never raised)."""
+    if c.pending_cap is None or not bound < c.classes[0].throughput:
+        return c
+    return replace(c, classes=tuple(replace(k, throughput=bound) for k in c.classes))
 
 
 def exact_cap(c: Config, pending: tuple | None = None) -> Config:
@@ -128,7 +297,7 @@ def exact_cap(c: Config, pending: tuple | None = None) -> Config:
     if pending is None:
         return c
     replica, mix, p, bounds, cv, band, bounds_text, slow, margin = pending
-    cap = _llm_cap(replica.slowed(slow), mix, p, bounds, cv)
+    cap = _llm_cap(_slowed(replica, slow), mix, p, bounds, cv)
     cap /= 1 + band
     cap /= 1 + margin  # exact at "nominal": a division by 1.0
     slower = f" on a replica {slow:.2f}x slower than modelled (slo.confidence)" if slow != 1 else ""

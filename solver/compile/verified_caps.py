@@ -216,31 +216,32 @@ def tightened(problem: Problem, checks: dict[str, Check], catalog=None) -> tuple
                 lower[twin] = min(lower.get(twin, math.inf), max(new, 0.5 * ch.rate_per_s))
     if not lower:
         return replace(problem, verified=verified), set()
+    # The caps fall: the one event the planner's loop knows (solver/compile/lazy_caps.py,
+    # apply_caps), whoever lowers them.
+    from solver.compile.lazy_caps import apply_caps
+
     services = {s.name: s for s in problem.services}
-    configs, rejections, moved = [], list(problem.rejections), set()
+    updated: dict[str, Config] = {}
     for c in problem.configs:
         if c.key not in lower:
-            configs.append(c)
             continue
         margin = rate_margin(services[c.service].slo.confidence)
         new = min(lower[c.key] / (1 + margin), min(k.throughput for k in c.classes) * MISS_STEP)
         first = problem.first_caps.get(c.key, max(k.throughput for k in c.classes))
-        moved.add(c.key)
-        if new < MIN_CAP_FRACTION * first:
-            from solver.compile.problem import Rejection
-
-            rejections.append(Rejection(c.service, c.offer_id, problem.offer(c.offer_id).gpu, c.gpus_per_replica,
-                                        c.precision, "latency", "misses its percentile SLO in the simulator at "
-                                        "every rate the queueing model allowed"))
-            continue
-        configs.append(_with_cap(c, new))
+        # Below a twentieth of its first cap the configuration is ruled out (a rejection).
+        updated[c.key] = _with_cap(c, new) if new >= MIN_CAP_FRACTION * first else _ruled_out(c)
     first_caps = dict(problem.first_caps)
     for c in problem.configs:
-        if c.key in moved:
+        if c.key in updated:
             first_caps.setdefault(c.key, max(k.throughput for k in c.classes))
-    return replace(problem, configs=tuple(configs), rejections=tuple(rejections), verified=verified,
-                   first_caps=first_caps), moved
+    return replace(apply_caps(problem, updated), verified=verified, first_caps=first_caps), set(updated)
 
 
 def _with_cap(c: Config, cap: float) -> Config:
-    return replace(c, classes=tuple(replace(k, throughput=cap, binding_limit="slo_simulated") for k in c.classes))
+    return replace(c, pending_cap=None,
+                   classes=tuple(replace(k, throughput=cap, binding_limit="slo_simulated") for k in c.classes))
+
+
+def _ruled_out(c: Config) -> Config:
+    reason = "misses its percentile SLO in the simulator at every rate the queueing model allowed"
+    return replace(c, pending_cap=None, classes=tuple(replace(k, throughput=0.0, reason=reason) for k in c.classes))
