@@ -167,6 +167,9 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             raise InfeasibleError(unservable)
     mip_s = 0.0
     start: list[Solution] = []  # plans of the exact problem found so far: each round's MIPs start from them
+    # The plan a verification round refuted, kept until the next round has a plan: if the time
+    # ends first, it is the answer (with the refuted configurations named), not a timeout.
+    fallback: tuple | None = None
     while True:
         try:
             # The tie-break waits for the round whose plan needs no further cap: an earlier
@@ -193,6 +196,11 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
                                                       timings)
                 # Another cheapest plan may use a configuration whose cap is still a bound.
                 used = pending_keys(problem, {a.config_key for a in solution.assignments})
+        except SolverTimeout:
+            if fallback is None:
+                raise
+            problem, form, outcome, solution, ties = fallback
+            break
         except InfeasibleError:
             if not has_pending(problem):
                 raise
@@ -228,17 +236,25 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             if moved:
                 start.clear()  # plans of the problem before: a lowered cap may leave one short
             verify_s += time.monotonic() - t1
-            stop.check("the verification")
+            if stop.cancelled:
+                stop.check("the verification")
             if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
                 # Out of rounds or time with caps still moving: the plan stands with the caps
                 # it was solved with, and reports the configurations the simulator refuted.
                 problem = replace(problem, verified=tight.verified) if moved else tight
                 break
+            fallback = (replace(problem, verified=tight.verified), form, outcome, solution, ties)
             problem = tight
             verify_rounds += 1
             continue
         rounds += 1
-        problem = refine(problem, used, helper=helper, stop=stop, stats=stats)
+        try:
+            problem = refine(problem, used, helper=helper, stop=stop, stats=stats)
+        except SolverTimeout:
+            if fallback is None:
+                raise
+            problem, form, outcome, solution, ties = fallback
+            break
         unservable = diagnose_unservable(problem, catalog)
         if unservable:
             raise InfeasibleError(unservable)
@@ -246,6 +262,9 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             # No time to solve again: the plan stands only if it serves its routed traffic
             # at the exact caps (the evaluator checks it again).
             if not _serves_at_caps(problem, solution):
+                if fallback is not None:
+                    problem, form, outcome, solution, ties = fallback
+                    break
                 raise SolverTimeout(f"no plan that meets the percentile SLOs under load was found within "
                                     f"{stop.time_limit_s:g} s. To fix: raise the time limit")
             break

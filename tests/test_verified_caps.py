@@ -93,6 +93,60 @@ def test_out_of_rounds_the_plan_keeps_its_caps_and_says_what_the_simulator_refut
     assert any("simulator did not confirm p99" in w and "To fix" in w for w in s.warnings)
 
 
+def test_when_time_ends_in_the_round_after_a_refutation_the_refuted_plan_is_returned(monkeypatch):
+    """The time limit ends while the planner solves again after the simulator refuted a
+    cap: the answer is the plan it had, with the refuted configurations named - not a
+    timeout that throws a complete plan away. (The deadline itself depends on the machine's
+    speed; here the round after the first verification is made to hit it.)"""
+    from solver.errors import SolverTimeout
+
+    checked = []
+    real_check, real_lazy, real_cost = plan_module.check_plan, plan_module._lazy_solve, plan_module._cost_solve
+
+    def check(*args, **kwargs):
+        checked.append(1)
+        return real_check(*args, **kwargs)
+
+    def out_of_time(real):
+        def solve(*args, **kwargs):
+            if checked:
+                raise SolverTimeout("the time limit of 1 s ended during the cost MIP, before any fleet was found")
+            return real(*args, **kwargs)
+        return solve
+
+    monkeypatch.setattr(plan_module, "check_plan", check)
+    monkeypatch.setattr(plan_module, "_lazy_solve", out_of_time(real_lazy))
+    monkeypatch.setattr(plan_module, "_cost_solve", out_of_time(real_cost))
+    result = plan(parse_workload(bursty(True)))
+    s = result.services[0]
+    assert checked and result.evaluation["ok"] and s.capacity >= s.demand_with_headroom - 1e-6
+    assert {a.verified.verdict for a in s.assignments} & {"missed", "inconclusive"}
+    assert any("simulator did not confirm p99" in w and "To fix" in w for w in s.warnings)
+
+
+def test_a_check_past_its_deadline_judges_its_first_round_and_says_so():
+    """verify_replica extends a straddling check with more requests only while time is
+    left: past the deadline it judges the first round's 20,000 requests."""
+    import time
+
+    from solver.sim.verify import verify_replica
+
+    from solver.compile.load_caps import _replica_of, _routed_mix
+
+    problem, catalog = _problem()
+    svc = problem.services[0]
+    c = next(c for c in problem.configs if c.service == "chat" and c.pending_cap is None or c.service == "chat")
+    replica, mix = _replica_of(catalog, problem.calibration, svc, c), _routed_mix(svc, [1.0])
+    first = verify_replica(replica, mix, 1.0, arrival_cv=3.0, percentile=99, bounds={"tpot_ms": 1e9})
+    # A bound on the simulated value itself straddles its interval: the check wants more requests.
+    on_the_edge = {"tpot_ms": first.estimates["tpot_ms"].value_ms}
+    full = verify_replica(replica, mix, 1.0, arrival_cv=3.0, percentile=99, bounds=on_the_edge)
+    late = verify_replica(replica, mix, 1.0, arrival_cv=3.0, percentile=99, bounds=on_the_edge,
+                          deadline=time.monotonic() - 1)
+    assert first.requests == late.requests == 20000 < full.requests
+    assert late.verdict == "inconclusive" and "time for checks ran out" in late.reason
+
+
 def _problem():
     w = parse_workload(bursty(True))
     catalog = resolve_catalog(w)

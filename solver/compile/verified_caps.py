@@ -118,7 +118,7 @@ def check_plan(problem: Problem, solution, catalog, deadline: float | None = Non
         bounds = dict(s.slo.bounds())
         mix = _routed_mix(s, a.routed)
         v = verify_replica(replica, mix, rate, arrival_cv=float(s.arrival_cv),
-                           percentile=s.slo.percentile, bounds=bounds)
+                           percentile=s.slo.percentile, bounds=bounds, deadline=deadline)
         values = tuple((m, e.value_ms) for m, e in v.estimates.items() if e is not None and m in bounds)
         intervals = tuple((m, e.ci_ms[0], e.ci_ms[1]) for m, e in v.estimates.items()
                           if e is not None and m in bounds and e.ci_ms is not None)

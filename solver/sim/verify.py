@@ -38,6 +38,7 @@ arrays per seed.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -232,10 +233,12 @@ def judge(runs: Sequence[SeedRun], percentile: float, bounds: Mapping[str, float
 def verify_replica(replica, classes: Sequence, rate_per_s: float, *, arrival_cv: float = 1.0,
                    percentile: int = 99, bounds: Mapping[str, float], scheduler: str | None = None,
                    seeds: int = 4, min_tail_requests: int = 200, max_requests: int = DEFAULT_MAX_REQUESTS,
-                   seed: int = 0, confidence: float = CONFIDENCE) -> Verification:
+                   seed: int = 0, confidence: float = CONFIDENCE, deadline: float | None = None) -> Verification:
     """Simulate `replica` (a `solver.perf.queueing.Replica`) at `rate_per_s` requests/s of the
     class mix `classes` and judge `bounds` ({"ttft_ms"|"tpot_ms"|"latency_ms": ms}) at
-    `percentile` (see the module docstring). Deterministic for a seed."""
+    `percentile` (see the module docstring). Deterministic for a seed; past `deadline`
+    (time.monotonic()) it runs no further extension and judges what it has (a planner's
+    time limit: the first round always runs)."""
     if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
         raise ValueError(f"rate_per_s must be a positive finite number, got {rate_per_s}")
     if not (arrival_cv >= 0 and math.isfinite(arrival_cv)):
@@ -263,9 +266,13 @@ def verify_replica(replica, classes: Sequence, rate_per_s: float, *, arrival_cv:
                                  params=params) for i in indices]
 
     runs = run(range(seeds), per_seed)
+    out_of_time = False
     while True:
         estimates, verdicts, problem = judge(runs, percentile, bounds, confidence)
         step = None if problem else next_step(estimates, verdicts, bounds)
+        if step is not None and deadline is not None and time.monotonic() > deadline:
+            out_of_time = True
+            break
         if step == "longer" and 2 * per_seed * len(runs) <= max_requests:
             per_seed *= 2  # the same streams, twice as long: a longer stretch of each seed's traffic
             runs = run(range(len(runs)), per_seed)
@@ -286,7 +293,9 @@ def verify_replica(replica, classes: Sequence, rate_per_s: float, *, arrival_cv:
         if result == "inconclusive":
             reason += (f" (still straddling after {len(runs)} seeds x {per_seed:,} requests; "
                        f"max_requests {max_requests:,})")
-        if step == "longer":
+        if out_of_time:
+            reason += " (the time for checks ran out before more requests could settle it)"
+        elif step == "longer":
             reason += (f" (the seeds' percentiles still spread by more than +-{100 * MAX_RELATIVE_HALF_WIDTH:g} % "
                        f"after {len(runs)} seeds x {per_seed:,} requests: a heavy tail that more requests would pin "
                        "down better)")
