@@ -56,9 +56,17 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
     verifying = options.verify and problem_wants_checks(problem)
     checks: dict = {}
     verify_rounds, verify_s = 0, 0.0
+    fallback = None  # the last refuted horizon's plan: the answer if the time ends in the next solve
     while True:
-        solutions, reserved, info, peak = _solve_periods(workload, catalog, problem, specs, periods, merged, backend,
-                                                         backend_name, options, t0, deadline, stop, timings, t1)
+        try:
+            solutions, reserved, info, peak = _solve_periods(workload, catalog, problem, specs, periods, merged,
+                                                             backend, backend_name, options, t0, deadline, stop,
+                                                             timings, t1)
+        except SolverTimeout:
+            if fallback is None:
+                raise
+            problem, solutions, reserved, info, peak = fallback
+            break
         if not verifying:
             break
         # Simulation in the loop, as for a single hour (solver/plan.py): every configuration
@@ -70,10 +78,12 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
         checks.update(found)
         tight, moved = tightened(problem, found, catalog)
         verify_s += time.monotonic() - tv
-        stop.check("the verification")
+        if stop.cancelled:
+            stop.check("the verification")
         if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
             problem = replace(problem, verified=tight.verified) if moved else tight
             break
+        fallback = (replace(problem, verified=tight.verified), solutions, reserved, info, peak)
         problem = tight
         verify_rounds += 1
     if verifying:

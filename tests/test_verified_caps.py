@@ -196,3 +196,22 @@ def test_verify_is_a_plan_option_and_off_checks_nothing():
     result = plan(parse_workload(bursty(True)), PlanOptions(verify=False))
     assert all(a.verified is None for a in result.services[0].assignments)
     assert result.services[0].assignments[0].binding_limit == "slo_under_load"
+
+
+def test_a_horizon_verifies_at_its_busiest_period_and_confirms_what_it_buys(plans):
+    """Periods go through the same loop (solver/plan_horizon.py): each configuration is
+    simulated at the highest rate any period routes to one replica; the bursty case's
+    refuted caps are lowered there too, and the fleet of its busiest period (demand x 1)
+    costs what the static verified plan costs."""
+    _, static = plans
+    doc = bursty(True)
+    doc["periods"] = [{"name": "night", "hours": 12}, {"name": "day", "hours": 12}]
+    doc["services"][0]["demand"]["profile"] = {"night": 0.5}
+    result = plan(parse_workload(doc))
+    assert result.evaluation["ok"]
+    assert result.solver.timings["verify_rounds"] >= 1
+    busiest = result.to_dict()["periods"][1]
+    assert busiest["name"] == "day"
+    assert busiest["total_price_usd_per_hour"] == pytest.approx(static.total_price_usd_per_hour, rel=1e-6)
+    verdicts = [a["verified"]["verdict"] for s in result.to_dict()["services"] for a in s["assignments"]]
+    assert verdicts and set(verdicts) == {"met"}
