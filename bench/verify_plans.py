@@ -234,7 +234,8 @@ def brief(r: dict) -> str:
         elif v:
             verdicts = {k: sum(c["verdict"] == k for c in v.get("checks", [])) for k in VERDICTS}
             parts.append(f"{key} ${v['cost']:.4f}/h in {v['wall_s']:.0f} s ({v['cpu_s']:.0f} CPU-s)"
-                         + (f", rounds {v['verify_rounds']:.0f}, " + " ".join(f"{k} {n}" for k, n in verdicts.items() if n)
+                         + (f", rounds {v['verify_rounds'] if v.get('verify_rounds') is not None else '-'}, "
+                            + " ".join(f"{k} {n}" for k, n in verdicts.items() if n)
                             if key == "verify" else ""))
     return f"{r['case']}: " + "; ".join(parts)
 

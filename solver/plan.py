@@ -170,6 +170,11 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
     # The plan a verification round refuted, kept until the next round has a plan: if the time
     # ends first, it is the answer (with the refuted configurations named), not a timeout.
     fallback: tuple | None = None
+    # Rounds may stop their MIP at the first plan cheaper than the exact configurations' own
+    # while that makes progress; a round that stops at no cheaper plan than the one before
+    # (a MIP's rounding can put the same plan a hair below the limit) ends early stopping:
+    # from then on every round proves.
+    stop_early, last_early = True, math.inf
     while True:
         try:
             # The tie-break waits for the round whose plan needs no further cap: an earlier
@@ -177,7 +182,7 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             t1 = time.monotonic()
             if lazy:
                 problem, (form, outcome, solution, backend), limited = _lazy_solve(
-                    problem, backend_name, deadline, stop, options, timings, t0, stats, helper, start)
+                    problem, backend_name, deadline, stop, options, timings, t0, stats, helper, start, stop_early)
             else:
                 limited = False
                 form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
@@ -188,6 +193,10 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             if limited and not used and deadline - time.monotonic() > 0.05 and not stop.cancelled:
                 # The MIP with pending configurations stopped at a plan of exact ones cheaper
                 # than the round's: a better start, not a proof. Another round from it.
+                cost = solution_cost(problem, solution)
+                if cost >= last_early - _cheaper_by(last_early):
+                    stop_early = False
+                last_early = min(last_early, cost)
                 start.append(solution)
                 rounds += 1
                 continue
@@ -320,8 +329,15 @@ def _final_checks(problem: Problem, solution: Solution, checks: dict) -> dict:
     return out
 
 
+def _cheaper_by(cost: float) -> float:
+    """How much cheaper than `cost` a plan must be to count as a cheaper one: more than a
+    MIP's integrality tolerance moves an objective (a plan with 0.9999999 instances)."""
+    return max(1e-4, 1e-7 * abs(cost)) if math.isfinite(cost) else 0.0
+
+
 def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
-                timings: dict[str, float], t0: float, stats: dict, helper: bool, start: list):
+                timings: dict[str, float], t0: float, stats: dict, helper: bool, start: list,
+                stop_early: bool = True):
     """One round of the percentile-cap loop: (problem, (form, outcome, solution, backend),
     whether the MIP stopped at a plan cheaper than the round's plan of exact configurations
     rather than at a proof).
@@ -376,7 +392,7 @@ def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     # only has to find a plan cheaper than it (its pending configurations get their caps, or
     # it is a better plan of the exact problem): it stops at the first. Proving that none
     # exists is the last round's work.
-    below = upper - max(1e-6, 1e-9 * abs(upper)) if first is not None and math.isfinite(upper) else None
+    below = upper - _cheaper_by(upper) if stop_early and first is not None and math.isfinite(upper) else None
     found = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=rest, hints=start[-1:],
                         stop_below=below)
     # Stopped at a plan below the limit (not by the time limit): the round is not the last.
