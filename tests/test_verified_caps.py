@@ -91,6 +91,12 @@ def test_out_of_rounds_the_plan_keeps_its_caps_and_says_what_the_simulator_refut
     verdicts = {a.verified.verdict for a in s.assignments}
     assert verdicts & {"missed", "inconclusive"}
     assert any("simulator did not confirm p99" in w and "To fix" in w for w in s.warnings)
+    # The headline says so too: the proof is over the caps in force.
+    from solver.output.render import render_plan
+
+    unconfirmed = {a.config for a in s.assignments if a.verified.verdict != "met"}
+    headline = render_plan(result.to_dict()).splitlines()[0]
+    assert f"not confirmed by the simulator: {len(unconfirmed)} configuration" in headline, headline
 
 
 def test_when_time_ends_in_the_round_after_a_refutation_the_refuted_plan_is_returned(monkeypatch):

@@ -41,6 +41,14 @@ def render_plan(d: dict, explain: bool = False) -> str:
     return _render_single(d, explain)
 
 
+def _unconfirmed(d: dict) -> str:
+    """What the headline adds when the simulator refuted configurations the plan keeps: the
+    proof is over the caps in force, which the time left could not lower."""
+    keys = {a["config"] for s in d.get("services", []) for a in s.get("assignments", [])
+            if (a.get("verified") or {}).get("verdict") not in (None, "met")}
+    return f"; not confirmed by the simulator: {plural(len(keys), 'configuration')}, see the warnings" if keys else ""
+
+
 def _render_single(d: dict, explain: bool, first_period: str | None = None) -> str:
     out = []
     gap = d.get("optimality_gap")
@@ -49,6 +57,7 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
         proof = "proven optimal" if not gap else f"proven within {gap:.4%} of the optimum"
     else:
         proof = f"gap {gap:.2%}" if gap is not None else "no optimality proof"
+    proof += _unconfirmed(d)
     if first_period is not None:
         out.append(f"First period ({first_period}, the fleet to run now): ${d['total_price_usd_per_hour']:.4f}/hour, "
                    f"{plural(d['gpus'], 'GPU')}")
@@ -206,6 +215,7 @@ def render_horizon(d: dict) -> str:
     status = d["status"].upper()
     proof = "proven optimal" if d["status"] == "optimal" else (
         f"gap {hs['gap']:.2%}: no plan costs less than ${hs['bound_usd']:,.2f}")
+    proof += _unconfirmed(d)
     out = [f"{d['workload']}: {status} ({proof}) — ${d['horizon_cost_usd']:,.2f} over {d['horizon_hours']:g} hours "
            f"(${d['average_price_usd_per_hour']:.4f}/hour on average, ${d['average_price_usd_per_hour'] * 730:,.0f}/month); "
            f"tiers: {', '.join(_tier(t) for t in d['pricing_tiers'])}", ""]
