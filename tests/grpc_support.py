@@ -16,9 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 # Fields that measure time, not the plan: left out when comparing plans.
 TIMING_KEYS = ("solve_time_s",)
-# The last MIP's size is a statistic of the path too: with percentile caps, which configurations
-# are still upper bounds depends on the caps a process has computed before (its cache).
-SOLVER_TIMING_KEYS = ("solve_time_s", "total_time_s", "timings", "model_size")
+SOLVER_TIMING_KEYS = ("solve_time_s", "total_time_s", "timings")
 
 SMALL = {"name": "demo", "services": [{
     "name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16", "fp8"],

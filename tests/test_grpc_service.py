@@ -404,7 +404,16 @@ def test_cli_gives_the_same_plan_locally_and_through_the_service(server, capsys,
     local = json.loads(capsys.readouterr().out)
     assert cli_main(["solve", path, "--format", "json", "--server", server[1], "--send-catalog-file"]) == 0
     remote = json.loads(capsys.readouterr().out)
-    assert without_timings(remote) == without_timings(local)
+    # The plan is the same; the solver's statistics of the way there (the last MIP's size, the
+    # configurations still in it) are not with percentile caps: which caps are still upper
+    # bounds depends on those this process computed before, in other tests.
+    path = ("model_size", "candidates", "rejected", "pruned_offers", "bound_usd_per_hour", "detail")
+    remote_solver, local_solver = (without_timings(d).pop("solver") for d in (remote, local))
+    assert {k: v for k, v in remote_solver.items() if k not in path} == \
+        {k: v for k, v in local_solver.items() if k not in path}
+    assert remote_solver["bound_usd_per_hour"] == pytest.approx(local_solver["bound_usd_per_hour"], rel=1e-9)
+    assert {k: v for k, v in without_timings(remote).items() if k != "solver"} == \
+        {k: v for k, v in without_timings(local).items() if k != "solver"}
     assert list(remote) == list(local)
 
 
