@@ -23,12 +23,11 @@ import gc
 import os
 import pickle
 import signal
-import sys
 from collections.abc import Callable, Sequence
 
 from solver.interrupt import NEVER, Stop
 from solver.lifeline import die_with_parent
-from solver.output.prefetch import spare_core, usable
+from solver.output.prefetch import fork_flushed, spare_core, usable
 
 _RECORD = 4  # bytes per index in the pipe
 _MAX_ITEMS = 16_000  # indices the pipe holds (64 KiB) without blocking the writer
@@ -60,15 +59,7 @@ def map_split(fn: Callable[[object], object], items: Sequence, *, helper: bool =
     finally:
         os.close(wq)
     parent = os.getpid()
-    for stream in (sys.stdout, sys.stderr):  # else the child's exit could write the parent's buffers
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    try:
-        pid = os.fork()
-    except OSError:
-        pid = None
+    pid = fork_flushed()
     if pid == 0:  # the child
         try:
             _child(parent, rq, fd, fn, items)

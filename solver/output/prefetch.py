@@ -94,14 +94,8 @@ class AtLoadPrefetch:
         self._items = items
         self._index = {_key(svc.name, c, r, routed): i for i, (svc, c, r, routed) in enumerate(items)}
         parent = os.getpid()
-        for stream in (sys.stdout, sys.stderr):  # else the child's exit could write the parent's buffers
-            try:
-                stream.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
-        try:
-            pid = os.fork()
-        except OSError:
+        pid = fork_flushed()
+        if pid is None:
             self._drop_file()
             return False
         if pid == 0:  # the child: compute from the back, then leave without the parent's teardown
@@ -162,6 +156,20 @@ class AtLoadPrefetch:
             except OSError:
                 pass
             self._fd = None
+
+
+def fork_flushed() -> int | None:
+    """os.fork() after flushing this process's output (else the child's exit could write the
+    parent's buffers again); None where the fork fails."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    try:
+        return os.fork()
+    except OSError:
+        return None
 
 
 def _key(svc_name: str, config, replicas: int, routed: tuple) -> tuple:
