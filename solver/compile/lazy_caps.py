@@ -225,11 +225,20 @@ class ServiceFloor:
         self.demand = s.total_demand if (len(s.class_demand) == 1 or s.mixed_routing) else None
         self.ratio = min((a / t for a, t, _ in self.items), default=math.inf)  # $/rate at best
         self.cheapest = min((a for a, _, _ in self.items), default=math.inf)  # one replica at least
+        # Covers by (demand, min, max): the configurations of one replica shape on many offers
+        # share a rate, so the demand left beside one replica repeats across them.
+        self._covers: dict[tuple, float] = {}
         self.bound = self._cover(self.demand, s.min_replicas, s.max_replicas) if self.demand is not None else 0.0
 
     def _cover(self, demand: float | None, min_replicas: int, max_replicas: int | None) -> float:
         """The cheapest cover of `demand` (a lower bound on it), 0 when nothing is needed,
         inf when no cover exists."""
+        key = (demand, min_replicas, max_replicas)
+        if key not in self._covers:
+            self._covers[key] = self._cover_once(demand, min_replicas, max_replicas)
+        return self._covers[key]
+
+    def _cover_once(self, demand: float | None, min_replicas: int, max_replicas: int | None) -> float:
         from solver.optimize.service_bounds import _single_class_solution
 
         if demand is None:
