@@ -33,7 +33,7 @@ from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
 from solver.compile.lazy_caps import (has_pending, pending_keys, probe_survivors, refine, resolve_caps,
                                       service_floors, settle, solve_configs, tighten, without_dearer)
-from solver.compile.verified_caps import check_plan, tightened
+from solver.compile.verified_caps import verify_round
 from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
@@ -237,23 +237,16 @@ def _solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str
             # where one was too generous (solver/compile/verified_caps.py).
             t1 = time.monotonic()
             (options.on_stage or (lambda name: None))("verify")
-            # The checks stop in time to leave the solve that may follow a share of what is left.
-            found = check_plan(problem, solution, catalog, deadline=t1 + 0.6 * max(deadline - t1, 0.0),
-                               cancel=options.cancel)
-            checks.update(found)
-            tight, moved = tightened(problem, found, catalog)
-            if moved:
-                start.clear()  # plans of the problem before: a lowered cap may leave one short
+            kept, lowered = verify_round(problem, solution, catalog, deadline, stop, checks)
             verify_s += time.monotonic() - t1
-            if stop.cancelled:
-                stop.check("the verification")
-            if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
-                # Out of rounds or time with caps still moving: the plan stands with the caps
-                # it was solved with, and reports the configurations the simulator refuted.
-                problem = replace(problem, verified=tight.verified) if moved else tight
+            if lowered is None or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
+                # Confirmed, or out of rounds or time with caps still moving: the plan stands
+                # with the caps it was solved with, and reports what the simulator refuted.
+                problem = kept
                 break
-            fallback = (replace(problem, verified=tight.verified), form, outcome, solution, ties)
-            problem = tight
+            start.clear()  # plans of the problem before: a lowered cap may leave one short
+            fallback = (kept, form, outcome, solution, ties)
+            problem = lowered
             verify_rounds += 1
             continue
         rounds += 1

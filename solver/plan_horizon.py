@@ -43,7 +43,7 @@ NOW = Period("now", 1.0)  # the one period of a workload without periods
 
 def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend_name: str, options, t0: float,
                  deadline: float, stop: Stop, timings: dict[str, float]) -> PlanResult:
-    from solver.compile.verified_caps import check_plan, tightened
+    from solver.compile.verified_caps import verify_round
     from solver.plan import MAX_VERIFY_ROUNDS, _final_checks, problem_wants_checks
 
     stage = options.on_stage or (lambda name: None)
@@ -73,18 +73,13 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
         # checked at the highest rate any period routes to one of its replicas.
         tv = time.monotonic()
         stage("verify")
-        found = check_plan(problem, _busiest(solutions), catalog, deadline=tv + 0.6 * max(deadline - tv, 0.0),
-                           cancel=options.cancel)
-        checks.update(found)
-        tight, moved = tightened(problem, found, catalog)
+        kept, lowered = verify_round(problem, _busiest(solutions), catalog, deadline, stop, checks)
         verify_s += time.monotonic() - tv
-        if stop.cancelled:
-            stop.check("the verification")
-        if not moved or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
-            problem = replace(problem, verified=tight.verified) if moved else tight
+        if lowered is None or verify_rounds >= MAX_VERIFY_ROUNDS or deadline - time.monotonic() < 0.05:
+            problem = kept
             break
-        fallback = (replace(problem, verified=tight.verified), solutions, reserved, info, peak)
-        problem = tight
+        fallback = (kept, solutions, reserved, info, peak)
+        problem = lowered
         verify_rounds += 1
     if verifying:
         timings["verify_rounds"] = float(verify_rounds)

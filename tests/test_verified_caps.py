@@ -107,7 +107,9 @@ def test_when_time_ends_in_the_round_after_a_refutation_the_refuted_plan_is_retu
     from solver.errors import SolverTimeout
 
     checked = []
-    real_check, real_lazy, real_cost = plan_module.check_plan, plan_module._lazy_solve, plan_module._cost_solve
+    import solver.compile.verified_caps as verified_caps
+
+    real_check, real_lazy, real_cost = verified_caps.check_plan, plan_module._lazy_solve, plan_module._cost_solve
 
     def check(*args, **kwargs):
         checked.append(1)
@@ -120,7 +122,7 @@ def test_when_time_ends_in_the_round_after_a_refutation_the_refuted_plan_is_retu
             return real(*args, **kwargs)
         return solve
 
-    monkeypatch.setattr(plan_module, "check_plan", check)
+    monkeypatch.setattr(verified_caps, "check_plan", check)
     monkeypatch.setattr(plan_module, "_lazy_solve", out_of_time(real_lazy))
     monkeypatch.setattr(plan_module, "_cost_solve", out_of_time(real_cost))
     result = plan(parse_workload(bursty(True)))

@@ -189,6 +189,23 @@ def same_replicas(problem: Problem, catalog, keys) -> dict[str, tuple[str, ...]]
     return out
 
 
+def verify_round(problem: Problem, solution, catalog, deadline: float, stop, checks: dict[str, Check]
+                 ) -> tuple[Problem, Problem | None]:
+    """One round of simulation in the loop, for a single hour and a horizon alike: the
+    configurations `solution` uses are checked (stopping in time to leave the solve that may
+    follow 40 % of what is left before `deadline`) and recorded in `checks`. Returns (kept,
+    lowered): `kept` is the problem as it was solved, with what the simulator found recorded
+    (the answer when no further round runs); `lowered` has the refuted caps lowered, None
+    when none moved. A cancel raises (`stop`)."""
+    t = time.monotonic()
+    found = check_plan(problem, solution, catalog, deadline=t + 0.6 * max(deadline - t, 0.0), cancel=stop.cancel)
+    checks.update(found)
+    tight, moved = tightened(problem, found, catalog)
+    if stop.cancelled:
+        stop.check("the verification")
+    return replace(problem, verified=tight.verified), (tight if moved else None)
+
+
 def tightened(problem: Problem, checks: dict[str, Check], catalog=None) -> tuple[Problem, set[str]]:
     """The problem with what `checks` found: each configuration's confirmed and refuted
     rates recorded, and the cap of every configuration that missed (or stayed
