@@ -165,7 +165,7 @@ def _confidence(s: dict) -> str:
 
 
 def _verified(s: dict) -> str:
-    """"simulated: 2 configurations met (p99 at 20.6 req/s per replica: TTFT 184 [168, 200] ms, ...)"."""
+    """"simulated: chat@...:1gpu:fp8 met (20,000 requests, 4 seeds at 12.4/s per replica: p99 TTFT 191 [177, 204], ...)"."""
     checks = [(a["config"], a["verified"]) for a in s["assignments"] if a.get("verified")]
     if not checks:
         return ""
@@ -178,7 +178,7 @@ def _verified(s: dict) -> str:
         detail = f"{v['requests']:,} requests, {v['seeds']} seeds at {v['rate_per_s']:.3g}/s per replica"
         parts.append(f"{config} {v['verdict']} ({detail}{': p' + str(v['percentile']) + ' ' + values if values else ''}"
                      f"{'' if v['verdict'] == 'met' else '; ' + v['reason']})")
-    return "simulated (" + "; ".join(parts) + ")"
+    return "simulated: " + "; ".join(parts)
 
 
 def _ms_or_open(x: float | None) -> str:
