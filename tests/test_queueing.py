@@ -100,6 +100,42 @@ def test_saturation_rate_is_the_simulated_throughput_under_overload(h100):
     assert Q.percentiles_at_rate(h100, ONE, 1.01 * sat).ttft_ms[99] == math.inf
 
 
+@pytest.fixture(scope="module")
+def h100_tight_budget(h100):
+    # A token budget equal to the batch cap (TensorRT-LLM's Interactive MLPerf set-ups run
+    # 768 tokens with 768 sequences): a full batch of decodes leaves prompts no room.
+    import dataclasses
+    return dataclasses.replace(h100, token_budget=h100.max_seqs)
+
+
+def test_a_budget_near_the_batch_cap_saturates_where_the_engine_settles(h100_tight_budget):
+    rep = h100_tight_budget
+    model = Q.ReplicaLoadModel(rep, ONE)
+    sat = model.saturation_rate()
+    # The batch the engine settles at under overload, below the cap: holding the cap busy
+    # would leave one token of prefill per step (0.12 req/s before this was modelled).
+    assert 1 <= model.slots < rep.max_seqs
+    assert sat == max(model._saturation_rate_at(n)[0] for n in (model.slots - 8, model.slots, model.slots + 8))
+    sim = simulate_replica(rep, ONE, 1.3 * sat, max_seqs=rep.max_seqs,
+                           kv_cache_tokens=rep.kv_cache_tokens, token_budget=rep.token_budget,
+                           request_overhead_s=rep.request_overhead_s, duration_s=120,
+                           warmup_s=40, seed=1, drain_limit_s=120)
+    assert sim.completed_per_s == pytest.approx(sat, rel=0.06)
+    assert sim.mean_batch == pytest.approx(model.slots, rel=0.06)
+    an = model.at_rate(0.5 * sat)
+    sim = _simulated(rep, ONE, 0.5 * sat)
+    for p, tol in ((50, 0.12), (90, 0.15), (99, 0.3)):
+        assert an.ttft_ms[p] == pytest.approx(np.percentile(sim.ttft_s, p) * 1e3, rel=tol), f"TTFT p{p}"
+    for p, tol in ((50, 0.08), (99, 0.2)):
+        assert an.tpot_ms[p] == pytest.approx(np.nanpercentile(sim.tpot_s, p) * 1e3, rel=tol), f"TPOT p{p}"
+
+
+def test_an_ample_budget_keeps_every_slot(h100):
+    model = Q.ReplicaLoadModel(h100, ONE)
+    kv = math.floor(h100.kv_cache_tokens / (512 + 256 / 2) + 1e-9)
+    assert model.slots == min(h100.max_seqs, h100.token_budget, kv)
+
+
 def test_simulator_is_deterministic_for_a_seed(l4):
     a = _simulated(l4, TWO, 1.0, requests=800, seed=3)
     b = _simulated(l4, TWO, 1.0, requests=800, seed=3)

@@ -106,6 +106,7 @@ class ReplicaLoadModel:
         self._work_sq = float(np.dot(self.share, work ** 2))
         for a in (self._steps1, self._o1, self._decode_w):
             a.flags.writeable = False
+        self.slots = self._effective_slots(self.slots)
 
     # -- building blocks
     def atoms(self, mean_count: float) -> _Atoms:
@@ -465,13 +466,58 @@ class ReplicaLoadModel:
         return self._sat
 
     def _saturation_rate(self) -> float:
-        if self.slots < 1:
-            return 0.0
-        N = float(self.slots)
+        return self._saturation_rate_at(self.slots)[0]
+
+    def _effective_slots(self, slots: int) -> int:
+        """The batch the engine can hold under overload: `slots`, unless a full batch's
+        decodes would leave the token budget too little room for prompts.
+
+        Decodes go first into each step; prompts get what remains of the budget. Where N
+        decodes nearly fill it (a budget near the batch cap, e.g. TensorRT-LLM's 768 tokens
+        with 768 sequences), the prompts' rate at batch N - the prefill limit - collapses, so
+        a model holding N sequences busy would call the replica nearly dead (0.23 req/s for
+        a B200 replica measured at 27). The engine instead settles lower: below the batch
+        n* where prompts are prefilled as fast as sequences finish, prompts enter faster
+        and the batch grows; above it they finish faster and it shrinks. So the replica
+        holds at most n* = argmax_n min(slot rate, prefill limit), the rate both sides
+        meet - found where the saturation rate, which rises with n until the prefill limit
+        binds and then falls, peaks. Only searched where the limit binds at N."""
+        if slots < 2 or self.prefill_first:
+            return slots
+        rate, prefill_bound = self._saturation_rate_at(slots)
+        if not prefill_bound:
+            self._sat = rate
+            return slots
+        known = {slots: rate}
+
+        def sat(n: int) -> float:
+            if n not in known:
+                known[n] = self._saturation_rate_at(n)[0]
+            return known[n]
+
+        lo, hi = 1, slots  # the peak lies in [lo, hi]; integer ternary search, then a scan
+        while hi - lo > 4:
+            m1 = lo + (hi - lo) // 3
+            m2 = hi - (hi - lo) // 3
+            if sat(m1) < sat(m2):
+                lo = m1 + 1
+            else:
+                hi = m2
+        best = max(range(lo, hi + 1), key=lambda n: (sat(n), n))
+        self._sat = known[best]
+        return best
+
+    def _saturation_rate_at(self, slots: int) -> tuple[float, bool]:
+        """The saturation rate with `slots` sequences busy, and whether the prefill limit
+        at that batch is what bounds it."""
+        if slots < 1:
+            return 0.0, False
+        N = float(slots)
         n = np.array([N])
         no_queue = N / float(self.slot_seconds(n, 0.0)[0])  # h at rate 0
         # The answer never exceeds the rate without queueing, nor the prefill limit.
         top = min(no_queue, self.prefill_limit(N) * (1.0 - 1e-9))
+        prefill_bound = self.prefill_limit(N) * (1.0 - 1e-9) < no_queue
         dec = self._decodes(n)
         ctx = dec * self.context_per_decode
 
@@ -493,11 +539,11 @@ class ReplicaLoadModel:
             if h_hi < 0:
                 break
             if r_hi >= top:
-                return top  # the root lies at or beyond the ceiling
+                return top, prefill_bound  # the root lies at or beyond the ceiling
             lo, h_lo = hi, h_hi
             hi *= 2.0
         else:
-            return top
+            return top, prefill_bound
         x, r, side = hi, r_hi, 0  # side: which end the last step replaced (Illinois)
         for _ in range(60):
             x = hi - h_hi * (hi - lo) / (h_hi - h_lo)
@@ -514,7 +560,7 @@ class ReplicaLoadModel:
                 if side < 0:
                     h_lo *= 0.5
                 side = -1
-        return min(r, top)
+        return min(r, top), prefill_bound and r >= top
 
     def _window_nodes(self, rate: float, rho: float, tau: np.ndarray):
         """Decode window seconds T at Gauss-Hermite nodes xi of the prompt work arriving in it:
