@@ -24,7 +24,7 @@ from solver.dataclass_repr import dataclass
 from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
 from solver.interrupt import Stop
 from solver.evaluate import evaluate
-from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable
+from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable, unexplained_reason
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.tiebreak import tie_break
@@ -476,7 +476,7 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
             raise InfeasibleError([])
         stage("diagnose")
         reasons = diagnose_infeasible(problem, backend, stop)
-        raise InfeasibleError(reasons)
+        raise InfeasibleError(reasons or [unexplained_reason()])
     if outcome.status == "cancelled":
         raise Cancelled("the solve was cancelled before any fleet was found")
     if outcome.values is None:

@@ -100,6 +100,11 @@ def _busiest(solutions: list[Solution]) -> Solution:
     return Solution((), tuple(every))
 
 
+# Each relaxed re-solve of the infeasibility diagnosis gets at most this long (it only
+# needs to show that a plan exists, not find the best).
+RELAXED_HORIZON_CAP_S = 10.0
+
+
 def _solve_periods(workload, catalog, problem, specs, periods, merged, backend, backend_name, options, t0, deadline,
                    stop, timings, t1):
     """One solve of the horizon with the problem's caps: (a solution per distinct period,
@@ -235,21 +240,64 @@ def _to_solution(problem: Problem, spec, plan: PeriodPlan) -> Solution:
 
 
 def _why_infeasible(problem, specs, periods, merged, backend, stop) -> list[InfeasibilityReason]:
-    """The first period that has no fleet, explained as a single-hour problem."""
-    reasons: list[InfeasibilityReason] = []
+    """Why no plan exists, each reason proven by a re-solve: the first period that has no
+    fleet as a single-hour problem; else the horizon's terms, one family relaxed at a
+    time (a family is to blame when the horizon without it has a plan)."""
     for m, spec in enumerate(specs):
         name = periods[merged.index(m)].name
         single = replace(problem, services=spec.services, periods=(), horizon=None)
-        found = diagnose_infeasible(single, backend, stop)
+        found = diagnose_infeasible(single, backend, stop, known_infeasible=False)
         if found:
             return [replace(r, message=f"period {name}: {r.message}") for r in found]
     h = problem.horizon
-    reasons.append(InfeasibilityReason(
-        "horizon", "no fleet meets the multi-period terms (spot share and regions, change limits, reservation "
-        "bounds or a budget per hour, day or month) in every period.",
+    if h is None:
+        return [_unexplained()]
+    families = [
+        ("max_changed_instances", h.max_changed_instances is not None, {"max_changed_instances": None}, {},
+         f"no plan changes the running fleet by at most {h.max_changed_instances} instance(s) (removals that no "
+         "plan can avoid count too).", "raise change_costs.max_changed_instances"),
+        ("spot_policy", h.max_spot_share is not None or h.spot_min_regions is not None,
+         {"max_spot_share": None, "spot_min_regions": None}, {},
+         "the spot policy (" + ", ".join(f"{k} {v:g}" for k, v in (("max_spot_share", h.max_spot_share),
+                                                                   ("spot_min_regions", h.spot_min_regions))
+                                         if v is not None) + ") leaves too little capacity in the allowed tiers.", "raise constraints.max_spot_share, lower spot_min_regions, or allow "
+         "an on-demand or reserved tier"),
+        ("budget", any(b is not None for b in (problem.budget_usd_per_hour, h.budget_usd_per_day,
+                                                h.budget_usd_per_month)),
+         {"budget_usd_per_day": None, "budget_usd_per_month": None}, {"budget_usd_per_hour": None},
+         "no plan fits the budgets (per hour, day or month) over the horizon.", "raise the budgets"),
+        ("reserved_gpus", h.reserved_gpus_min is not None or h.reserved_gpus_max is not None,
+         {"reserved_gpus_min": None, "reserved_gpus_max": None}, {},
+         f"no plan keeps reserved GPUs within [{h.reserved_gpus_min}, {h.reserved_gpus_max}].",
+         "change constraints.reserved_gpus_min / reserved_gpus_max"),
+    ]
+    undecided = []
+    for name, present, terms, top, message, fix in families:
+        if not present:
+            continue
+        relaxed = replace(problem, horizon=replace(h, **terms), **top)
+        seconds = stop.seconds_left(RELAXED_HORIZON_CAP_S)
+        status = "no_solution"
+        if seconds > 0.05:
+            status = HorizonSolver(relaxed, list(relaxed.configs), backend, stop, seconds).solve().status
+        if status not in ("infeasible", "no_solution"):
+            return [InfeasibilityReason(name, message + " Without it a plan exists.", fix)]
+        if status == "no_solution":
+            undecided.append(name)
+    stop.check("the infeasibility diagnosis")
+    if undecided:
+        return [InfeasibilityReason("time_limit", "no plan meets the multi-period terms; the time limit ended before "
+                                    f"it was shown which binds (not decided: {', '.join(undecided)}).",
+                                    "raise the time limit to get the diagnosis")]
+    return [_unexplained()]
+
+
+def _unexplained() -> InfeasibilityReason:
+    return InfeasibilityReason(
+        "horizon", "no plan meets the multi-period terms, and no single family of them (change limit, spot policy, "
+        "budgets, reservation bounds) relaxed alone gives one: they conflict together.",
         "relax constraints.max_spot_share, spot_min_regions, change_costs.max_changed_instances, "
-        "reserved_gpus_min/max or the budgets" if h is not None else ""))
-    return reasons
+        "reserved_gpus_min/max or the budgets")
 
 
 # ---------------------------------------------------------------------- the answer

@@ -201,6 +201,53 @@ def test_max_changed_instances_limits_the_diff() -> None:
     assert d["evaluation"]["ok"]
 
 
+FORCED_REMOVAL = {
+    "name": "forced-removal-cost",
+    "periods": [{"name": "day", "hours": 10}, {"name": "night", "hours": 10}],
+    "services": [{"name": "s", "demand": {"items_per_min": 10, "profile": {"night": 0.5}},
+                  "profiles": [{"gpu": "GA", "offer": "synth/a", "items_per_min": 10}]}],
+    "constraints": {"pricing_tiers": ["on_demand", "reserved_1y"]},
+    "catalog": {"source": "inline", "gpus": [{"name": "GA", "memory_gib": 80}],
+                "offers": [{"provider": "synth", "name": "a", "region": "r1", "gpu": "GA", "gpus_per_instance": 1,
+                            "price_usd_per_hour": 1.0, "spot_price_usd_per_hour": 0.3,
+                            "reserved_1y_price_usd_per_hour": 0.6}]},
+    "current_fleet": [{"offer_id": "synth/a", "instances": 1, "spot": True}],
+    "change_costs": {"add_instance_usd": 0, "remove_instance_usd": 5}}
+
+
+@pytest.mark.parametrize("max_changed", [None, 1])
+def test_a_removal_no_plan_can_avoid_is_priced(max_changed) -> None:
+    """Issue 26's smallest case. The running instance is spot and spot is not an allowed
+    tier, so every plan removes it ($5). Cheapest: one reserved instance in both periods,
+    0.6 x 20 h = $12, + $5 = $17 (the solver used to say $12 and fail its own evaluation).
+    With at most one change allowed, the forced removal is that change: the plan can add
+    nothing, so no plan exists (the spot instance must go and a new one must come)."""
+    w = copy.deepcopy(FORCED_REMOVAL)
+    if max_changed is not None:
+        w["change_costs"]["max_changed_instances"] = max_changed
+        from solver.errors import InfeasibleError
+        with pytest.raises(InfeasibleError):
+            solve(w)
+        return
+    d = solve(w)
+    assert d["status"] == "optimal"
+    assert d["horizon_cost_usd"] == pytest.approx(17.0, abs=TOL)
+    assert {(c["offer_id"], c["action"], c["instances"]) for c in d["changes"] if c["action"] == "remove"} == {
+        ("synth/a", "remove", 1)}
+    assert d["evaluation"]["ok"]
+
+
+def test_single_and_multi_period_price_a_forced_removal_alike() -> None:
+    """One period of 10 h against two equal periods of 5 h: the same fleet, the same $5 removal."""
+    one = copy.deepcopy(FORCED_REMOVAL)
+    one["periods"] = [{"name": "all", "hours": 10}]
+    one["services"][0]["demand"].pop("profile")
+    two = copy.deepcopy(one)
+    two["periods"] = [{"name": "a", "hours": 5}, {"name": "b", "hours": 5}]
+    a, b = solve(one), solve(two)
+    assert a["horizon_cost_usd"] == pytest.approx(b["horizon_cost_usd"], abs=TOL) == pytest.approx(0.6 * 10 + 5, abs=TOL)
+
+
 def test_replan_without_periods_has_one_period_now() -> None:
     d = solve({**BASE, "current_fleet": []})
     assert [p["name"] for p in d["periods"]] == ["now"] and d["horizon_hours"] == 1.0

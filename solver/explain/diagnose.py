@@ -185,11 +185,14 @@ def _value_in(text: str, after: str = ": ") -> float:
 RELAXED_SOLVE_CAP_S = 10.0
 
 
-def diagnose_infeasible(problem: Problem, backend, stop: Stop) -> list[InfeasibilityReason]:
+def diagnose_infeasible(problem: Problem, backend, stop: Stop, known_infeasible: bool = True) -> list[InfeasibilityReason]:
     """Every service can be served alone, yet no fleet fits: find the binding constraint.
 
     Cheap checks first (linear: replica limits against demand); then at most two relaxed
     re-solves (without the budget; without quotas), each bounded by the call's deadline.
+    Each reason is proven by a re-solve; [] where this problem has a fleet after all (the
+    caller's extra terms are then the cause). `known_infeasible` False: the problem as given
+    is solved first, and [] returned where it has a fleet.
     """
     from solver.optimize.backends import SolveOptions
     from solver.optimize.formulation import build
@@ -206,6 +209,14 @@ def diagnose_infeasible(problem: Problem, backend, stop: Stop) -> list[Infeasibi
             return form, None
         return form, backend.solve(form.model, SolveOptions(time_limit_s=seconds, cancel=stop.cancel))
 
+    if not known_infeasible:  # the caller only suspects it (a period of a horizon): show it first
+        form, out = relaxed(budget=True, quotas=True)
+        if out is not None and out.values is not None:
+            return []
+        if out is None or out.status != "infeasible":
+            stop.check("the infeasibility diagnosis")
+            return [InfeasibilityReason("time_limit", "no fleet fits, and the time limit ended before the binding "
+                                        "constraint was found.", "raise the time limit to get the diagnosis")]
     if problem.budget_usd_per_hour is not None:
         form, out = relaxed(budget=False, quotas=True)
         if out is not None and out.values is not None:
@@ -244,10 +255,27 @@ def diagnose_infeasible(problem: Problem, backend, stop: Stop) -> list[Infeasibi
                 f"availability[{offer_id}]", f"the cheapest fleet without limits needs {used_offer[offer_id]} "
                 f"instances of {offer_id}; only {limit} are available.",
                 f"raise constraints.offer_quotas.{offer_id}, or allow other offers"))
-    if not reasons:
-        reasons.append(InfeasibilityReason("quotas", "quotas and availability together leave too little capacity.",
-                                           "raise GPU quotas or offer availability"))
-    return reasons
+    if reasons:
+        return reasons
+    # The cheapest fleet without quotas keeps every quota and limit, so they bind nothing.
+    # The budget does, if that fleet costs more (no fleet is cheaper than the cheapest
+    # without quotas); otherwise this problem has a fleet, and the cause lies in what it
+    # leaves out (a horizon's terms, a change limit): say nothing rather than guess.
+    budget = problem.budget_usd_per_hour
+    if budget is not None and out.status == "optimal" and out.objective > budget * (1 + 1e-9) + 1e-9:
+        return [InfeasibilityReason(
+            "budget", f"the cheapest fleet that meets demand costs "
+            f"${out.objective:.4f}/hour, above the budget of ${budget:g}/hour.",
+            f"raise constraints.budget_usd_per_hour to at least {math.ceil(out.objective * 100) / 100:g}, or lower demand")]
+    return []
+
+
+def unexplained_reason() -> InfeasibilityReason:
+    """The MIP found no fleet, yet every relaxation the diagnosis tried has one within all
+    the constraints it knows: a contradiction it cannot resolve, said as such."""
+    return InfeasibilityReason(
+        "unexplained", "the solver reported no feasible fleet, but the diagnosis found one within every constraint it "
+        "re-solved; the claim is not proven.", "retry with another backend (solver.backend) or report the workload")
 
 
 def _replica_limits(problem: Problem) -> list[InfeasibilityReason]:

@@ -88,7 +88,6 @@ class PeriodVars:
     hourly_terms: list[tuple[int, float]] = field(default_factory=list)  # $/hour of this period (no prepaid part)
     change_terms: list[tuple[int, float]] = field(default_factory=list)  # one-time $ of changing the fleet
     changed_vars: list[int] = field(default_factory=list)  # instances added + removed
-    forced_removals: int = 0  # running instances whose offer the plan may no longer use
     budget_row: int | None = None  # index of the per-hour budget row (its bound moves with `lo`)
     configs: list[Config] = field(default_factory=list)
 
@@ -327,10 +326,14 @@ def _change_rows(lm, problem: Problem, pv: PeriodVars, h, p: str) -> None:
     for offer_id, spot in keys:
         now = running.get((offer_id, spot), 0)
         var = (pv.S if spot else pv.F).get(offer_id)
-        if var is None:
-            pv.forced_removals += now  # the plan can no longer use this offer (filtered, or no configuration)
-            continue
         label = f"{offer_id},{'spot' if spot else 'firm'}"
+        if var is None:
+            # The plan can no longer use this offer (filtered, spot not allowed, no
+            # configuration): all `now` instances go, at the removal price like any other.
+            rem = lm.var(f"remove{p}[{label}]", float(now), float(now))
+            pv.change_terms.append((rem, h.remove_instance_usd))
+            pv.changed_vars.append(rem)
+            continue
         add = lm.var(f"add{p}[{label}]", 0, INF)
         rem = lm.var(f"remove{p}[{label}]", 0, float(now))
         lm.row(f"added{p}[{label}]", [(add, 1.0), (var, -1.0)], lb=-now)
@@ -338,7 +341,7 @@ def _change_rows(lm, problem: Problem, pv: PeriodVars, h, p: str) -> None:
         pv.change_terms += [(add, h.add_instance_usd), (rem, h.remove_instance_usd)]
         pv.changed_vars += [add, rem]
     if h.max_changed_instances is not None:
-        lm.row(f"max_changed{p}", [(v, 1.0) for v in pv.changed_vars], ub=h.max_changed_instances - pv.forced_removals)
+        lm.row(f"max_changed{p}", [(v, 1.0) for v in pv.changed_vars], ub=h.max_changed_instances)
 
 
 def budget_row(lm, pv: PeriodVars, prices: dict[str, OfferPrices], budget: float, tag: str = "") -> None:

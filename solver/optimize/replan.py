@@ -22,7 +22,7 @@ import time
 
 from solver.compile.problem import Problem
 from solver.errors import Cancelled, InfeasibleError, SolverTimeout
-from solver.explain.diagnose import diagnose_infeasible
+from solver.explain.diagnose import diagnose_infeasible, unexplained_reason
 from solver.interrupt import Stop
 from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
@@ -65,8 +65,12 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":
-        raise InfeasibleError(diagnose_infeasible(problem, backend, stop) if h.max_changed_instances is None else
-                              _change_limit_reason(h) + diagnose_infeasible(problem, backend, stop))
+        # Diagnosed without the change rows: a reason found there binds the fleet itself; if
+        # none (that problem has a fleet), the change limit is what rules every plan out.
+        reasons = diagnose_infeasible(problem, backend, stop)
+        if not reasons and h.max_changed_instances is not None:
+            reasons = _change_limit_reason(h)
+        raise InfeasibleError(reasons or [unexplained_reason()])
     if outcome.status == "cancelled":
         raise Cancelled("the re-plan was cancelled before any fleet was found")
     if outcome.values is None:
@@ -169,5 +173,6 @@ def _hint(form: Formulation, greedy: Solution, running: dict[str, int]) -> list[
 def _change_limit_reason(h):
     from solver.errors import InfeasibilityReason
     return [InfeasibilityReason("max_changed_instances", f"no fleet that serves the demand differs from the running "
-                                f"one by at most {h.max_changed_instances} instance(s).",
+                                f"one by at most {h.max_changed_instances} instance(s) (removals that no plan can avoid "
+                                "count too); without the limit a fleet exists.",
                                 "raise change_costs.max_changed_instances")]
