@@ -226,8 +226,9 @@ def test_a_removal_no_plan_can_avoid_is_priced(max_changed) -> None:
     if max_changed is not None:
         w["change_costs"]["max_changed_instances"] = max_changed
         from solver.errors import InfeasibleError
-        with pytest.raises(InfeasibleError):
+        with pytest.raises(InfeasibleError) as e:
             solve(w)
+        assert [r.constraint for r in e.value.reasons] == ["max_changed_instances"], e.value.reasons
         return
     d = solve(w)
     assert d["status"] == "optimal"
@@ -235,6 +236,55 @@ def test_a_removal_no_plan_can_avoid_is_priced(max_changed) -> None:
     assert {(c["offer_id"], c["action"], c["instances"]) for c in d["changes"] if c["action"] == "remove"} == {
         ("synth/a", "remove", 1)}
     assert d["evaluation"]["ok"]
+
+
+def test_a_replan_blames_the_change_limit_only_when_the_fleet_without_it_exists() -> None:
+    """One period: the spot instance must go and another must come (2 changes > 1)."""
+    from solver.errors import InfeasibleError
+    w = copy.deepcopy(FORCED_REMOVAL)
+    w["periods"] = [{"name": "now", "hours": 1}]
+    w["services"][0]["demand"].pop("profile")
+    w["change_costs"]["max_changed_instances"] = 1
+    with pytest.raises(InfeasibleError) as e:
+        solve(w)
+    assert [r.constraint for r in e.value.reasons] == ["max_changed_instances"], e.value.reasons
+    w["change_costs"]["max_changed_instances"] = 2
+    assert solve(w)["horizon_cost_usd"] == pytest.approx(0.6 + 5, abs=TOL)
+
+
+def _without(w: dict, path: tuple[str, ...]) -> dict:
+    w = copy.deepcopy(w)
+    d = w
+    for k in path[:-1]:
+        d = d[k]
+    d.pop(path[-1])
+    return w
+
+
+@pytest.mark.parametrize("case,code,relax", [
+    # Spot only, at most half of the capacity spot: nothing else may serve the rest. The
+    # budget ($100/h against a $0.30 fleet) used to be blamed.
+    ({"pricing_tiers": ["spot"], "max_spot_share": 0.5, "budget_usd_per_hour": 100}, "spot_policy",
+     ("constraints", "max_spot_share")),
+    # A budget below the cheapest fleet in the day period.
+    ({"pricing_tiers": ["on_demand", "spot"], "max_spot_share": 0.5, "budget_usd_per_hour": 0.5}, "budget",
+     ("constraints", "budget_usd_per_hour")),
+    # A monthly budget below the fleet's month while every hour fits.
+    ({"pricing_tiers": ["on_demand"], "budget_usd_per_month": 100}, "budget", ("constraints", "budget_usd_per_month")),
+])
+def test_a_horizon_infeasibility_names_the_family_whose_removal_gives_a_plan(case, code, relax) -> None:
+    """Each reason is proven: the workload without the named term has a plan."""
+    from solver.errors import InfeasibleError
+    w = copy.deepcopy(FORCED_REMOVAL)
+    for k in ("current_fleet", "change_costs"):
+        w.pop(k)
+    w["constraints"] = case
+    with pytest.raises(InfeasibleError) as e:
+        solve(w)
+    codes = [r.constraint.split("[")[0] for r in e.value.reasons]
+    assert code in codes, e.value.reasons
+    d = solve(_without(w, relax))
+    assert d["evaluation"]["ok"] and d["horizon_cost_usd"] > 0
 
 
 def test_single_and_multi_period_price_a_forced_removal_alike() -> None:
