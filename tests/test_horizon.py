@@ -252,6 +252,29 @@ def test_a_replan_blames_the_change_limit_only_when_the_fleet_without_it_exists(
     assert solve(w)["horizon_cost_usd"] == pytest.approx(0.6 + 5, abs=TOL)
 
 
+def test_a_horizon_search_out_of_time_is_never_called_infeasible() -> None:
+    """Issue 26: period MIPs that ran out of time have no bound (-inf), not a proof; with
+    no reservable offer the root is a leaf, and dropping it used to read as "infeasible"
+    (exit 3, "raise GPU quotas"). Out of time, the search says it has no plan."""
+    from solver.compile.candidates import build_problem
+    from solver.compile.resolve import resolve_catalog
+    from solver.interrupt import NEVER
+    from solver.optimize.backends import get_backend
+    from solver.optimize.multiperiod import HorizonSolver
+
+    w = copy.deepcopy(FORCED_REMOVAL)
+    for k in ("current_fleet", "change_costs"):
+        w.pop(k)
+    w["constraints"] = {"pricing_tiers": ["on_demand", "spot"], "max_spot_share": 0.5}
+    workload = parse_workload(w)
+    problem = build_problem(workload, resolve_catalog(workload))
+    backend = get_backend("scip")
+    out = HorizonSolver(problem, list(problem.configs), backend, NEVER, 0.0).solve()
+    assert out.status == "no_solution" and out.bound_usd == -float("inf"), (out.status, out.bound_usd)
+    solved = HorizonSolver(problem, list(problem.configs), backend, NEVER, 10.0).solve()
+    assert solved.status == "optimal"
+
+
 def _without(w: dict, path: tuple[str, ...]) -> dict:
     w = copy.deepcopy(w)
     d = w

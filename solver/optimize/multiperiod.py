@@ -577,8 +577,12 @@ class HorizonSolver:
             best = self._dive(lp[1], root.lo, root.hi, best)
         best = self._restricted_master(best)
         counter = itertools.count()
-        heap = [(root.bound, next(counter), root)] if math.isfinite(root.bound) else []
+        # A bound of +inf is a proof (some period has no fleet); -inf only says a period's
+        # MIP ran out of time without one, so the node stays open (else an empty heap would
+        # read as "infeasible").
+        heap = [(root.bound, next(counter), root)] if root.bound != math.inf else []
         detail = ""
+        unexplored = math.inf  # the lowest bound of leaves left unsolved when their time ran out
         while heap:
             bound, _, node = heap[0]
             if best is not None and bound >= best[0] - self.tol:
@@ -593,6 +597,12 @@ class HorizonSolver:
                 best = self._restricted_master(best)
             split = self._branch(node, best)
             if split is None:
+                if any(pl is None or (not math.isfinite(pl.objective) and pl.status != "infeasible")
+                       for pl in node.plans):
+                    # A leaf whose periods ran out of time unsolved: its region is not
+                    # explored, so its bound stays in the answer's (no proof either way).
+                    unexplored = min(unexplored, node.bound)
+                    detail = detail or "time limit"
                 continue  # a leaf: its exact plan is already the incumbent (or it has none)
             o, level = split
             for lo_o, hi_o in ((node.lo[o], level), (level + 1, node.hi[o])):
@@ -612,14 +622,14 @@ class HorizonSolver:
                 best = self._better(best, child.plans, child.lo, child.hi)
                 if lp is not None and self.nodes % DIVE_EVERY == 0:
                     best = self._dive(lp[1], child.lo, child.hi, best)
-                if math.isfinite(child.bound) and (best is None or child.bound < best[0] - self.tol):
+                if child.bound != math.inf and (best is None or child.bound < best[0] - self.tol):
                     heapq.heappush(heap, (child.bound, next(counter), child))
         if detail and best is not None:
             best = self._restricted_master(best)
         if best is None:
-            return self._no_plan(min((b for b, _, _ in heap), default=math.inf), detail)
+            return self._no_plan(min(min((b for b, _, _ in heap), default=math.inf), unexplored), detail)
         cost, R, plans = best
-        bound = min(min((b for b, _, _ in heap), default=cost), cost)
+        bound = min(min((b for b, _, _ in heap), default=cost), cost, unexplored)
         status = "optimal" if cost - bound <= self.tol else "feasible"
         return self._solution(status, cost, bound, R, plans, detail)
 
