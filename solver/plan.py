@@ -16,6 +16,7 @@ from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, add_candidates, build_problem
 from solver.compile.compiled import compile_problem
+from solver.compile.fleet_size import check_fleet_size
 from solver.compile.load_caps import at_load, caps_per_replica
 from solver.catalog.types import Catalog
 from solver.collector import paused as collector_paused
@@ -104,6 +105,7 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     timings: dict[str, float] = {}
     stage("candidates")
     problem = build_problem(workload, catalog, options.cache, stop)
+    check_fleet_size(problem)  # before any work that grows with the fleet
     if has_pending(problem) and (options.explain or workload.horizon_mode):
         # Explanations quote any configuration, and the multi-period search prices every
         # period with them: every percentile cap exact first.

@@ -270,3 +270,37 @@ def test_sensitivity_relaxations_stay_valid_at_the_edges_of_the_schema(slo, cons
         assert relaxed["slo[img].latency_ms"] == pytest.approx(1.25e-7)
     else:  # already at the schema's maximum: nothing to relax
         assert not {"slo[img].latency_ms", "budget", "quota[A10]"} & set(relaxed)
+
+
+# ---------------------------------------------------------------- fleets beyond any real one (issue 26)
+def test_a_demand_no_fleet_could_serve_is_refused_before_the_solve(tmp_path: Path) -> None:
+    """275 bytes asking for 1e9 requests/s (the schema allows it) used to grow a worker by
+    ~100 MB/s past its time limit; the replicas' lower bound refuses it in about a second."""
+    svc = llm_service(demand={"requests_per_s": 1e9, "prompt_tokens": 512, "output_tokens": 256})
+    proc = solve_dict(tmp_path, {"services": [svc], "solver": {"time_limit_s": 10}})
+    assert_bad_input(proc, "services[0].demand", "chat", "100,000 replicas")
+
+
+def test_a_running_fleet_beyond_the_limit_is_refused(tmp_path: Path) -> None:
+    from solver.compile.fleet_size import MAX_RUNNING_INSTANCES
+    running = [{"offer_id": "lambda/gpu_1x_gh200", "instances": MAX_RUNNING_INSTANCES},
+               {"offer_id": "lambda/gpu_1x_a10", "instances": 1}]
+    proc = solve_dict(tmp_path, {"services": [llm_service()], "current_fleet": running})
+    assert_bad_input(proc, "current_fleet", f"{MAX_RUNNING_INSTANCES + 1:,} instances")
+
+
+def test_the_fleet_bound_is_a_lower_bound_on_what_the_plan_uses() -> None:
+    """The estimate never exceeds the replicas a real plan uses (so nothing plannable is refused)."""
+    from solver.compile.candidates import build_problem
+    from solver.compile.fleet_size import replicas_needed
+    from solver.compile.resolve import resolve_catalog
+    from solver.plan import plan
+    from solver.workload.documents import parse_workload
+
+    w = json.loads((Path(__file__).resolve().parents[1] / "examples" / "llm-platform.json").read_text())
+    workload = parse_workload(w)
+    problem = build_problem(workload, resolve_catalog(workload))
+    d = plan(workload).to_dict()
+    for s in d["services"]:
+        used = sum(a["replicas"] for a in s["assignments"])
+        assert 0 < replicas_needed(problem)[s["name"]] <= used + 1e-9, s["name"]

@@ -147,6 +147,12 @@ def _single_class_solution(demand: float, items: list[tuple[float, float, int]],
         for r in range(most, -1, -1):  # the greedy count first: good plans early, tight pruning
             counts[k] = r
             search(k + 1, cost + r * c, max(need - r * t, 0.0), count + r)
+            if nodes[0] > node_limit and r > 0:
+                # Out of nodes: the smaller counts left here are not explored; this node's
+                # own LP bound covers them all (a loop over up to `most` - millions of
+                # replicas at absurd demand - would otherwise go on, one call per count).
+                open_bound[0] = min(open_bound[0], cost + lp_rest(k, need, max(min_replicas - count, 0)))
+                break
         counts[k] = 0
 
     try:
