@@ -119,3 +119,33 @@ def test_the_table_and_json_show_at_load(solver_cli, tmp_path):
     at = json.loads(out.stdout)["services"][0]["assignments"][0]["at_load"]
     assert set(at) == {"percentile", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "meets_slo",
                        "meets_slo_robust", "confidence", "slowdown", "band"}
+
+
+def _advised_ttft(doc) -> int:
+    import re
+
+    from solver.errors import InfeasibleError
+    with pytest.raises(InfeasibleError) as e:
+        _plan(doc)
+    (reason,) = e.value.reasons
+    assert reason.constraint == "slo[chat].ttft_ms", reason
+    return int(re.search(r"relax slo\.ttft_ms to at least (\d+) ms", reason.fix).group(1))
+
+
+def test_the_relax_advice_under_a_percentile_slo_is_the_exact_threshold():
+    """Issue 26: the advice used to quote another configuration's value without load (so
+    it named 209 ms where 193 ms sufficed, and moved as the bound rose). Now the threshold
+    comes from the percentile at a trickle on the (slowed) replica: the same whatever the
+    bound below it, the plan exists at it, and not 1 ms below."""
+    def doc(ttft):
+        d = _chat(99, rate=1.0, tpot=200.0, ttft=ttft,
+                  classes=[{"name": "long", "share": 1.0, "prompt_tokens": 4000, "output_tokens": 200}])
+        d["services"][0]["model"] = "llama-3.1-70b"
+        d["constraints"] = {"providers": ["lambda"], "gpu_types": ["H100-SXM"]}
+        return d
+
+    advised = {_advised_ttft(doc(b)) for b in (170, 185)}
+    assert len(advised) == 1
+    (threshold,) = advised
+    assert _plan(doc(threshold)).status == "optimal"
+    assert _advised_ttft(doc(threshold - 1)) == threshold

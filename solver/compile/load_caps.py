@@ -300,12 +300,34 @@ def exact_cap(c: Config, pending: tuple | None = None) -> Config:
     cap = _llm_cap(_slowed(replica, slow), mix, p, bounds, cv)
     cap /= 1 + band
     cap /= 1 + margin  # exact at "nominal": a division by 1.0
-    slower = f" on a replica {slow:.2f}x slower than modelled (slo.confidence)" if slow != 1 else ""
-    reason = "" if cap > 0 else f"misses the p{p} SLO ({bounds_text}) under load, even at a trickle of requests{slower}"
+    reason = "" if cap > 0 else trickle_reason(_slowed(replica, slow), mix, p, bounds, cv, slow)
     return replace(c, pending_cap=None,
                    classes=tuple(replace(k, throughput=cap if cap > 0 else 0.0, reason=reason or k.reason,
                                          binding_limit="slo_under_load" if cap > 0 else k.binding_limit)
                                  for k in c.classes))
+
+
+def trickle_reason(replica, mix: tuple[TrafficClass, ...], p: int, bounds: tuple, cv: float, slow: float) -> str:
+    """Why a replica has no rate at which the percentile SLO holds: each bound its p-th
+    percentile misses at a trickle of requests (`max_rate_for_slo`'s lowest rate), the
+    furthest over first. That value is the exact threshold for this replica: with the bound
+    at or above it the cap is positive (percentiles only rise with the rate), so the
+    diagnosis can advise it ("relax slo.ttft_ms to at least ...")."""
+    slower = f" on a replica {slow:.2f}x slower than modelled (slo.confidence)" if slow != 1 else ""
+    model = load_model(replica, mix, float(cv))
+    sat = model.saturation_rate()
+    misses = []
+    if sat > 0:
+        at = model.at_rate(1e-6 * sat, (p,))
+        misses = sorted(((at.value(m, p) / b, m, at.value(m, p), b) for m, b in bounds if at.value(m, p) > b),
+                        reverse=True)
+    if not misses:  # no capacity at all, or a CDF that misses at p without a value above the bound
+        text = ", ".join(f"{_LABEL[m]} {b:g} ms" for m, b in bounds)
+        return f"misses the p{p} SLO ({text}) under load, even at a trickle of requests{slower}"
+    _, m, v, b = misses[0]
+    more = "".join(f"; p{p} {_LABEL[m2]} {v2:.1f} ms > {b2:g} ms" for _, m2, v2, b2 in misses[1:])
+    return (f"misses the p{p} {_LABEL[m]} SLO under load: {v:.1f} ms > {b:g} ms even at a trickle of "
+            f"requests{slower}{more}")
 
 
 def _measured(svc, c: Config) -> Config:
@@ -395,10 +417,10 @@ def _bounds_text(svc) -> str:
 
 
 def _kind(reason: str) -> str:
-    for word, kind in (("TTFT", "ttft"), ("TPOT", "tpot"), ("latency", "latency")):
-        if word in reason:
-            return kind
-    return "latency"
+    """The metric a reason names first (a percentile reason puts the bound missed most first)."""
+    found = [(reason.find(word), kind) for word, kind in (("TTFT", "ttft"), ("TPOT", "tpot"), ("latency", "latency"))
+             if word in reason]
+    return min(found)[1] if found else "latency"
 
 
 # ---------------------------------------------------------------- percentiles at the planned load

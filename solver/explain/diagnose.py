@@ -137,11 +137,16 @@ def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Proble
             best = min(misses, key=lambda r: _value_in(r.reason))
             slo_field = {"tpot": "tpot_ms", "ttft": "ttft_ms", "latency": "latency_ms"}[kind]
             achieved = _value_in(best.reason)
+            # A value under load (at a trickle, the percentile) is this configuration's exact
+            # threshold; one without load is only necessary where a percentile SLO applies.
+            bound_only = svc.slo.percentile is not None and "under load" not in best.reason
+            at_least = (f"more than {math.ceil(achieved)} ms (the value without load; the p{svc.slo.percentile} "
+                        "under load is higher)") if bound_only else f"at least {math.ceil(achieved)} ms"
             return InfeasibilityReason(
                 f"slo[{name}].{slo_field}",
                 f"{name}: no allowed configuration meets the {kind.upper() if kind != 'latency' else 'latency'} SLO; "
                 f"the best is {best.gpu} x{best.gpus_per_replica} at {best.precision or 'measured'}: {best.reason}.",
-                f"relax slo.{slo_field} to at least {math.ceil(achieved)} ms, or allow faster GPUs / fp8", name)
+                f"relax slo.{slo_field} to {at_least}, or allow faster GPUs / fp8", name)
     if kinds.get("profile_size") and not any(kinds.get(k) for k in ("ttft", "tpot", "latency", "vram")):
         # The service's only measurements are for replica sizes that cannot be planned.
         sample = next(r for r in rej if r.kind == "profile_size")
