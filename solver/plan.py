@@ -101,6 +101,11 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
     deadline = t0 + time_limit
     stop = Stop(options.cancel, deadline, time_limit)
+    if options.answer_by is None:
+        # The time limit bounds the answer too: past it, the informational values under
+        # load of services without a percentile SLO are left out (with a warning), as past
+        # a gRPC call's deadline - hundreds of services cost seconds of queueing runs.
+        options = replace(options, answer_by=deadline)
     stage = options.on_stage or (lambda name: None)
     timings: dict[str, float] = {}
     stage("candidates")

@@ -255,8 +255,11 @@ def _region_rows(lm, problem: Problem, pv: PeriodVars, services, regions: int, p
 
 def _replica_rows(lm, pv: PeriodVars, services, p: str) -> None:
     service_of = {c.key: c.service for c in pv.configs}
+    by_service: dict[str, list[tuple[int, float]]] = {}  # one pass (a scan per service was quadratic)
+    for (key, _spot), i in pv.r.items():
+        by_service.setdefault(service_of[key], []).append((i, 1.0))
     for s in services:
-        terms = [(i, 1.0) for (key, _spot), i in pv.r.items() if service_of[key] == s.name]
+        terms = by_service.get(s.name, [])
         if s.min_replicas:
             lm.row(f"min_replicas{p}[{s.name}]", terms, lb=s.min_replicas)
         if s.max_replicas is not None:
