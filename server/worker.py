@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from server import convert, logs
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from server.read_memo import READS
-from server.requests import backend_name, decode, read_workload, solve_budget
+from server.requests import ANSWER_S_PER_SERVICE, backend_name, decode, read_workload, solve_budget
 from server.status import Failure, failure
 from solver.errors import Cancelled, InputError, SolverTimeout
 
@@ -198,7 +198,7 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
         raise InputError.single("time_limit_s", f"must be between 0 and {MAX_TIME_LIMIT_S:g} s, got {requested_s:g}.",
                                 "give the seconds the solver may take, or leave it unset")
     remaining_s = None if deadline is None else deadline - time.monotonic()
-    limit_s, by_deadline = solve_budget(requested_s, remaining_s)
+    limit_s, by_deadline = solve_budget(requested_s, remaining_s, len(workload.services))
     if limit_s < MIN_SOLVE_S:
         raise SolverTimeout(f"the call's deadline leaves {limit_s:.2f} s to solve. To fix: give the call a longer deadline")
     on_progress = None
@@ -213,7 +213,8 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
                                         references_checked=True,  # read_workload checked them
                                         on_stage=job.stage,
                                         # leave time to convert and send the answer
-                                        answer_by=None if deadline is None else deadline - 0.1))
+                                        answer_by=None if deadline is None else
+                                        deadline - max(0.1, 0.3 * ANSWER_S_PER_SERVICE * len(workload.services))))
     job.stage("answer")
     d = result.to_dict()
     late = by_deadline and d["status"] != "optimal"

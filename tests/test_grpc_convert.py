@@ -19,7 +19,7 @@ from server import convert
 from server.admission import QueueFull, SolveGate, WaitCancelled, WaitExpired
 from server.estimate import missing_api_fields
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
-from server.requests import answer_margin_s, solve_budget
+from server.requests import ANSWER_S_PER_SERVICE, answer_margin_s, solve_budget
 from solver.errors import InfeasibilityReason
 from solver.plan import PlanOptions, plan
 from solver.output.result import LoadBand, PlanResult
@@ -148,6 +148,12 @@ def test_solve_budget_from_the_deadline():
     assert by_deadline and limit == pytest.approx(10.0 - 1.5)
     assert solve_budget(60.0, 0.2) == (0.0, True)
     assert answer_margin_s(1.0) == 0.3 and answer_margin_s(1000.0) == 3.0
+    # Large plans keep more back (issue 26: 1,000 services at a 25 s deadline were killed
+    # while serialising), never more than half of what is left.
+    assert answer_margin_s(25.0, services=1000) == pytest.approx(1000 * ANSWER_S_PER_SERVICE)
+    assert answer_margin_s(25.0, services=1000) > answer_margin_s(25.0) == 3.0
+    assert answer_margin_s(4.0, services=5000) == 2.0
+    assert solve_budget(60.0, 25.0, services=1000)[0] == pytest.approx(25.0 - 1000 * ANSWER_S_PER_SERVICE)
 
 
 # ------------------------------------------------------------------ the solve gate
