@@ -24,7 +24,7 @@ from dataclasses import asdict
 import grpc
 
 from server import convert, logs
-from server.admission import SolveGate
+from server.admission import LARGE_REQUEST_BYTES, SolveGate
 from server.calls import CallRegistry
 from server.errors import Failed
 from server.estimate import estimate_rows
@@ -77,7 +77,10 @@ class PlannerServicer:
                 self._metrics.solves.labels(outcome).inc()
 
         try:
-            with self._gate.slot(context.time_remaining(), cancel):
+            # A large request goes in the large lane (server/admission.py): one slot stays
+            # for small solves however many long jobs arrive.
+            large = kind == "solve" and len(request) > LARGE_REQUEST_BYTES
+            with self._gate.slot(context.time_remaining(), cancel, large=large):
                 try:
                     remaining = context.time_remaining()
                     deadline = None if remaining is None else time.monotonic() + remaining
@@ -131,7 +134,7 @@ class PlannerServicer:
 
         cancel = self._calls.enter(context)
         try:
-            with self._gate.slot(context.time_remaining(), cancel):
+            with self._gate.slot(context.time_remaining(), cancel, large=True):  # a whole review: the large lane
                 result = None
                 for message in self._pool.run("review", (request, logs.request_id_var.get()), cancel):
                     result = message[2]

@@ -239,3 +239,44 @@ def _until(condition, timeout_s: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() - t0 < timeout_s, "condition not reached"
         time.sleep(0.01)
+
+
+def test_large_jobs_leave_one_slot_to_small_solves():
+    """Issue 26: two long jobs on a 2-slot server used to fill both slots; now large jobs
+    hold at most one, the second waits, and a small solve runs at once beside the first.
+    When the large job ends, the waiting large one gets its slot."""
+    gate = SolveGate(max_running=2, max_waiting=4)
+    never = threading.Event()
+    done = {"big1": threading.Event(), "big2": threading.Event(), "small": threading.Event()}
+    admitted: list[str] = []
+
+    def job(name: str, large: bool) -> None:
+        with gate.slot(None, never, large=large):
+            admitted.append(name)
+            done[name].wait(10)
+
+    big1 = threading.Thread(target=job, args=("big1", True))
+    big1.start()
+    _until(lambda: gate.running == 1)
+    big2 = threading.Thread(target=job, args=("big2", True))
+    big2.start()
+    _until(lambda: gate.waiting == 1)  # the large lane is full: big2 waits with a slot free
+    assert gate.running == 1
+    small = threading.Thread(target=job, args=("small", False))
+    small.start()
+    _until(lambda: "small" in admitted)  # admitted past the waiting large job
+    assert gate.running == 2 and gate.waiting == 1
+    done["big1"].set()
+    _until(lambda: "big2" in admitted)
+    done["big2"].set()
+    done["small"].set()
+    for t in (big1, big2, small):
+        t.join(10)
+    assert admitted == ["big1", "small", "big2"] and gate.running == 0 and gate.waiting == 0
+
+
+def test_a_one_slot_gate_still_runs_large_jobs():
+    gate = SolveGate(max_running=1, max_waiting=1)
+    with gate.slot(None, threading.Event(), large=True):
+        assert gate.running == 1
+    assert gate.running == 0
