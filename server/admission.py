@@ -65,8 +65,9 @@ class SolveGate:
     def _acquire(self, timeout_s: float | None, cancel: threading.Event, large: bool) -> float:
         t0 = time.monotonic()
         with self._lock:
-            # No waiter that could take a free slot is ahead of this call.
-            if self._may_run(large) and not any(self._may_run(q_large) for _, q_large in self._queue):
+            # Every waiter that may run has been handed its slot (`_hand_over` after each
+            # change), so one that may run now is ahead of nobody who could.
+            if self._may_run(large):
                 self._start(large)
                 self._publish()
                 return 0.0

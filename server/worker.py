@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from server import convert, logs
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from server.read_memo import READS
-from server.requests import ANSWER_S_PER_SERVICE, backend_name, decode, read_workload, solve_budget
+from server.requests import answer_send_s, backend_name, decode, read_workload, solve_budget
 from server.status import Failure, failure
 from solver.errors import Cancelled, InputError, SolverTimeout
 
@@ -214,7 +214,7 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
                                         on_stage=job.stage,
                                         # leave time to convert and send the answer
                                         answer_by=None if deadline is None else
-                                        deadline - max(0.1, 0.3 * ANSWER_S_PER_SERVICE * len(workload.services))))
+                                        deadline - answer_send_s(len(workload.services))))
     job.stage("answer")
     d = result.to_dict()
     late = by_deadline and d["status"] != "optimal"

@@ -166,7 +166,7 @@ def test_the_loop_never_keeps_a_bound_below_the_cap():
     assert pending
     rng = random.Random(0)
     for key, p in rng.sample(pending, min(len(pending), 40)):
-        replica, mix, _, _, cv, _, _, slow, _ = p
+        replica, mix, _, _, cv, _, slow, _ = p
         cap = _llm_cap(*key)
         assert saturation_cap_bound(key) >= cap
         assert _first_bound(replica, slow, mix, cv) >= saturation_cap_bound(key)

@@ -61,7 +61,7 @@ def test_nominal_reproduces_todays_caps_exactly(classes):
     """At "nominal" a cap is the queueing model's largest rate for the SLO, bit for bit
     (what every cap was before confidence existed)."""
     for c in _pending(_workload("nominal", classes=classes)):
-        replica, mix, p, bounds, cv, band, _text, slow, margin = c.pending_cap
+        replica, mix, p, bounds, cv, band, slow, margin = c.pending_cap
         assert (slow, margin) == (1.0, 0.0)
         today = max_rate_for_slo(replica, mix, p, arrival_cv=cv, **dict(bounds)) / (1 + band)
         assert exact_cap(c).classes[0].throughput == today
@@ -91,7 +91,7 @@ def test_robust_caps_hold_on_the_slowed_replica_with_3_percent_more_traffic(clas
     cap is the largest such rate within the search's resolution (not needlessly low)."""
     configs = _pending(_workload(classes=classes))
     for c in configs:
-        replica, mix, p, bounds, cv, band, _text, slow, margin = c.pending_cap
+        replica, mix, p, bounds, cv, band, slow, margin = c.pending_cap
         assert slow == slowdown(0.9) > 1 and margin == RATE_MARGIN
         robust = exact_cap(c).classes[0].throughput
         nominal = max_rate_for_slo(replica, mix, p, arrival_cv=cv, **dict(bounds))
@@ -129,7 +129,7 @@ def test_the_lazy_bound_stays_above_the_robust_cap():
     from solver.compile.load_caps import cap_upper_bound
 
     for c in _pending(_workload(0.99, classes=MIX)):
-        replica, mix, p, bounds, cv, band, _text, slow, margin = c.pending_cap
+        replica, mix, p, bounds, cv, band, slow, margin = c.pending_cap
         assert c.classes[0].throughput >= exact_cap(c).classes[0].throughput
         assert c.classes[0].throughput == cap_upper_bound(replica.slowed(slow), mix, p, cv) / (1 + band) / (1 + margin)
 

@@ -28,18 +28,16 @@ MAX_RUNNING_INSTANCES = 100_000
 
 
 def replicas_needed(problem: Problem) -> dict[str, float]:
-    """Per service, a lower bound on the replicas any plan runs in its busiest period."""
+    """Per service, a lower bound on the replicas its demand (as compiled, before period
+    multipliers) needs: replicas time-share classes, so any plan runs at least
+    sum_k D_k / max_c t_ck of them (also what `diagnose` holds max_replicas against)."""
     fastest: dict[tuple[str, int], float] = defaultdict(float)
     for c in problem.configs:
         for k, perf in enumerate(c.classes):
             fastest[(c.service, k)] = max(fastest[(c.service, k)], perf.throughput)
-    out = {}
-    for s in problem.services:
-        peak = max(s.period_multipliers, default=1.0)
-        need = peak * sum(d / fastest[(s.name, k)] for k, d in enumerate(s.class_demand)
-                          if d > 0 and fastest[(s.name, k)] > 0)
-        out[s.name] = max(need, float(s.min_replicas))
-    return out
+    return {s.name: sum(d / fastest[(s.name, k)] for k, d in enumerate(s.class_demand)
+                        if d > 0 and fastest[(s.name, k)] > 0)
+            for s in problem.services}
 
 
 def check_fleet_size(problem: Problem) -> None:
@@ -48,7 +46,8 @@ def check_fleet_size(problem: Problem) -> None:
     total = 0.0
     needed = replicas_needed(problem)
     for i, s in enumerate(problem.services):
-        need = needed[s.name]
+        # in the busiest period, and never fewer than min_replicas
+        need = max(max(s.period_multipliers, default=1.0) * needed[s.name], float(s.min_replicas))
         total += need
         if need > MAX_PLAN_REPLICAS:
             violations.append(FieldViolation(

@@ -94,7 +94,7 @@ def cap_under_load(oc, configs: list[Config]) -> list[Config]:
 
 
 def _estimated(oc, svc, c: Config) -> Config | None:
-    classes, mix, (p, bounds, cv, text) = _service_terms(svc)
+    classes, mix, (p, bounds, cv) = _service_terms(svc)
     missing = [k for k in classes if c.classes[k].throughput <= 0]
     if missing:
         # Every replica serves the whole mix. A class that misses a bound even without
@@ -117,8 +117,7 @@ def _estimated(oc, svc, c: Config) -> Config | None:
     # Everything the exact cap needs, kept on the configuration while it is pending; the
     # last two: the slowdown and rate margin of the service's confidence (1 and 0: nominal).
     slow, margin = slowdown(svc.slo.confidence, oc.b.calibration), rate_margin(svc.slo.confidence)
-    pending = (replica_for(query), mix, p, bounds, cv, c.error_band if svc.size_with_error_band else 0.0, text, slow,
-               margin)
+    pending = (replica_for(query), mix, p, bounds, cv, c.error_band if svc.size_with_error_band else 0.0, slow, margin)
     if not LAZY:
         return exact_cap(c, pending)
     # The exact cap costs a queueing-model search; an upper bound costs one step evaluation.
@@ -136,14 +135,14 @@ _TERMS: dict[int, tuple] = {}  # id(service) -> (service, its terms): see _servi
 
 
 def _service_terms(svc) -> tuple:
-    """(classes a replica serves, their mix (`_service_mix`), (percentile, bounds, CV, bounds
-    text)) of a service, made once per service object (asked once per configuration)."""
+    """(classes a replica serves, their mix (`_service_mix`), (percentile, bounds, CV)) of a
+    service, made once per service object (asked once per configuration)."""
     hit = _TERMS.get(id(svc))
     if hit is not None and hit[0] is svc:
         return hit[1]
     classes = [k for k, d in enumerate(svc.class_demand) if d > 0] or [0]
     value = (classes, _service_mix(svc),
-             (svc.slo.percentile, svc.slo.bounds(), float(svc.arrival_cv), _bounds_text(svc)))
+             (svc.slo.percentile, svc.slo.bounds(), float(svc.arrival_cv)))
     if len(_TERMS) >= 4096:
         _TERMS.clear()
     _TERMS[id(svc)] = (svc, value)
@@ -204,19 +203,19 @@ def cap_key(pending: tuple) -> tuple:
     """What a pending configuration's cap is a function of, the `_llm_cap` memo's key:
     (the replica slowed for the service's confidence, mix, percentile, bounds, CV).
     Configurations of one replica shape on several offers share it."""
-    replica, mix, p, bounds, cv, _, _, slow, _ = pending
+    replica, mix, p, bounds, cv, _, slow, _ = pending
     return (_slowed(replica, slow), mix, p, bounds, cv)
 
 
 def per_key(pending: tuple, rate: float) -> float:
     """A configuration's rate as a rate under its cap key (`per_config`'s inverse)."""
-    return rate * (1 + pending[5]) * (1 + pending[8])
+    return rate * (1 + pending[5]) * (1 + pending[7])
 
 
 def per_config(pending: tuple, value: float) -> float:
     """A value under a cap key (a cap, or a bound on one) as the configuration's rate: with
     the error band and the rate margin divided out as `exact_cap` does."""
-    return value / (1 + pending[5]) / (1 + pending[8])
+    return value / (1 + pending[5]) / (1 + pending[7])
 
 
 def saturation_cap_bound(key: tuple) -> float:
@@ -296,7 +295,7 @@ def exact_cap(c: Config, pending: tuple | None = None) -> Config:
     pending = pending or c.pending_cap
     if pending is None:
         return c
-    replica, mix, p, bounds, cv, band, bounds_text, slow, margin = pending
+    replica, mix, p, bounds, cv, band, slow, margin = pending
     cap = _llm_cap(_slowed(replica, slow), mix, p, bounds, cv)
     cap /= 1 + band
     cap /= 1 + margin  # exact at "nominal": a division by 1.0
@@ -322,8 +321,7 @@ def trickle_reason(replica, mix: tuple[TrafficClass, ...], p: int, bounds: tuple
         misses = sorted(((at.value(m, p) / b, m, at.value(m, p), b) for m, b in bounds if at.value(m, p) > b),
                         reverse=True)
     if not misses:  # no capacity at all, or a CDF that misses at p without a value above the bound
-        text = ", ".join(f"{_LABEL[m]} {b:g} ms" for m, b in bounds)
-        return f"misses the p{p} SLO ({text}) under load, even at a trickle of requests{slower}"
+        return f"misses the p{p} SLO ({_bounds_text(bounds)}) under load, even at a trickle of requests{slower}"
     _, m, v, b = misses[0]
     more = "".join(f"; p{p} {_LABEL[m2]} {v2:.1f} ms > {b2:g} ms" for _, m2, v2, b2 in misses[1:])
     return (f"misses the p{p} {_LABEL[m]} SLO under load: {v:.1f} ms > {b:g} ms even at a trickle of "
@@ -339,7 +337,7 @@ def _measured(svc, c: Config) -> Config:
         if cap is None:
             classes.append(k)
             continue
-        reason = "" if cap > 0 else f"misses the p{p} SLO ({_bounds_text(svc)}) under load"
+        reason = "" if cap > 0 else f"misses the p{p} SLO ({_bounds_text(svc.slo.bounds())}) under load"
         classes.append(replace(k, throughput=cap, reason=reason or k.reason,
                                binding_limit="slo_under_load" if cap > 0 else k.binding_limit))
     return replace(c, classes=tuple(classes))
@@ -412,8 +410,8 @@ def _at_mix(caps: list[float], weights: list[float]) -> float:
     return 1.0 / load if load > 0 else 0.0
 
 
-def _bounds_text(svc) -> str:
-    return ", ".join(f"{_LABEL[name]} {value:g} ms" for name, value in svc.slo.bounds())
+def _bounds_text(bounds) -> str:
+    return ", ".join(f"{_LABEL[name]} {value:g} ms" for name, value in bounds)
 
 
 def _kind(reason: str) -> str:

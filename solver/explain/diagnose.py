@@ -6,6 +6,7 @@ import math
 from collections import Counter, defaultdict
 
 from solver.catalog.types import Catalog
+from solver.compile.fleet_size import replicas_needed
 from solver.compile.problem import Config, Problem, Rejection, ServiceDemand
 from solver.errors import InfeasibilityReason
 from solver.interrupt import Stop
@@ -284,20 +285,13 @@ def unexplained_reason() -> InfeasibilityReason:
 
 
 def _replica_limits(problem: Problem) -> list[InfeasibilityReason]:
-    """max_replicas below what the demand needs even on each class's fastest configuration.
-
-    Replicas time-share classes, so any plan needs at least sum_k D_k / max_c t_ck replicas.
-    """
-    fastest: dict[tuple[str, int], float] = defaultdict(float)
-    for c in problem.configs:
-        for k, perf in enumerate(c.classes):
-            fastest[(c.service, k)] = max(fastest[(c.service, k)], perf.throughput)
+    """max_replicas below what the demand needs even on each class's fastest configuration
+    (`fleet_size.replicas_needed`: replicas time-share classes)."""
+    needed = replicas_needed(problem)
     out = []
     for s in problem.services:
-        if s.max_replicas is None:
-            continue
-        need = sum(d / fastest[(s.name, k)] for k, d in enumerate(s.class_demand) if d > 0 and fastest[(s.name, k)] > 0)
-        if need > s.max_replicas + 1e-9:
+        need = needed[s.name]
+        if s.max_replicas is not None and need > s.max_replicas + 1e-9:
             out.append(InfeasibilityReason(
                 f"replicas[{s.name}]", f"{s.name}: its demand needs at least {math.ceil(need - 1e-9)} replicas even on "
                 f"its fastest configurations; max_replicas is {s.max_replicas}.",
