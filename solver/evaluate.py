@@ -89,7 +89,15 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
     served = {name: [0.0] * len(d.class_demand) for name, d in demands.items()}
     replicas_per_service = {name: 0 for name in demands}
     items: dict[str, list[tuple[str, int, int]]] = {}
+    pool_rates: dict[tuple[str, str], dict[str, float]] = {}  # (service, tier) -> role -> rate served
     for a in sol.assignments:
+        if "#" in a.service and a.offer_id in offers_by_id:
+            parent = a.service.split("#", 1)[0]
+            if parent in demands:
+                ok = _check_worker(workload, catalog, demands[parent], a, offers_by_id[a.offer_id], rep, pool_rates)
+                if ok:
+                    items.setdefault((a.offer_id, a.spot), []).extend([(a.config_key, a.gpus_per_replica, 1)] * a.replicas)
+                continue
         if a.service not in demands or a.offer_id not in offers_by_id:
             rep.violations.append(f"assignment {a.config_key} names an unknown service or offer")
             continue
@@ -128,6 +136,12 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
             [(a.config_key, a.gpus_per_replica, a.instances_per_replica)] * a.replicas)
         rep.violations.extend(_under_load(catalog, builder.calibration, demands[a.service], config, a))
 
+    for (name, tier), roles in sorted(pool_rates.items()):
+        pre, dec = roles.get("prefill", 0.0), roles.get("decode", 0.0)
+        if abs(pre - dec) > 1e-6 * max(pre, dec, 1.0):
+            rep.violations.append(f"{name} over {tier}: the prefill pool takes {pre:.6g} requests/s but the decode "
+                                  f"pool {dec:.6g} (every request prefilled must be decoded)")
+        served[name][0] += min(pre, dec)
     for name, d in demands.items():
         limit = d.model.max_context_tokens if d.model is not None else None
         for k, t in enumerate(d.class_tokens if limit else ()):
@@ -177,6 +191,70 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
                 if len(regions) > 1:
                     rep.violations.append(f"constraints.same_region is service, but {name} uses {sorted(regions)}")
     return rep
+
+
+def _check_worker(workload: Workload, catalog: Catalog, svc, a, offer, rep: EvalReport,
+                  pool_rates: dict) -> bool:
+    """A prefill or decode worker of a disaggregated deployment, re-derived from the raw
+    workload: its name parsed afresh, its link from the offer's network, its rate and
+    latency from the worker physics; returns whether it may be placed."""
+    from solver.catalog.network import offer_links
+    from solver.perf import PerfQuery
+    from solver.perf.disagg import decode_worker, prefill_worker
+
+    wanted = next(s for s in workload.services if s.name == svc.name)
+    rest = a.service.split("#", 1)[1]
+    role, _, tier = rest.partition("@")
+    parts = tier.split("/")
+    if role not in ("prefill", "decode") or len(parts) != 3 or "-" not in parts[2]:
+        rep.violations.append(f"assignment {a.config_key}: {a.service!r} is not a prefill or decode pool name")
+        return False
+    provider, region, link = parts
+    fabric, _, speed_text = link.rpartition("-")
+    try:
+        speed = float(speed_text.rstrip("G"))
+    except ValueError:
+        speed = -1.0
+    if wanted.serving == "aggregated":
+        rep.violations.append(f"{a.config_key}: {svc.name} is served aggregated, but the plan gives it a {role} pool")
+        return False
+    allowed = getattr(wanted.disaggregation, f"{role}_gpu_types")
+    if allowed is not None and offer.gpu not in allowed:
+        rep.violations.append(f"{a.config_key}: {offer.gpu} is not among {svc.name}'s {role}_gpu_types")
+    if (offer.provider, offer.region) != (provider, region):
+        rep.violations.append(f"{a.config_key}: the {role} worker runs in {offer.provider}/{offer.region}, not in its "
+                              f"pool's {provider}/{region}")
+    links = offer_links(offer)
+    per_instance = links.rdma_gbit_s if fabric == "rdma" else links.ethernet_gbit_s if fabric == "ethernet" else None
+    share = (per_instance or 0.0) * a.gpus_per_replica / offer.gpus_per_instance
+    if speed <= 0 or share < speed - 1e-9:
+        rep.violations.append(f"{a.config_key}: its {fabric or 'unknown'} link share is {share:g} Gbit/s, below the "
+                              f"{speed_text} its pool's KV transfer counts on")
+        return False
+    tokens = svc.class_tokens[0]
+    q = PerfQuery(model=svc.model, gpu=catalog.gpus[offer.gpu], gpus_per_replica=a.gpus_per_replica,
+                  interconnect=offer.interconnect, usable_memory_gib=catalog.usable_memory_gib(offer),
+                  precision=a.precision, engine=svc.engine, prompt_tokens=tokens.prompt_tokens,
+                  output_tokens=tokens.output_tokens, ttft_slo_ms=svc.slo.ttft_ms, tpot_slo_ms=svc.slo.tpot_ms,
+                  calibration=calibration_of(workload), kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch,
+                  kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
+                  max_num_batched_tokens=svc.max_num_batched_tokens, scheduler=svc.scheduler)
+    worker = (prefill_worker if role == "prefill" else decode_worker)(q, link_gbit_s=speed,
+                                                                       percentile=svc.slo.percentile)
+    if not worker.feasible:
+        rep.violations.append(f"{a.config_key}: {worker.reason}")
+        return False
+    routed = sum(a.routed)
+    if routed > worker.rate_rps * a.replicas * (1 + TOL) + TOL:
+        rep.violations.append(f"{a.config_key}: {routed:.6g} requests/s routed to {a.replicas} {role} worker(s) that "
+                              f"sustain {worker.rate_rps:.6g} each")
+    if worker.memory_gib_per_gpu > catalog.usable_memory_gib(offer) + TOL:
+        rep.violations.append(f"{a.config_key}: {worker.memory_gib_per_gpu:.1f} GiB per GPU exceeds "
+                              f"{catalog.usable_memory_gib(offer):.1f} GiB")
+    rates = pool_rates.setdefault((svc.name, f"{provider}/{region}/{link}"), {})
+    rates[role] = rates.get(role, 0.0) + routed
+    rep.capacity.setdefault(a.service, [0.0])[0] += worker.rate_rps * a.replicas
+    return True
 
 
 def _under_load(catalog, calibration, svc, config, a) -> list[str]:

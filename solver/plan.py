@@ -593,7 +593,10 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
     used = {a.config_key for a in solution.assignments}
     by_key = {c.key: c for c in problem.configs if c.key in used}
     services = []
+    active = {a.service for a in solution.assignments}
     for s in problem.services:
+        if s.role and s.name not in active:
+            continue  # a disaggregated pool the plan does not use
         views = []
         tail_notes: list[str] = []
         skipped = False
@@ -617,6 +620,9 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
             check = problem.checks.get(c.key)
             if check is not None:
                 view.verified = check.view()
+            if s.role:  # a prefill or decode worker: its rate already holds its percentile (solver/perf/disagg.py)
+                views.append(view)
+                continue
             tail_notes.extend(tail_class_warnings(s, c))
             if s.slo.percentile is None and answer_by is not None and time.monotonic() > answer_by:
                 skipped = True
@@ -638,6 +644,14 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
         else:
             total_cap = s.total_demand / utilization if utilization > 0 else 0.0
         llm = s.model is not None
+        if s.role:
+            rate = sum(sum(v.routed) for v in views)
+            services.append(ServiceResult(s.name, s.unit, round(rate, 6), round(rate, 6), round(total_cap, 6),
+                                          round(utilization, 4), list(s.class_names), views,
+                                          model=s.model_label if llm else None, engine=s.engine if llm else None,
+                                          role=s.role, serves=s.feeds, link=s.link,
+                                          warnings=_pool_warnings(s)))
+            continue
         warnings = (load_warnings(s, views) + low_utilization_warnings(s, views) + tail_notes
                     + verification_warnings(s, views))
         if skipped:
@@ -648,6 +662,32 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None,
                                       confidence=_confidence_view(s, problem.calibration),
                                       capacity_margin=_capacity_margin(views)))
+    return _with_pool_capacity(services)
+
+
+def _pool_warnings(s) -> list[str]:
+    """What a disaggregated pool's figures rest on (docs/disaggregation.md)."""
+    out = ["the simulator does not check disaggregated pools yet: this pool's latencies come from the worker "
+           "model alone (docs/disaggregation.md)"]
+    if s.slo.percentile is not None and s.role == "prefill":
+        out.append(f"prefill workers are sized as M/D/1 queues for p{s.slo.percentile} TTFT, each on its own "
+                   "queue (a shared queue over the pool would allow more)")
+    return out
+
+
+def _with_pool_capacity(services: list[ServiceResult]) -> list[ServiceResult]:
+    """A service's capacity counts each disaggregated deployment it uses: per link tier, the
+    smaller of its prefill and decode pools' capacity (every request takes both)."""
+    pools: dict[str, dict[str, dict[str, float]]] = {}
+    for r in services:
+        if r.role:
+            pools.setdefault(r.serves, {}).setdefault(r.link, {})[r.role] = r.capacity
+    for r in services:
+        tiers = pools.get(r.name)
+        if tiers and not r.role:
+            r.capacity = round(r.capacity + sum(min(t.get("prefill", 0.0), t.get("decode", 0.0))
+                                                for t in tiers.values()), 6)
+            r.utilization = round(r.demand_with_headroom / r.capacity, 4) if r.capacity > 0 else 0.0
     return services
 
 

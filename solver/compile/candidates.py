@@ -1295,7 +1295,13 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
         else:  # no caches: everything recomputed
             configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas, tiers=tiers,
                                                         by_location=by_location, keep=running))
-    return replace(problem, offers=tuple(offers), configs=tuple(configs), rejections=tuple(builder.rejections),
+    services = problem.services
+    if any(s.serving != "aggregated" for s in services):
+        from solver.compile.disagg import add_disaggregated
+
+        services, configs = add_disaggregated(problem, catalog, offers, configs)
+    return replace(problem, services=services, offers=tuple(offers), configs=tuple(configs),
+                   rejections=tuple(builder.rejections),
                    dominated=tuple(builder.dominated),
                    filtered_out=problem.filtered_out + tuple(dominated))
 

@@ -221,6 +221,16 @@ class ServiceDemand:
     class_shares: tuple[float, ...] = (1.0,)  # of the service's requests, per class (the mix a replica serves)
     arrival_cv: float = 1.0  # of inter-arrival times (1: Poisson)
     period_multipliers: tuple[float, ...] = ()  # one per Problem.periods entry (1.0 where unnamed)
+    serving: str = "aggregated"  # "aggregated" | "disaggregated" | "auto" (solver/compile/disagg.py)
+    prefill_gpu_types: tuple[str, ...] | None = None  # disaggregation limits; None: any
+    decode_gpu_types: tuple[str, ...] | None = None
+    # A pool of a disaggregated deployment is a service of its own (solver/compile/disagg.py):
+    # its configurations are workers, and its demand row takes the rate its parent routes to
+    # the link it sits on (class_demand is then only an upper bound, for replica bounds).
+    role: str = ""  # "prefill" | "decode"; "" for a service the workload names
+    feeds: str = ""  # the parent service's name
+    link: str = ""  # the link tier the pool's workers meet (one per provider, region, fabric and speed)
+    link_gbit_s: float = 0.0  # that tier's speed per worker, gigabits per second
 
     @property
     def total_demand(self) -> float:

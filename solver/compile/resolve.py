@@ -93,6 +93,10 @@ def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
                 "use a library model (`solver-cli estimate --list-models`) or describe it inline "
                 "(params_b, layers, hidden_size, attention_heads, kv_heads, head_dim)"))
         problems.extend(_context_problems(i, svc))
+        dis = svc.get("disaggregation") if isinstance(svc.get("disaggregation"), dict) else {}
+        for field_name in ("prefill_gpu_types", "decode_gpu_types"):
+            for k, name in enumerate(_list(dis.get(field_name))):
+                unknown_gpu(f"services[{i}].disaggregation.{field_name}[{k}]", name)
         for j, prof in enumerate(_items(svc.get("profiles"))):
             gpu, precision = prof.get("gpu"), prof.get("precision")
             unknown_gpu(f"services[{i}].profiles[{j}].gpu", gpu)

@@ -82,7 +82,10 @@ def needs_check(problem: Problem, solution) -> list:
     for a in solution.assignments:
         s = services[a.service]
         c = by_key.get(a.config_key)
-        if c is None or c.source != "estimate" or s.model is None or s.slo.percentile is None or not s.slo.bounds():
+        # Disaggregated pools (s.role) are not simulated: the simulator models aggregated
+        # replicas; their percentile comes from the worker physics (solver/perf/disagg.py).
+        if c is None or c.source != "estimate" or s.model is None or s.slo.percentile is None or not s.slo.bounds() \
+                or s.role:
             continue
         if a.replicas > 0 and sum(a.routed) > 0:
             out.append((a, s, c))

@@ -43,7 +43,17 @@ def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[Infeasibilit
         return grouped[name]
 
     reasons = []
+    # A service with a disaggregated deployment (both pools with workers) is served by it.
+    fed = defaultdict(set)
     for svc in problem.services:
+        if svc.role and configs.get(svc.name):
+            fed[(svc.feeds, svc.link)].add(svc.role)
+    split = {parent for (parent, _), roles in fed.items() if len(roles) == 2}
+    for svc in problem.services:
+        if svc.role:
+            continue  # a pool: its parent is the one served or not
+        if svc.name in split:
+            continue
         if svc.name in configs:
             mine = configs[svc.name]
             if _all_classes_served(svc, mine):

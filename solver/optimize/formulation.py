@@ -114,6 +114,7 @@ class Formulation:
     y: dict[tuple[tuple, str], int] = field(default_factory=dict)  # (pool key, offer id) -> var index
     x: dict[tuple[str, int], int] = field(default_factory=dict)  # (group key, class) -> var index
     z: dict[tuple[str, tuple[str, str]], int] = field(default_factory=dict)  # (service or "", region) -> binary
+    split: dict[tuple[str, str], int] = field(default_factory=dict)  # (service, link tier) -> disaggregated rate
     cost_terms: list[tuple[int, float]] = field(default_factory=list)
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     by_service: dict[str, list[Group]] = field(default_factory=dict)
@@ -145,6 +146,11 @@ class Formulation:
             for key in ((a.service, region_of(self.problem.offer(a.offer_id))), ("", region_of(self.problem.offer(a.offer_id)))):
                 if key in self.z:
                     values[self.z[key]] = 1.0
+        for (parent, link), i in self.split.items():  # the rate each tier's prefill pool serves
+            from solver.compile.disagg import pool_name
+
+            pre = pool_name(parent, "prefill", link)
+            values[i] += sum(a.routed[0] for a in sol.assignments if a.service == pre and a.routed)
         for i, v in enumerate(self.model.variables):
             if values[i] > v.ub + 1e-9:
                 return None
@@ -193,23 +199,49 @@ class Formulation:
 
 def route_single_class(problem: Problem, assignments: list[Assignment], configs: dict[str, Config]) -> tuple[Assignment, ...]:
     """Single-class services (and services whose replicas all serve the service's mix):
-    route demand in proportion to each assignment's capacity, split by class share."""
+    route demand in proportion to each assignment's capacity, split by class share. A
+    disaggregated deployment's capacity is the smaller of its two pools' (every request
+    prefilled is decoded), and both pools carry the rate routed to it."""
     capacity: dict[str, float] = defaultdict(float)
     for a in assignments:
         capacity[a.service] += configs[a.config_key].throughput * a.replicas
+    rate = _split_routing(problem, capacity)
     out = []
     for a in assignments:
         s = problem.service(a.service)
         if len(s.class_demand) == 1 or s.mixed_routing:
             cap = configs[a.config_key].throughput * a.replicas
             total = capacity[a.service]
-            routed = s.total_demand * cap / total if total > 0 else 0.0
+            served = rate.get(a.service, s.total_demand)
+            routed = served * cap / total if total > 0 else 0.0
             a = Assignment(a.config_key, a.service, a.offer_id, a.gpus_per_replica, a.precision, a.replicas,
                            tuple(routed * d / s.total_demand if s.total_demand > 0 else 0.0 for d in s.class_demand),
                            a.instances_per_replica)
         out.append(a)
     out.sort(key=lambda a: (a.service, a.config_key))
     return tuple(out)
+
+
+def _split_routing(problem: Problem, capacity: dict[str, float]) -> dict[str, float]:
+    """The rate each service with disaggregated pools (and each pool) serves: the demand
+    split in proportion to the aggregated replicas' capacity and each tier's smaller pool."""
+    from solver.compile.disagg import pool_name
+
+    tiers: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for s in problem.services:
+        if s.role == "prefill" and capacity.get(s.name, 0.0) > 0:
+            tiers[s.feeds].append((s.name, pool_name(s.feeds, "decode", s.link)))
+    rate: dict[str, float] = {s.name: 0.0 for s in problem.services if s.role}  # pools without a partner: none
+    for parent, pairs in tiers.items():
+        parts = [min(capacity.get(pre, 0.0), capacity.get(dec, 0.0)) for pre, dec in pairs]
+        total = capacity.get(parent, 0.0) + sum(parts)
+        demand = problem.service(parent).total_demand
+        if total <= 0:
+            continue
+        rate[parent] = demand * capacity.get(parent, 0.0) / total
+        for (pre, dec), part in zip(pairs, parts):
+            rate[pre] = rate[dec] = demand * part / total
+    return rate
 
 
 def replica_upper_bound(c: Config, p: Problem) -> int:
@@ -522,15 +554,19 @@ def _hosted_bounds(f: Formulation, p: Problem, group_ub: dict[str, int]) -> dict
 
 def _demand_rows(f: Formulation, stop: Stop) -> None:
     p, lm = f.problem, f.model
+    fed = _split_rates(f)
     for i, s in enumerate(p.services):
         if i % 64 == 0:
             stop.check("model building")
         mine = f.by_service.get(s.name, [])
         if len(s.class_demand) == 1 or s.mixed_routing:
             # One class, or the service's mix on every replica (all classes carry its cap).
-            if s.total_demand > 0:
-                lm.row(f"demand[{s.name}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in mine],
-                       lb=s.total_demand)
+            if s.role:  # a pool of a disaggregated deployment: it serves the rate routed to its tier
+                lm.row(f"demand[{s.name}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in mine]
+                       + [(f.split[(s.feeds, s.link)], -1.0)], lb=0.0)
+            elif s.total_demand > 0:
+                lm.row(f"demand[{s.name}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in mine]
+                       + fed.get(s.name, []), lb=s.total_demand)
             continue
         for k, (cname, d) in enumerate(zip(s.class_names, s.class_demand)):
             terms = []
@@ -544,6 +580,25 @@ def _demand_rows(f: Formulation, stop: Stop) -> None:
             share = [(f.x[(g.key, k)], 1.0 / g.rep.classes[k].throughput) for k in range(len(s.class_names))
                      if (g.key, k) in f.x]
             lm.row(f"capacity[{g.key}]", share + [(f.r[g.key], -1.0)], ub=0.0)
+
+
+def _split_rates(f: Formulation) -> dict[str, list[tuple[int, float]]]:
+    """One rate variable per (service, link tier) with both pools in the model: the requests
+    the service sends to that disaggregated deployment (solver/compile/disagg.py)."""
+    fed: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    roles: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for s in f.problem.services:
+        if s.role and f.by_service.get(s.name):
+            roles[(s.feeds, s.link)].add(s.role)
+    for s in f.problem.services:
+        key = (s.feeds, s.link)
+        if s.role == "prefill" and len(roles[key]) == 2:
+            f.split[key] = f.model.var(f"split[{s.feeds}@{s.link}]", 0, s.total_demand)
+            fed[s.feeds].append((f.split[key], 1.0))
+    for s in f.problem.services:  # a pool whose partner has no workers serves nothing
+        if s.role and (s.feeds, s.link) not in f.split:
+            f.split[(s.feeds, s.link)] = f.model.var(f"split[{s.feeds}@{s.link}:{s.role}]", 0, 0)
+    return fed
 
 
 def _replica_rows(f: Formulation) -> None:

@@ -39,6 +39,8 @@ def greedy_solution(p: Problem, configs: list[Config] | None = None) -> Solution
     offers = {o.id: (o.price_usd_per_hour, o.gpus_per_instance) for o in p.offers}
     ceil = math.ceil
     for s in p.services:
+        if s.role:  # a disaggregated pool: the greedy plan serves its parent aggregated
+            continue
         mine = by_service.get(s.name, [])
         if not mine:
             return None

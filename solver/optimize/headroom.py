@@ -34,7 +34,9 @@ def fill_idle_gpus(form: Formulation, sol: Solution) -> tuple[Solution, int]:
     on_offer: dict[str, list] = {offer_id: [] for offer_id in free}
     for c in form.configs:
         mine = on_offer.get(c.offer_id)
-        if mine is not None and c.instances_per_replica == 1 and demand[c.service].total_demand > 0:
+        # Idle GPUs never open a disaggregated pool the plan does not use (it would serve nothing).
+        if mine is not None and c.instances_per_replica == 1 and demand[c.service].total_demand > 0 \
+                and (not demand[c.service].role or capacity[c.service] > 0):
             mine.append(c)
     for offer_id in sorted(free):
         candidates = on_offer[offer_id]

@@ -168,6 +168,11 @@ class ServiceResult:
     # 1 - capacity at the plan's caps / capacity at the nominal caps, over the chosen
     # assignments: the share of capacity slo.confidence sets aside. None without a cap under load.
     capacity_margin: float | None = None
+    # A pool of a disaggregated deployment (docs/disaggregation.md): "prefill" | "decode", the
+    # service it serves, and the link tier its KV transfer runs over. None: a service of the workload.
+    role: str | None = None
+    serves: str | None = None
+    link: str | None = None
 
 
 @dataclass

@@ -371,6 +371,28 @@ class EngineOptions(_Strict):
         return data
 
 
+class Disaggregation(_Strict):
+    """Limits on a service's disaggregated deployment (prefill and decode pools)."""
+
+    prefill_gpu_types: list[str] | None = Field(default=None, min_length=1, max_length=64, description="GPU types "
+                                                "the prefill pool may use; unset: any the constraints allow")
+    decode_gpu_types: list[str] | None = Field(default=None, min_length=1, max_length=64, description="GPU types "
+                                               "the decode pool may use; unset: any the constraints allow")
+
+
+def _disaggregation_unsupported(svc) -> str:
+    """Why a service cannot be planned disaggregated ("" if it can)."""
+    if svc.model is None or svc.profiles:
+        return ("needs an LLM model estimated by the performance model (measured profiles describe whole "
+                "replicas). To fix: remove profiles, or set serving: aggregated")
+    if svc.demand.classes and len(svc.demand.classes) > 1:
+        return "supports one request class for now. To fix: give one prompt/output size, or serving: aggregated"
+    if svc.min_replicas or svc.max_replicas is not None:
+        return ("cannot take min_replicas/max_replicas (they count aggregated replicas). To fix: remove them, "
+                "or set serving: aggregated")
+    return ""
+
+
 class Service(_Strict):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$", description="the "
                       "service's name, unique in the workload: letters, digits and . _ : / - (starting with a letter "
@@ -408,6 +430,13 @@ class Service(_Strict):
                                             "without a model needs them")
     size_with_error_band: bool = Field(default=False, description="size with the estimate's error margin: "
                                        "derate predicted throughput and inflate latency by the error band")
+    serving: Literal["auto", "aggregated", "disaggregated"] = Field(
+        default="aggregated", description="aggregated: every replica prefills and decodes; disaggregated: a "
+        "prefill pool ships each prompt's KV cache to a decode pool (each pool on the GPU type that serves it "
+        "cheapest); auto: the optimizer picks, and may mix both (docs/disaggregation.md)")
+    disaggregation: Disaggregation = Field(default_factory=Disaggregation, json_schema_extra=_show_default({}),
+                                           description="limits on the prefill and decode pools (with serving "
+                                           "auto or disaggregated)")
 
     @field_validator("engine")
     @classmethod
@@ -437,6 +466,13 @@ class Service(_Strict):
         if llm_like and not self.demand.classes and (self.demand.prompt_tokens is None or self.demand.output_tokens is None):
             raise ValueError("an LLM service needs demand.prompt_tokens and demand.output_tokens "
                              "(or demand.classes). To fix: add typical token counts, e.g. 512 and 256")
+        if self.serving != "aggregated":
+            why = _disaggregation_unsupported(self)
+            if why:
+                raise ValueError(f"serving: {self.serving} {why}")
+        elif self.disaggregation != Disaggregation():
+            raise ValueError("disaggregation limits are given but serving is aggregated. To fix: set serving to "
+                             "auto or disaggregated, or remove disaggregation")
         if len(set(self.precisions)) != len(self.precisions):
             raise ValueError("precisions are repeated. To fix: list each precision once")
         class_names = {c.name for c in self.demand.classes or []}
@@ -840,6 +876,13 @@ class Workload(_Strict):
             raise ValueError("change_costs is given without current_fleet: there is no running fleet to change, so "
                              "they would only switch planners. To fix: add current_fleet (an empty list when "
                              "nothing runs yet) or remove change_costs")
+        split = [s.name for s in self.services if s.serving != "aggregated"]
+        if split and (self.horizon_mode or self.constraints.same_region):
+            what = "constraints.same_region" if self.constraints.same_region and not self.horizon_mode else \
+                "periods, pricing tiers or a running fleet"
+            raise ValueError(f"service {split[0]!r} asks for serving: {self.services[[s.name for s in self.services].index(split[0])].serving}, "
+                             f"which is planned for one period without {what} for now. To fix: set serving: "
+                             "aggregated, or drop " + what)
         return self
 
     @field_validator("periods")

@@ -1,0 +1,199 @@
+"""Disaggregated deployments as pools the MIP sizes exactly.
+
+For a service with `serving: auto` or `disaggregated`, every (provider, region) link tier
+gets two pools, each a service of its own in the compiled problem: `NAME#prefill@TIER`
+and `NAME#decode@TIER`. Their configurations are workers (solver/perf/disagg.py), one per
+offer x GPUs per worker x precision, and the MIP (solver/optimize/formulation.py) adds one
+rate variable x per tier:
+
+    demand[NAME]          sum_G t_G R_G  +  sum_tier x_tier   >= D     (aggregated + disaggregated)
+    demand[NAME#prefill@T] sum_P t_P R_P  -  x_T               >= 0     (every request prefilled
+    demand[NAME#decode@T]  sum_Q t_Q R_Q  -  x_T               >= 0      is decoded: rates matched)
+
+Linear, so the cheapest mix of aggregated replicas and pools is proven optimal like any
+plan; packing, quotas, budgets and regions see workers as replicas.
+
+A tier is a provider's region, a fabric (RDMA, or Ethernet) and a speed per worker from
+LINK_LADDER_GBIT_S. The KV transfer between two workers runs at the slower of their links,
+so a worker joins every tier at or below its own speed (its link share: the instance's
+bandwidth x its GPUs / the instance's GPUs, rounded down to the ladder). A prefill worker's
+TTFT counts the transfer at its tier's speed; both workers' rates are capped by the bytes
+per second of that speed. Rounding down to the ladder only ever slows a link: the plan's
+promises hold, and the optimum is exact over the laddered link speeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from solver.catalog.network import offer_links
+from solver.catalog.types import Catalog, Offer
+from solver.compile.problem import ClassPerf, Config, Problem, ServiceDemand
+from solver.perf import PerfQuery
+from solver.perf.disagg import Worker, decode_worker, prefill_worker
+
+# Link speeds per worker a tier can have, gigabits per second (a worker's share is rounded
+# down to one of these: conservative, and it keeps tiers few).
+LINK_LADDER_GBIT_S = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0)
+POOL_MARK = "#"  # service names cannot contain it (schema pattern): pool names never collide
+
+
+def pool_name(service: str, role: str, tier: str) -> str:
+    return f"{service}{POOL_MARK}{role}@{tier}"
+
+
+def is_pool(name: str) -> bool:
+    return POOL_MARK in name
+
+
+def wants_disaggregation(s: ServiceDemand, problem: Problem) -> bool:
+    return (s.serving != "aggregated" and not s.role and s.model is not None and not s.profiles
+            and len(s.class_demand) == 1 and not problem.periods and problem.horizon is None
+            and s.total_demand > 0)
+
+
+def _ladder(gbit_s: float) -> float | None:
+    best = None
+    for step in LINK_LADDER_GBIT_S:
+        if step <= gbit_s + 1e-9:
+            best = step
+    return best
+
+
+def _worker_links(offer: Offer, gpus: int) -> list[tuple[str, float]]:
+    """(fabric, laddered Gbit/s) a worker of `gpus` GPUs on `offer` can use, fastest first per fabric."""
+    links = offer_links(offer)
+    share = gpus / offer.gpus_per_instance
+    out = []
+    for fabric, speed in (("rdma", links.rdma_gbit_s), ("ethernet", links.ethernet_gbit_s)):
+        if speed:
+            top = _ladder(speed * share)
+            if top is not None:
+                out.append((fabric, top))
+    return out
+
+
+def _tiers_of(offer: Offer, gpus: int) -> list[tuple[str, float]]:
+    """Every (fabric, speed) tier a worker joins: its own speed and each ladder step below."""
+    out = []
+    for fabric, top in _worker_links(offer, gpus):
+        out.extend((fabric, step) for step in LINK_LADDER_GBIT_S if step <= top)
+    return out
+
+
+def _tier_label(offer: Offer, fabric: str, speed: float) -> str:
+    return f"{offer.provider}/{offer.region}/{fabric}-{speed:g}G"
+
+
+def _query(s: ServiceDemand, catalog: Catalog, offer: Offer, gpus: int, precision: str, cal) -> PerfQuery:
+    tokens = s.class_tokens[0]
+    return PerfQuery(model=s.model, gpu=catalog.gpus[offer.gpu], gpus_per_replica=gpus,
+                     interconnect=offer.interconnect, usable_memory_gib=catalog.usable_memory_gib(offer),
+                     precision=precision, engine=s.engine, prompt_tokens=tokens.prompt_tokens,
+                     output_tokens=tokens.output_tokens, ttft_slo_ms=s.slo.ttft_ms, tpot_slo_ms=s.slo.tpot_ms,
+                     calibration=cal, kv_precision=s.kv_cache_dtype, max_batch=s.max_batch,
+                     kv_cache_memory_fraction=s.kv_cache_memory_fraction,
+                     max_num_batched_tokens=s.max_num_batched_tokens, scheduler=s.scheduler)
+
+
+def _config(pool: str, offer: Offer, gpus: int, precision: str, w: Worker) -> Config:
+    perf = ClassPerf(throughput=w.rate_rps, ttft_ms=w.ttft_ms if w.role == "prefill" else None,
+                     tpot_ms=w.tpot_ms if w.role == "decode" else None, batch=w.batch,
+                     binding_limit=w.binding_limit)
+    return Config(service=pool, offer_id=offer.id, gpus_per_replica=gpus, precision=precision, source="estimate",
+                  classes=(perf,), memory_gib_per_gpu=w.memory_gib_per_gpu)
+
+
+def worker_for(role: str, s: ServiceDemand, catalog: Catalog, offer: Offer, gpus: int, precision: str, cal,
+               link_gbit_s: float) -> Worker:
+    """One worker of `role` for service `s` on `offer` whose KV transfer runs at `link_gbit_s`."""
+    q = _query(s, catalog, offer, gpus, precision, cal)
+    fn = prefill_worker if role == "prefill" else decode_worker
+    return fn(q, link_gbit_s=link_gbit_s, percentile=s.slo.percentile)
+
+
+def add_disaggregated(problem: Problem, catalog: Catalog, offers: list[Offer], configs: list[Config]
+                      ) -> tuple[tuple[ServiceDemand, ...], list[Config]]:
+    """The problem's services with the pools of every service that may disaggregate, and
+    the configurations with their workers (a `disaggregated` service loses its aggregated ones)."""
+    from solver.compile.candidates import replica_sizes
+
+    services = list(problem.services)
+    only_pools: set[str] = set()
+    for s in problem.services:
+        if not wants_disaggregation(s, problem):
+            continue
+        if s.serving == "disaggregated":
+            only_pools.add(s.name)
+        pools: dict[tuple[str, str], list[Config]] = {}  # (role, tier) -> workers
+        speeds: dict[str, float] = {}
+        made: dict[tuple, Worker] = {}  # one estimate per hardware shape, role and speed
+        for offer in offers:
+            for role, allowed in (("prefill", s.prefill_gpu_types), ("decode", s.decode_gpu_types)):
+                if allowed is not None and offer.gpu not in allowed:
+                    continue
+                for gpus in replica_sizes(offer.gpus_per_instance):
+                    for precision in s.precisions:
+                        for fabric, speed in _tiers_of(offer, gpus):
+                            shape = (role, offer.gpu, catalog.usable_memory_gib(offer), offer.interconnect, gpus,
+                                     precision, speed)
+                            w = made.get(shape)
+                            if w is None:
+                                w = made[shape] = worker_for(role, s, catalog, offer, gpus, precision,
+                                                             problem.calibration, speed)
+                            if not w.feasible or w.rate_rps <= 0:
+                                continue
+                            tier = _tier_label(offer, fabric, speed)
+                            speeds[tier] = speed
+                            pools.setdefault((role, tier), []).append(
+                                _config(pool_name(s.name, role, tier), offer, gpus, precision, w))
+        _check_roles(s, problem, made, pools)
+        for tier in sorted({t for _, t in pools}):
+            if ("prefill", tier) not in pools or ("decode", tier) not in pools:
+                continue  # a tier needs both pools
+            for role in ("prefill", "decode"):
+                services.append(replace(s, name=pool_name(s.name, role, tier), serving="aggregated",
+                                        min_replicas=0, max_replicas=None, role=role, feeds=s.name, link=tier,
+                                        link_gbit_s=speeds[tier]))
+                configs.extend(pools[(role, tier)])
+    if only_pools:
+        configs = [c for c in configs if c.service not in only_pools]
+    return tuple(services), configs
+
+
+def _check_roles(s: ServiceDemand, problem: Problem, made: dict, pools: dict) -> None:
+    """A service the workload limits to GPU types that cannot run one of its pools is a
+    mistake in the input: say which field, and why each type fails."""
+    from solver.errors import InputError
+
+    index = next(i for i, x in enumerate(problem.services) if x.name == s.name)
+    for role, allowed in (("prefill", s.prefill_gpu_types), ("decode", s.decode_gpu_types)):
+        if allowed is None or any(r == role for r, _ in pools):
+            continue
+        why = {}
+        for shape, w in made.items():
+            if shape[0] == role and not w.feasible:
+                why[shape[1]] = w.reason  # the last shape is the largest: its reason is the telling one
+        detail = "; ".join(f"{gpu}: {why[gpu]}" for gpu in allowed if gpu in why) or \
+            "no offer of these GPU types is allowed by the constraints"
+        raise InputError.single(f"services[{index}].disaggregation.{role}_gpu_types",
+                                f"no {role} worker of {s.name} fits on {', '.join(allowed)} ({detail})",
+                                f"allow a GPU type with more memory or speed for the {role} pool, or remove the limit")
+
+
+def pools_of(problem: Problem) -> dict[str, list[tuple[str, str, str]]]:
+    """Parent service -> its pools as (tier, prefill pool name, decode pool name), in tier order."""
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for s in problem.services:
+        if s.role:
+            out.setdefault(s.feeds, {}).setdefault(s.link, {})[s.role] = s.name
+    return {parent: [(tier, names["prefill"], names["decode"]) for tier, names in sorted(tiers.items())]
+            for parent, tiers in out.items()}
+
+
+def transfer_ms(s: ServiceDemand, catalog: Catalog, offer: Offer, precision: str, cal, link_gbit_s: float) -> float:
+    """The KV transfer time of one request of pool service `s` over `link_gbit_s`."""
+    from solver.perf.disagg import transfer_s
+
+    return transfer_s(_query(s, catalog, offer, 1, precision, cal), link_gbit_s) * 1e3
+
