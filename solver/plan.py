@@ -649,8 +649,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
             services.append(ServiceResult(s.name, s.unit, round(rate, 6), round(rate, 6), round(total_cap, 6),
                                           round(utilization, 4), list(s.class_names), views,
                                           model=s.model_label if llm else None, engine=s.engine if llm else None,
-                                          role=s.role, serves=s.feeds, link=s.link,
-                                          warnings=_pool_warnings(s)))
+                                          role=s.role, serves=s.feeds, link=s.link))
             continue
         warnings = (load_warnings(s, views) + low_utilization_warnings(s, views) + tail_notes
                     + verification_warnings(s, views))
@@ -662,17 +661,29 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None,
                                       confidence=_confidence_view(s, problem.calibration),
                                       capacity_margin=_capacity_margin(views)))
-    return _with_pool_capacity(services)
+    return _with_pool_checks(problem, solution, catalog, _with_pool_capacity(services))
 
 
-def _pool_warnings(s) -> list[str]:
-    """What a disaggregated pool's figures rest on (docs/disaggregation.md)."""
-    out = ["the simulator does not check disaggregated pools yet: this pool's latencies come from the worker "
-           "model alone (docs/disaggregation.md)"]
-    if s.slo.percentile is not None and s.role == "prefill":
-        out.append(f"prefill workers are sized as M/D/1 queues for p{s.slo.percentile} TTFT, each on its own "
-                   "queue (a shared queue over the pool would allow more)")
-    return out
+def _with_pool_checks(problem: Problem, solution: Solution, catalog: Catalog,
+                      services: list[ServiceResult]) -> list[ServiceResult]:
+    """Each disaggregated deployment the plan uses, replayed by the simulator at the rate
+    the plan routes to it (solver/sim/disagg.py): its percentiles, and a warning where they
+    miss the SLO."""
+    from solver.compile.disagg import deployment_check
+
+    by_name = {r.name: r for r in services}
+    for r in services:
+        if r.role != "prefill":
+            continue
+        partner = next((x for x in services if x.role == "decode" and x.serves == r.serves and x.link == r.link), None)
+        if partner is None:
+            continue
+        check = deployment_check(problem, solution, catalog, r.serves, r.link)
+        r.simulated = partner.simulated = check["view"]
+        parent = by_name.get(r.serves)
+        if parent is not None:
+            parent.warnings.extend(check["warnings"])
+    return services
 
 
 def _with_pool_capacity(services: list[ServiceResult]) -> list[ServiceResult]:

@@ -266,3 +266,32 @@ def test_disaggregation_with_periods_is_refused(tmp_path):
     case["periods"] = [{"name": "day", "hours": 12}, {"name": "night", "hours": 12}]
     proc = _cli_solve(tmp_path, case)
     assert proc.returncode == 2 and "serving" in proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- the simulator
+def test_the_simulator_confirms_one_worker_at_its_model_rate():
+    from solver.sim.disagg import PoolWorker, simulate_deployment
+
+    pre_q, dec_q = _h200_query(4), _h200_query(2)
+    pre = prefill_worker(pre_q, link_gbit_s=400, percentile=99)
+    dec = decode_worker(dec_q, link_gbit_s=400, percentile=99)
+    # One prefill worker at the rate the M/D/1 sizing allows: p99 TTFT within the SLO.
+    at = simulate_deployment([PoolWorker(pre_q, 1)], [PoolWorker(dec_q, 1)], pre.rate_rps, 400,
+                             duration_s=2000, seed=3, percentile=99)
+    assert at.ttft_ms["p99"] <= 1000 * 1.05
+    assert at.ttft_ms["p99"] > 600  # and near it: the sizing is not far from tight
+    # Twice the rate on one worker overloads it.
+    over = simulate_deployment([PoolWorker(pre_q, 1)], [PoolWorker(dec_q, 1)], pre.rate_rps * 2, 400,
+                               duration_s=600, seed=3, percentile=99)
+    assert over.ttft_ms["p99"] > 1000
+    # One decode worker at its model rate: p99 TPOT within the SLO.
+    fed = simulate_deployment([PoolWorker(pre_q, 8)], [PoolWorker(dec_q, 1)], dec.rate_rps, 400,
+                              duration_s=600, seed=3, percentile=99)
+    assert fed.tpot_ms["p99"] <= 30
+
+
+def test_a_plans_deployment_is_replayed_and_met():
+    result = plan(parse_workload(_h200_case("auto", 99)), PlanOptions())
+    pools = [s for s in result.services if s.role]
+    assert pools and all(s.simulated and s.simulated["verdict"] == "met" for s in pools)
+    assert pools[0].simulated["ttft_ms"]["p99"] <= 1000 and pools[0].simulated["tpot_ms"]["p99"] <= 30

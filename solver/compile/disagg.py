@@ -191,9 +191,46 @@ def pools_of(problem: Problem) -> dict[str, list[tuple[str, str, str]]]:
             for parent, tiers in out.items()}
 
 
-def transfer_ms(s: ServiceDemand, catalog: Catalog, offer: Offer, precision: str, cal, link_gbit_s: float) -> float:
-    """The KV transfer time of one request of pool service `s` over `link_gbit_s`."""
+
+SIM_DURATION_S = 240.0  # simulated seconds of traffic per deployment check (after 30 s of warm-up)
+
+
+def deployment_check(problem: Problem, solution, catalog: Catalog, service: str, tier: str) -> dict:
+    """The simulator's replay of one disaggregated deployment of the plan at the rate the
+    plan routes to it: {"view": what the plan reports, "warnings": [...]}."""
+    from solver.sim.disagg import PoolWorker, simulate_deployment
+
+    s = problem.service(service)
+    pools = {role: problem.service(pool_name(service, role, tier)) for role in ("prefill", "decode")}
+    workers: dict[str, list[PoolWorker]] = {"prefill": [], "decode": []}
+    rate = 0.0
+    for a in solution.assignments:
+        for role, pool in pools.items():
+            if a.service == pool.name and a.replicas > 0:
+                offer = problem.offer(a.offer_id)
+                workers[role].append(PoolWorker(_query(pool, catalog, offer, a.gpus_per_replica, a.precision,
+                                                       problem.calibration), a.replicas))
+                if role == "prefill":
+                    rate += sum(a.routed)
+    pct = s.slo.percentile or 99
+    label = f"p{pct}"
+    if rate <= 0 or not workers["prefill"] or not workers["decode"]:
+        return {"view": {"rate_rps": round(rate, 6), "verdict": "not checked"}, "warnings": []}
+    sim = simulate_deployment(workers["prefill"], workers["decode"], rate, pools["prefill"].link_gbit_s,
+                              duration_s=SIM_DURATION_S, percentile=s.slo.percentile)
+    ttft, tpot = sim.ttft_ms.get(label), sim.tpot_ms.get(label)
+    misses = []
+    if s.slo.ttft_ms is not None and ttft is not None and ttft > s.slo.ttft_ms:
+        misses.append(f"TTFT {ttft:.4g} ms > {s.slo.ttft_ms:g} ms")
+    if s.slo.tpot_ms is not None and tpot is not None and tpot > s.slo.tpot_ms:
+        misses.append(f"TPOT {tpot:.4g} ms > {s.slo.tpot_ms:g} ms")
     from solver.perf.disagg import transfer_s
 
-    return transfer_s(_query(s, catalog, offer, 1, precision, cal), link_gbit_s) * 1e3
-
+    view = {"rate_rps": round(rate, 6), "requests": sim.requests, "ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms,
+            "kv_transfer_ms": round(transfer_s(workers["prefill"][0].query, pools["prefill"].link_gbit_s) * 1e3, 3),
+            "percentile": pct, "verdict": "missed" if misses else "met"}
+    warnings = []
+    if misses:
+        warnings.append(f"disaggregated over {tier}: the simulator replaying {rate:.4g} requests/s finds {label} "
+                        f"{', '.join(misses)}. To fix: plan with serving: aggregated, or a lower TTFT/TPOT load")
+    return {"view": view, "warnings": warnings}

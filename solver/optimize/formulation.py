@@ -194,7 +194,8 @@ class Formulation:
                                else 0.0 for k in range(len(s.class_demand)))
             assignments.append(Assignment(c.key, c.service, c.offer_id, c.gpus_per_replica, c.precision, r, routed,
                                           c.instances_per_replica))
-        return Solution(fleet, route_single_class(self.problem, assignments, {c.key: c for c, _, _ in placed}))
+        return Solution(fleet, route_single_class(self.problem, _paired(self.problem, assignments),
+                                                  {c.key: c for c, _, _ in placed}))
 
 
 def route_single_class(problem: Problem, assignments: list[Assignment], configs: dict[str, Config]) -> tuple[Assignment, ...]:
@@ -220,6 +221,22 @@ def route_single_class(problem: Problem, assignments: list[Assignment], configs:
         out.append(a)
     out.sort(key=lambda a: (a.service, a.config_key))
     return tuple(out)
+
+
+def _paired(problem: Problem, assignments: list[Assignment]) -> list[Assignment]:
+    """Without the workers of a pool whose partner pool has none: they would serve nothing
+    (the MIP may leave such workers on GPUs it pays for anyway; they are dropped, not billed)."""
+    pools = {a.service for a in assignments if "#" in a.service}
+    if not pools:
+        return assignments
+    from solver.compile.disagg import pool_name
+
+    def partnered(name: str) -> bool:
+        s = problem.service(name)
+        other = pool_name(s.feeds, "decode" if s.role == "prefill" else "prefill", s.link)
+        return other in pools
+
+    return [a for a in assignments if "#" not in a.service or partnered(a.service)]
 
 
 def _split_routing(problem: Problem, capacity: dict[str, float]) -> dict[str, float]:

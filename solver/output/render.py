@@ -84,7 +84,9 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
                          f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, _at_load(a.get("at_load")),
                          a["binding_limit"] or "-"])
         if not s["assignments"]:
-            rows.append([s["name"], "-", "-", "-", "0", f"0 {s['unit']}", "-", "-", "-", "no demand"])
+            split = any(x.get("serves") == s["name"] for x in d["services"])
+            rows.append([s["name"], "-", "-", "-", "0", f"0 {s['unit']}", "-", "-", "-",
+                         "disaggregated" if split else "no demand"])
     out.append(_table(["service", "gpu", "gpus/replica", "precision", "replicas", "per replica", "util",
                        "SLO ms (pred/limit)", "under load ms", "binding"], rows))
     out.append("")
@@ -94,6 +96,9 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
         checked = _verified(s)
         if checked:
             out.append(f"    {checked}")
+        pool = _pool_line(s)
+        if pool:
+            out.append(f"    {pool}")
         for warning in s.get("warnings", []):
             out.append(f"    WARNING: {warning}")
     solver = d.get("solver") or {}
@@ -162,6 +167,22 @@ def _confidence(s: dict) -> str:
                 f"traffic)")
     margin = s.get("capacity_margin")
     return text + ("" if margin is None else f": capacity margin {margin * 100:.0f} %")
+
+
+def _pool_line(s: dict) -> str:
+    """A disaggregated pool: what it is, and (once per deployment, on the prefill pool) the
+    simulator's replay of the deployment."""
+    if not s.get("role"):
+        return ""
+    line = f"{s['role']} pool of {s['serves']} over {s['link']}"
+    sim = s.get("simulated") or {}
+    if s["role"] == "prefill" and sim.get("verdict") in ("met", "missed"):
+        ttft, tpot = sim["ttft_ms"], sim["tpot_ms"]
+        label = f"p{sim.get('percentile', 99)}"
+        line += (f" (KV transfer {sim['kv_transfer_ms']:.3g} ms a request); simulated deployment {sim['verdict']} "
+                 f"at {number(sim['rate_rps'])} {s['unit']} ({sim['requests']:,} requests): {label} TTFT "
+                 f"{ttft[label]:.4g} ms, TPOT {tpot[label]:.4g} ms")
+    return line
 
 
 def _verified(s: dict) -> str:

@@ -173,6 +173,9 @@ class ServiceResult:
     role: str | None = None
     serves: str | None = None
     link: str | None = None
+    # Pools: the simulator's replay of their deployment at the routed rate (solver/sim/disagg.py):
+    # {"rate_rps", "requests", "ttft_ms": {p50, p90, p99}, "tpot_ms": {...}, "verdict": "met" | "missed" | "not checked"}
+    simulated: dict | None = None
 
 
 @dataclass
