@@ -39,7 +39,7 @@ from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
 from solver.output.sanity import low_utilization_warnings, tail_class_warnings, verification_warnings
-from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult,
+from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult, PoolSimulation,
                                   ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
@@ -679,7 +679,7 @@ def _with_pool_checks(problem: Problem, solution: Solution, catalog: Catalog,
         if partner is None:
             continue
         check = deployment_check(problem, solution, catalog, r.serves, r.link)
-        r.simulated = partner.simulated = check["view"]
+        r.simulated = partner.simulated = PoolSimulation(**check["view"])
         parent = by_name.get(r.serves)
         if parent is not None:
             parent.warnings.extend(check["warnings"])

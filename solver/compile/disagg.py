@@ -197,7 +197,7 @@ SIM_DURATION_S = 240.0  # simulated seconds of traffic per deployment check (aft
 
 def deployment_check(problem: Problem, solution, catalog: Catalog, service: str, tier: str) -> dict:
     """The simulator's replay of one disaggregated deployment of the plan at the rate the
-    plan routes to it: {"view": what the plan reports, "warnings": [...]}."""
+    plan routes to it: {"view": the fields of output.result.PoolSimulation, "warnings": [...]}."""
     from solver.sim.disagg import PoolWorker, simulate_deployment
 
     s = problem.service(service)
@@ -215,7 +215,7 @@ def deployment_check(problem: Problem, solution, catalog: Catalog, service: str,
     pct = s.slo.percentile or 99
     label = f"p{pct}"
     if rate <= 0 or not workers["prefill"] or not workers["decode"]:
-        return {"view": {"rate_rps": round(rate, 6), "verdict": "not checked"}, "warnings": []}
+        return {"view": {"rate_rps": round(rate, 6), "verdict": "not checked", "percentile": pct}, "warnings": []}
     sim = simulate_deployment(workers["prefill"], workers["decode"], rate, pools["prefill"].link_gbit_s,
                               duration_s=SIM_DURATION_S, percentile=s.slo.percentile)
     ttft, tpot = sim.ttft_ms.get(label), sim.tpot_ms.get(label)
@@ -226,7 +226,7 @@ def deployment_check(problem: Problem, solution, catalog: Catalog, service: str,
         misses.append(f"TPOT {tpot:.4g} ms > {s.slo.tpot_ms:g} ms")
     from solver.perf.disagg import transfer_s
 
-    view = {"rate_rps": round(rate, 6), "requests": sim.requests, "ttft_ms": sim.ttft_ms, "tpot_ms": sim.tpot_ms,
+    view = {"rate_rps": round(rate, 6), "requests": sim.requests, "ttft_ms": ttft, "tpot_ms": tpot,
             "kv_transfer_ms": round(transfer_s(workers["prefill"][0].query, pools["prefill"].link_gbit_s) * 1e3, 3),
             "percentile": pct, "verdict": "missed" if misses else "met"}
     warnings = []

@@ -178,10 +178,11 @@ def _pool_line(s: dict) -> str:
     sim = s.get("simulated") or {}
     if s["role"] == "prefill" and sim.get("verdict") in ("met", "missed"):
         ttft, tpot = sim["ttft_ms"], sim["tpot_ms"]
-        label = f"p{sim.get('percentile', 99)}"
+        shown = ", ".join(f"{name} {value:.4g} ms" for name, value in (("TTFT", ttft), ("TPOT", tpot))
+                          if value is not None)
         line += (f" (KV transfer {sim['kv_transfer_ms']:.3g} ms a request); simulated deployment {sim['verdict']} "
-                 f"at {number(sim['rate_rps'])} {s['unit']} ({sim['requests']:,} requests): {label} TTFT "
-                 f"{ttft[label]:.4g} ms, TPOT {tpot[label]:.4g} ms")
+                 f"at {number(sim['rate_rps'])} {s['unit']} ({sim['requests']:,} requests): p{sim['percentile']} "
+                 f"{shown}")
     return line
 
 

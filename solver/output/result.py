@@ -149,6 +149,20 @@ class ConfidenceView:
 
 
 @dataclass
+class PoolSimulation:
+    """The simulator's replay of one disaggregated deployment at the rate the plan routes to
+    it (solver/sim/disagg.py), reported on both of its pools."""
+
+    rate_rps: float
+    verdict: str  # "met" | "missed" | "not checked"
+    requests: int = 0  # replayed, after warm-up
+    percentile: int = 99  # the service's SLO percentile (99 without one)
+    ttft_ms: float | None = None  # at the percentile
+    tpot_ms: float | None = None
+    kv_transfer_ms: float = 0.0  # one request's KV cache over the deployment's link
+
+
+@dataclass
 class ServiceResult:
     """One service in the plan: demand, capacity, assignments, alternatives and warnings."""
 
@@ -173,9 +187,7 @@ class ServiceResult:
     role: str | None = None
     serves: str | None = None
     link: str | None = None
-    # Pools: the simulator's replay of their deployment at the routed rate (solver/sim/disagg.py):
-    # {"rate_rps", "requests", "ttft_ms": {p50, p90, p99}, "tpot_ms": {...}, "verdict": "met" | "missed" | "not checked"}
-    simulated: dict | None = None
+    simulated: PoolSimulation | None = None  # pools: the simulator's replay of their deployment
 
 
 @dataclass
