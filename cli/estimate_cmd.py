@@ -74,6 +74,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "confidence of the --rate band (0.8 without --percentile or at 'nominal')")
     p.add_argument("--arrival-cv", type=float, default=1.0, metavar="CV",
                    help="coefficient of variation of inter-arrival times (1 = Poisson, >1 bursty); default 1")
+    p.add_argument("--role", choices=["prefill", "decode"], default=None,
+                   help="price one worker of a disaggregated deployment instead of an aggregated replica: its "
+                   "sustained requests/s within the SLOs (with --percentile: at that percentile, queueing "
+                   "included), the KV transfer over --link-gbit-s counted in a prefill worker's TTFT "
+                   "(docs/disaggregation.md)")
+    p.add_argument("--link-gbit-s", type=float, default=100.0, metavar="GBIT_S",
+                   help="with --role: the link between prefill and decode workers, gigabits per second (default 100)")
     p.add_argument("--feasible-only", action="store_true", help="hide configurations that do not fit or miss an SLO")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=run)
@@ -124,6 +131,12 @@ def run(args) -> int:
         print(json.dumps(rows, indent=2))
     else:
         print(_table(rows, model.name, args))
+        if args.role is not None:
+            transfer = next((r["kv_transfer_ms"] for r in rows if r.get("kv_transfer_ms") is not None), None)
+            at = f"at p{args.percentile:g}, queueing included" if args.percentile is not None else "back to back"
+            print(f"--role {args.role}: each row is one {args.role} worker of a disaggregated deployment; req/s is "
+                  f"the most it sustains within the SLOs ({at}); one prompt's KV cache takes {transfer} ms over "
+                  f"{args.link_gbit_s:g} Gbit/s (counted in a prefill worker's TTFT; the link also caps req/s)")
     return EXIT_OK
 
 
@@ -257,6 +270,13 @@ def _check_load_options(args) -> None:
     if not (math.isfinite(args.arrival_cv) and 0 <= args.arrival_cv <= 100):
         raise ValueError(f"--arrival-cv must be a non-negative number (1 = Poisson arrivals), got {args.arrival_cv:g}. "
                          "To fix: e.g. --arrival-cv 1")
+    if args.role is not None:
+        if not (math.isfinite(args.link_gbit_s) and 0 < args.link_gbit_s <= 1e5):
+            raise ValueError(f"--link-gbit-s must be a positive number of gigabits per second, got {args.link_gbit_s:g}. "
+                             "To fix: e.g. --link-gbit-s 100")
+        if args.rate is not None or args.batch is not None:
+            raise ValueError("--role prices a worker at the most it sustains; --rate and --batch are for aggregated "
+                             "replicas. To fix: drop --rate/--batch, or drop --role")
     if args.percentile is not None:
         if args.percentile not in PERCENTILES:
             raise ValueError(f"--percentile must be one of {', '.join(map(str, PERCENTILES))}, got {args.percentile:g}. "
@@ -322,11 +342,43 @@ def _rows(args, model, catalog, gpus, sizes, precisions, pinned_precision: bool,
                               ttft_slo_ms=args.ttft_ms, tpot_slo_ms=args.tpot_ms, latency_slo_ms=args.latency_ms,
                               instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs,
                               batch=args.batch, batching=args.batching, **args.engine_options)
+                if args.role is not None:
+                    rows.append(_worker_row(args, model, gpu, g, precision, host, q))
+                    continue
                 row = _row(model, gpu, g, precision, args.engine, host, estimate(q), q)
                 if row["feasible"] and (args.rate is not None or args.percentile is not None):
                     row.update(_load_fields(args, q))
                 rows.append(row)
     return rows
+
+
+def _worker_row(args, model, gpu, g: int, precision: str, host, q) -> dict:
+    """One prefill or decode worker (solver/perf/disagg.py), in the row shape of a replica."""
+    from solver.perf.disagg import decode_worker, prefill_worker, transfer_s
+
+    fn = prefill_worker if args.role == "prefill" else decode_worker
+    w = fn(q, link_gbit_s=args.link_gbit_s, percentile=args.percentile)
+    row = _row(model, gpu, g, precision, args.engine, host, _as_estimate(w, q), q)
+    row.update({"role": args.role, "link_gbit_s": args.link_gbit_s,
+                "kv_transfer_ms": _round(transfer_s(q, args.link_gbit_s) * 1e3)})
+    if args.role == "prefill":  # its tokens are prompts: price them per million prompt tokens
+        price = host.price_usd_per_replica_hour
+        row["usd_per_million_output_tokens"] = None
+        row["usd_per_million_prompt_tokens"] = _round(price / (w.rate_rps * q.prompt_tokens * 3600) * 1e6, 4) \
+            if w.feasible and price is not None and w.rate_rps > 0 and q.prompt_tokens else None
+    return row
+
+
+def _as_estimate(w, q):
+    """A worker as a PerfEstimate (what _row reads)."""
+    from solver.perf.api import PerfEstimate
+
+    out = max(q.output_tokens, 1)
+    return PerfEstimate(feasible=w.feasible, reason=w.reason, reason_kind=w.reason_kind, batch=w.batch,
+                        memory_gib_per_gpu=w.memory_gib_per_gpu, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms,
+                        requests_per_s=w.rate_rps,
+                        output_tokens_per_s=w.rate_rps * out if w.role == "decode" else 0.0,
+                        binding_limit=w.binding_limit)
 
 
 def _load_fields(args, q) -> dict:

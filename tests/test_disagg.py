@@ -295,3 +295,20 @@ def test_a_plans_deployment_is_replayed_and_met():
     pools = [s for s in result.services if s.role]
     assert pools and all(s.simulated and s.simulated.verdict == "met" for s in pools)
     assert pools[0].simulated.ttft_ms <= 1000 and pools[0].simulated.tpot_ms <= 30
+
+
+# ---------------------------------------------------------------- estimate
+def test_estimate_prices_one_worker(tmp_path):
+    base = [cli_path(), "estimate", "llama-3.1-70b", "--gpu", "H200", "--precision", "fp8", "--engine", "tensorrt-llm",
+            "--prompt-tokens", "4000", "--output-tokens", "500", "--ttft-ms", "1000", "--tpot-ms", "30",
+            "--format", "json"]
+    pre = json.loads(subprocess.run(base + ["--role", "prefill", "--gpus-per-replica", "1"], capture_output=True,
+                                    text=True, check=True, timeout=120).stdout)[0]
+    expected = prefill_worker(_h200_query(1), link_gbit_s=100)
+    assert pre["role"] == "prefill" and pre["requests_per_s"] == pytest.approx(expected.rate_rps, rel=1e-3)
+    assert pre["kv_transfer_ms"] == pytest.approx(expected.transfer_ms, abs=0.01)
+    dec = json.loads(subprocess.run(base + ["--role", "decode", "--gpus-per-replica", "2", "--link-gbit-s", "400"],
+                                    capture_output=True, text=True, check=True, timeout=120).stdout)[0]
+    assert dec["requests_per_s"] == pytest.approx(decode_worker(_h200_query(2), link_gbit_s=400).rate_rps, rel=1e-3)
+    bad = subprocess.run(base + ["--role", "decode", "--rate", "3"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--role" in bad.stderr
