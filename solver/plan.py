@@ -22,7 +22,7 @@ from solver.catalog.types import Catalog
 from solver.collector import paused as collector_paused
 from solver.confidence import NOMINAL, rate_margin, slowdown
 from solver.dataclass_repr import dataclass
-from solver.errors import InfeasibleError, PlannerError, SolverTimeout, Cancelled
+from solver.errors import Cancelled, InfeasibleError, InputError, PlannerError, SolverTimeout
 from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable, unexplained_reason
@@ -40,6 +40,7 @@ from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
 from solver.output.sanity import low_utilization_warnings, tail_class_warnings, verification_warnings
 from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult, PoolSimulation,
+                                  ServingChoice,
                                   ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
@@ -769,6 +770,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         explain = Stop(options.cancel, min(deadline, time.monotonic() + EXPLAIN_BUDGET_S))
         result.confidence_cost = confidence_cost(workload, catalog, problem, result.total_price_usd_per_hour,
                                                  outcome.backend, options, explain)
+        result.serving_choice = serving_choice(workload, catalog, outcome.backend, options, explain)
         for sr in services:
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
                                                stop=explain)
@@ -834,6 +836,55 @@ def _evaluate_and_values(workload, catalog: Catalog, problem: Problem, solution:
         else:
             values[(item[1].name, item[2].key, item[3], item[4])] = value
     return report, _Computed(problem, values)
+
+
+def serving_choice(workload: Workload, catalog: Catalog, backend_name: str, options: PlanOptions,
+                   stop: Stop) -> ServingChoice | None:
+    """The workload re-solved with every `serving: auto` service forced aggregated, then
+    forced disaggregated (exactly, as the plan itself): what each choice would cost. None
+    where no service has serving auto. Within the explanation's budget (`stop`)."""
+    auto = [i for i, s in enumerate(workload.services) if s.serving == "auto"]
+    if not auto:
+        return None
+    prices: dict[str, float | None] = {}
+    notes = []
+    for forced in ("aggregated", "disaggregated"):
+        services = [s.model_copy(update={"serving": forced}) if i in auto else s
+                    for i, s in enumerate(workload.services)]
+        variant = workload.model_copy(update={"services": services})
+        t0 = time.monotonic()
+        try:
+            stop.check("the serving choice's re-solve")
+            problem = add_candidates(compile_problem(variant, catalog), catalog, options.cache, stop)
+            if diagnose_unservable(problem, catalog):
+                prices[forced] = None
+                notes.append(f"no {forced}-only plan serves every service")
+                continue
+            quiet = replace(options, on_progress=None, on_stage=None, explain=False)
+            outcome, solution = _solve_with_exact_caps(problem, catalog, backend_name, stop.deadline, stop, quiet,
+                                                       False, {"candidates_s": time.monotonic() - t0}, t0)[2:4]
+        except InfeasibleError:
+            prices[forced] = None
+            notes.append(f"no {forced}-only plan fits the constraints")
+            continue
+        except SolverTimeout:
+            if stop.cancelled:
+                stop.check("the explanation")
+            prices[forced] = None
+            notes.append(f"{forced}-only not computed: the explanation's time budget ended first")
+            continue
+        except InputError as exc:  # e.g. limits a forced choice cannot meet
+            prices[forced] = None
+            notes.append(f"no {forced}-only plan: {exc}")
+            continue
+        if outcome.status != "optimal":
+            prices[forced] = None
+            notes.append(f"{forced}-only not proven optimal within the explanation's time budget")
+            continue
+        prices[forced] = round(solution_cost(problem, solution), 6)
+    names = ", ".join(workload.services[i].name for i in auto)
+    notes.insert(0, f"serving: auto services ({names}) forced each way")
+    return ServingChoice(prices.get("aggregated"), prices.get("disaggregated"), "; ".join(notes))
 
 
 def confidence_cost(workload: Workload, catalog: Catalog, problem: Problem, price_usd_per_hour: float,

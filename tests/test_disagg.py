@@ -312,3 +312,22 @@ def test_estimate_prices_one_worker(tmp_path):
     assert dec["requests_per_s"] == pytest.approx(decode_worker(_h200_query(2), link_gbit_s=400).rate_rps, rel=1e-3)
     bad = subprocess.run(base + ["--role", "decode", "--rate", "3"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--role" in bad.stderr
+
+
+# ---------------------------------------------------------------- --explain
+def test_explain_says_why_each_serving_won():
+    long = plan(parse_workload(_h200_case("auto", 99)), PlanOptions(explain=True))
+    agg = plan(parse_workload(_h200_case("aggregated", 99)), PlanOptions())
+    choice = long.serving_choice
+    assert choice.aggregated_only_usd_per_hour == pytest.approx(agg.total_price_usd_per_hour)
+    assert choice.disaggregated_only_usd_per_hour >= long.total_price_usd_per_hour - 1e-6
+    # Short prompts, long answers (no load): aggregated wins, and disaggregated-only costs more.
+    case = _h200_case("auto")
+    case["services"][0].update(model="qwen3-32b", demand={"requests_per_s": 10, "prompt_tokens": 1000,
+                                                          "output_tokens": 1000})
+    short = plan(parse_workload(case), PlanOptions(explain=True))
+    assert not any(s.role for s in short.services)
+    assert short.serving_choice.aggregated_only_usd_per_hour == pytest.approx(short.total_price_usd_per_hour)
+    assert short.serving_choice.disaggregated_only_usd_per_hour > short.total_price_usd_per_hour
+    # Without serving: auto there is no choice to explain.
+    assert plan(parse_workload(_h200_case("aggregated")), PlanOptions(explain=True)).serving_choice is None

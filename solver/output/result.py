@@ -149,6 +149,17 @@ class ConfidenceView:
 
 
 @dataclass
+class ServingChoice:
+    """Why aggregated or disaggregated serving won (--explain): the workload re-solved with
+    every `serving: auto` service forced each way, against this plan's price. None values:
+    not computed or no such plan (see note)."""
+
+    aggregated_only_usd_per_hour: float | None
+    disaggregated_only_usd_per_hour: float | None
+    note: str = ""
+
+
+@dataclass
 class PoolSimulation:
     """The simulator's replay of one disaggregated deployment at the rate the plan routes to
     it (solver/sim/disagg.py), reported on both of its pools."""
@@ -373,6 +384,7 @@ class PlanResult:
     pricing: str = "on_demand"
     horizon: HorizonResult | None = None  # multi-period plans: the first period is the plan above
     confidence_cost: ConfidenceCost | None = None  # --explain, where a service sizes at a confidence
+    serving_choice: ServingChoice | None = None  # --explain, where a service has serving: auto
 
     @property
     def monthly_usd(self) -> float | None:
@@ -393,7 +405,7 @@ class PlanResult:
             d["solve_time_s"] = round(self.solver.solve_time_s, 4)
         order = ["status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd",
                  "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements",
-                 "infeasibility", "evaluation", "solver", "confidence_cost"]
+                 "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice"]
         out = {k: d[k] for k in order if k in d}
         if self.horizon is not None:
             h = d["horizon"]

@@ -438,7 +438,7 @@ class StatusCount(_message.Message):
     def __init__(self, status: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
+    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -456,6 +456,7 @@ class Plan(_message.Message):
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_COST_FIELD_NUMBER: _ClassVar[int]
+    SERVING_CHOICE_FIELD_NUMBER: _ClassVar[int]
     PERIODS_FIELD_NUMBER: _ClassVar[int]
     RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     HORIZON_HOURS_FIELD_NUMBER: _ClassVar[int]
@@ -483,6 +484,7 @@ class Plan(_message.Message):
     evaluation: Evaluation
     solver: SolverInfo
     confidence_cost: ConfidenceCost
+    serving_choice: ServingChoice
     periods: _containers.RepeatedCompositeFieldContainer[PeriodPlan]
     reservations: _containers.RepeatedCompositeFieldContainer[Reservation]
     horizon_hours: float
@@ -493,7 +495,7 @@ class Plan(_message.Message):
     changes: _containers.RepeatedCompositeFieldContainer[FleetChange]
     rollout: Rollout
     horizon_solver: HorizonSolverInfo
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., serving_choice: _Optional[_Union[ServingChoice, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
 
 class PeriodPlan(_message.Message):
     __slots__ = ("name", "hours", "fleet", "total_price_usd_per_hour", "gpus", "services", "evaluation", "unused_reservations", "expected_spot_interruptions_per_hour")
@@ -744,6 +746,16 @@ class ServiceResult(_message.Message):
     link: str
     simulated: PoolSimulation
     def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ...) -> None: ...
+
+class ServingChoice(_message.Message):
+    __slots__ = ("aggregated_only_usd_per_hour", "disaggregated_only_usd_per_hour", "note")
+    AGGREGATED_ONLY_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    DISAGGREGATED_ONLY_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    aggregated_only_usd_per_hour: float
+    disaggregated_only_usd_per_hour: float
+    note: str
+    def __init__(self, aggregated_only_usd_per_hour: _Optional[float] = ..., disaggregated_only_usd_per_hour: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class PoolSimulation(_message.Message):
     __slots__ = ("rate_rps", "verdict", "requests", "percentile", "ttft_ms", "tpot_ms", "kv_transfer_ms")
