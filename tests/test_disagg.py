@@ -331,3 +331,22 @@ def test_explain_says_why_each_serving_won():
     assert short.serving_choice.disaggregated_only_usd_per_hour > short.total_price_usd_per_hour
     # Without serving: auto there is no choice to explain.
     assert plan(parse_workload(_h200_case("aggregated")), PlanOptions(explain=True)).serving_choice is None
+
+
+# ---------------------------------------------------------------- reviews
+def test_a_review_compares_serving_choices(tmp_path):
+    from solver.review import parse_review, run_review
+
+    review = parse_review({
+        "name": "serving", "base": {"workload": _h200_case("auto", 99)}, "time_limit_per_scenario_s": 60,
+        "sensitivity": {"enabled": False},
+        "scenarios": [{"name": "aggregated", "changes": [{"serving": {"serving": "aggregated"}}]},
+                      {"name": "disaggregated", "changes": [{"serving": {"service": "chat",
+                                                                          "serving": "disaggregated"}}]}]})
+    results = {r.id: r for r in run_review(review, tmp_path, workers=1)}
+    alone = {name: plan(parse_workload(_h200_case(name, 99)), PlanOptions()).total_price_usd_per_hour
+             for name in ("auto", "aggregated", "disaggregated")}
+    assert results["base"].usd_per_hour == pytest.approx(alone["auto"])
+    assert results["aggregated"].usd_per_hour == pytest.approx(alone["aggregated"])
+    assert results["disaggregated"].usd_per_hour == pytest.approx(alone["disaggregated"])
+    assert results["base"].usd_per_hour < results["aggregated"].usd_per_hour

@@ -21,7 +21,7 @@ from solver.workload.schema import OfferSpec, Workload
 from solver.suggest import did_you_mean
 
 WORKLOAD_KINDS = {"demand", "slo", "gpu_quota", "offer_quota", "budget", "headroom", "constraints", "reservation",
-                  "spot_share"}
+                  "spot_share", "serving"}
 
 
 def apply_changes(workload: Workload, catalog: Catalog, changes: Iterable[Change]) -> tuple[Workload, Catalog]:
@@ -100,6 +100,11 @@ def _apply_to_workload(data: dict, change: Change, where: str) -> None:
         cons["reserved_gpus_min"] = cons["reserved_gpus_max"] = body.gpus
     elif change.kind == "spot_share":
         cons["max_spot_share"] = body.share
+    elif change.kind == "serving":
+        for svc in _services(data, body.service, where):
+            if body.service is None and svc.get("model") is None:
+                continue  # every service: the LLM services (measured-profile services are served whole)
+            svc["serving"] = body.serving
     elif change.kind == "constraints":
         defaults = {"exclude_gpu_types": [], "allow_consumer_gpus": False, "pricing": "on_demand"}
         for name in body.model_fields_set:

@@ -130,6 +130,16 @@ class ConstraintChange(_Strict):
                                                          "on_demand or spot; null: the default, on_demand")
 
 
+class ServingChange(_Strict):
+    """Set how one service (or every service) is served: aggregated, disaggregated or auto
+    (docs/disaggregation.md). Scenarios side by side compare the choice."""
+
+    service: str | None = Field(default=None, description="the service (a name in the base workload); omitted: "
+                                "every LLM service")
+    serving: Literal["auto", "aggregated", "disaggregated"] = Field(description="aggregated, disaggregated, or "
+                                                                     "auto: the optimizer picks")
+
+
 class Change(_Strict):
     """Exactly one kind of change."""
 
@@ -146,6 +156,8 @@ class Change(_Strict):
     spot_share: SpotShareChange | None = Field(default=None, description="set the most of the fleet that may be "
                                                "spot")
     constraints: ConstraintChange | None = Field(default=None, description="widen or narrow the offer filters")
+    serving: ServingChange | None = Field(default=None, description="serve a service aggregated, disaggregated or "
+                                          "as the optimizer picks")
     add_gpus: list[GpuSpec] | None = Field(default=None, min_length=1, description="new GPU types for the catalog")
     add_offers: list[OfferSpec] | None = Field(default=None, min_length=1, description="new offers for the catalog")
     remove_gpus: list[str] | None = Field(default=None, min_length=1, description="remove every offer of these GPU types")
