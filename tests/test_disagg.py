@@ -350,3 +350,18 @@ def test_a_review_compares_serving_choices(tmp_path):
     assert results["aggregated"].usd_per_hour == pytest.approx(alone["aggregated"])
     assert results["disaggregated"].usd_per_hour == pytest.approx(alone["disaggregated"])
     assert results["base"].usd_per_hour < results["aggregated"].usd_per_hour
+
+
+# ---------------------------------------------------------------- the example
+def test_the_example_disaggregates_through_the_cli():
+    from conftest import EXAMPLES
+
+    proc = subprocess.run([cli_path(), "solve", str(EXAMPLES / "disaggregated.json"), "--format", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["status"] == "optimal" and d["evaluation"]["ok"]
+    assert d["total_price_usd_per_hour"] == pytest.approx(84.0)
+    pools = [s for s in d["services"] if s["role"]]
+    assert {s["role"] for s in pools} == {"prefill", "decode"}
+    assert all(s["serves"] == "rag" and s["simulated"]["verdict"] == "met" for s in pools)
