@@ -1299,7 +1299,14 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     if any(s.serving != "aggregated" for s in services):
         from solver.compile.disagg import add_disaggregated
 
-        services, configs = add_disaggregated(problem, catalog, offers, configs)
+        # Workers come from every allowed offer, not the pruned ones: an offer dominated on
+        # price for whole replicas may sit in the region (or on the network) a pool needs.
+        services, configs = add_disaggregated(problem, catalog, list(problem.offers), configs)
+        used = {c.offer_id for c in configs}
+        back = {o.id for o in problem.offers if o.id in used} - {o.id for o in offers}
+        if back:
+            offers = [o for o in problem.offers if o.id in back or o.id in offers_by_id]
+            dominated = [d for d in dominated if d[0] not in back]
     return replace(problem, services=services, offers=tuple(offers), configs=tuple(configs),
                    rejections=tuple(builder.rejections),
                    dominated=tuple(builder.dominated),
