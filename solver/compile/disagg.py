@@ -24,13 +24,15 @@ promises hold, and the optimum is exact over the laddered link speeds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from solver.catalog.network import offer_links
 from solver.catalog.types import Catalog, Offer
 from solver.compile.problem import ClassPerf, Config, Problem, ServiceDemand
 from solver.perf import PerfQuery
-from solver.perf.disagg import Worker, decode_worker, prefill_worker
+from solver.compile.pruning import prune_configs
+from solver.perf.disagg import Worker, decode_worker, link_capped, prefill_alone, prefill_over, prefill_worker
 
 # Link speeds per worker a tier can have, gigabits per second (a worker's share is rounded
 # down to one of these: conservative, and it keeps tiers few).
@@ -73,12 +75,18 @@ def _worker_links(offer: Offer, gpus: int) -> list[tuple[str, float]]:
     return out
 
 
-def _tiers_of(offer: Offer, gpus: int) -> list[tuple[str, float]]:
-    """Every (fabric, speed) tier a worker joins: its own speed and each ladder step below."""
-    out = []
-    for fabric, top in _worker_links(offer, gpus):
-        out.extend((fabric, step) for step in LINK_LADDER_GBIT_S if step <= top)
-    return out
+def _speeds_by_place(offers: list[Offer], sizes) -> dict[tuple[str, str, str], list[float]]:
+    """(provider, region, fabric) -> the distinct link speeds its workers have, fastest first.
+
+    Only these tiers are planned: a tier between two of them has the workers of the next
+    faster one (a worker joins every tier at or below its own speed), each no faster, so
+    it is never cheaper; leaving it out keeps the optimum exact."""
+    out: dict[tuple[str, str, str], set[float]] = {}
+    for offer in offers:
+        for gpus in sizes(offer.gpus_per_instance):
+            for fabric, top in _worker_links(offer, gpus):
+                out.setdefault((offer.provider, offer.region, fabric), set()).add(top)
+    return {place: sorted(speeds, reverse=True) for place, speeds in out.items()}
 
 
 def _tier_label(offer: Offer, fabric: str, speed: float) -> str:
@@ -127,35 +135,49 @@ def add_disaggregated(problem: Problem, catalog: Catalog, offers: list[Offer], c
             only_pools.add(s.name)
         pools: dict[tuple[str, str], list[Config]] = {}  # (role, tier) -> workers
         speeds: dict[str, float] = {}
-        made: dict[tuple, Worker] = {}  # one estimate per hardware shape, role and speed
+        made: dict[tuple, Worker] = {}  # per hardware shape and role: the worker without a link
+        places = _speeds_by_place(offers, replica_sizes)
         for offer in offers:
             for role, allowed in (("prefill", s.prefill_gpu_types), ("decode", s.decode_gpu_types)):
                 if allowed is not None and offer.gpu not in allowed:
                     continue
                 for gpus in replica_sizes(offer.gpus_per_instance):
                     for precision in s.precisions:
-                        for fabric, speed in _tiers_of(offer, gpus):
-                            shape = (role, offer.gpu, catalog.usable_memory_gib(offer), offer.interconnect, gpus,
-                                     precision, speed)
-                            w = made.get(shape)
-                            if w is None:
-                                w = made[shape] = worker_for(role, s, catalog, offer, gpus, precision,
-                                                             problem.calibration, speed)
-                            if not w.feasible or w.rate_rps <= 0:
-                                continue
-                            tier = _tier_label(offer, fabric, speed)
-                            speeds[tier] = speed
-                            pools.setdefault((role, tier), []).append(
-                                _config(pool_name(s.name, role, tier), offer, gpus, precision, w))
+                        shape = (role, offer.gpu, catalog.usable_memory_gib(offer), offer.interconnect, gpus,
+                                 precision)
+                        q = _query(s, catalog, offer, gpus, precision, problem.calibration)
+                        alone = made.get(shape)
+                        if alone is None:
+                            alone = made[shape] = prefill_alone(q) if role == "prefill" else \
+                                decode_worker(q, link_gbit_s=math.inf, percentile=s.slo.percentile)
+                        if not alone.feasible:
+                            continue
+                        for fabric, top in _worker_links(offer, gpus):
+                            for speed in places[(offer.provider, offer.region, fabric)]:
+                                if speed > top:
+                                    continue
+                                key = shape + (speed,)
+                                w = made.get(key)
+                                if w is None:
+                                    w = made[key] = prefill_over(alone, q, speed, s.slo.percentile) \
+                                        if role == "prefill" else link_capped(alone, q, speed)
+                                if not w.feasible or w.rate_rps <= 0:
+                                    continue
+                                tier = _tier_label(offer, fabric, speed)
+                                speeds[tier] = speed
+                                pools.setdefault((role, tier), []).append(
+                                    _config(pool_name(s.name, role, tier), offer, gpus, precision, w))
         _check_roles(s, problem, made, pools)
         for tier in sorted({t for _, t in pools}):
             if ("prefill", tier) not in pools or ("decode", tier) not in pools:
                 continue  # a tier needs both pools
             for role in ("prefill", "decode"):
-                services.append(replace(s, name=pool_name(s.name, role, tier), serving="aggregated",
-                                        min_replicas=0, max_replicas=None, role=role, feeds=s.name, link=tier,
-                                        link_gbit_s=speeds[tier]))
-                configs.extend(pools[(role, tier)])
+                pool = replace(s, name=pool_name(s.name, role, tier), serving="aggregated", min_replicas=0,
+                               max_replicas=None, role=role, feeds=s.name, link=tier, link_gbit_s=speeds[tier])
+                services.append(pool)
+                # A worker another of the same offer out-serves on a divisor of its GPUs is never
+                # needed (the replicas' own rule, solver/compile/pruning.py).
+                configs.extend(prune_configs(pools[(role, tier)], pool))
     if only_pools:
         configs = [c for c in configs if c.service not in only_pools]
     return tuple(services), configs

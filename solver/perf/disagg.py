@@ -93,16 +93,18 @@ def md1_wait_cdf(rate_rps: float, service_s: float, wait_s: float) -> float:
             x = lam * (k * d - t)  # <= 0
             total += x ** k / math.factorial(k) * math.exp(-x)
         return min(max((1 - rho) * total, 0.0), 1.0)
-    # Terms reach e^{2n} before they cancel: carry the digits they need.
+    # Terms reach e^{2n} before they cancel: carry the digits they need. e^{-x_k} =
+    # e^{lambda t} (e^{-lambda D})^k: two exponentials per call, not one per term.
     with decimal.localcontext() as ctx:
         ctx.prec = 30 + n
         lam_d, d_d, t_d = decimal.Decimal(lam), decimal.Decimal(d), decimal.Decimal(t)
-        total_d, fact = decimal.Decimal(0), decimal.Decimal(1)
+        grow, shrink = (lam_d * t_d).exp(), (-lam_d * d_d).exp()
+        total_d, fact, factor = decimal.Decimal(0), decimal.Decimal(1), grow
         for k in range(n + 1):
             if k:
                 fact *= k
-            x = lam_d * (k * d_d - t_d)
-            total_d += x ** k / fact * (-x).exp()
+                factor *= shrink
+            total_d += (lam_d * (k * d_d - t_d)) ** k / fact * factor
         return min(max((1 - rho) * float(total_d), 0.0), 1.0)
 
 
@@ -131,7 +133,7 @@ def md1_rate_within(service_s: float, wait_budget_s: float, percentile: float) -
         return 0.0
     target = percentile / 100.0
     lo, hi = 0.0, 1.0 / service_s
-    for _ in range(60):
+    for _ in range(40):  # 2^-40 of the saturation rate: far below any figure shown or used
         mid = (lo + hi) / 2
         if md1_wait_cdf(mid, service_s, wait_budget_s) >= target:
             lo = mid
@@ -144,6 +146,12 @@ def prefill_worker(q: PerfQuery, *, link_gbit_s: float, percentile: float | None
     """A prefill worker of `q`'s configuration whose KV cache leaves over `link_gbit_s`.
 
     `q.ttft_slo_ms` bounds wait + prompt + transfer at `percentile` (None: no queueing)."""
+    return prefill_over(prefill_alone(q), q, link_gbit_s, percentile)
+
+
+def prefill_alone(q: PerfQuery) -> Worker:
+    """The link-free part of a prefill worker: whether a prompt fits, and its time alone
+    (`prefill_over` adds a link; a planner asks for many links of one worker)."""
     why = _unsupported(q)
     if why:
         return Worker("prefill", False, why, "unsupported")
@@ -155,9 +163,17 @@ def prefill_worker(q: PerfQuery, *, link_gbit_s: float, percentile: float | None
     p = float(q.prompt_tokens)
     chunks = max(math.ceil(p / s.chunk_tokens), 1)
     prompt_s = chunks * _pipelined(s, 1, 0, 0, p / chunks, p, eager=True).seconds + s.request_overhead_s
+    return Worker("prefill", True, rate_rps=1.0 / prompt_s, batch=1, prompt_ms=prompt_s * 1e3,
+                  memory_gib_per_gpu=float(mem.used_gib(1)), binding_limit="saturation")
+
+
+def prefill_over(alone: Worker, q: PerfQuery, link_gbit_s: float, percentile: float | None) -> Worker:
+    """`alone` (prefill_alone of q) with its KV cache leaving over `link_gbit_s`."""
+    if not alone.feasible:
+        return alone
+    prompt_s = alone.prompt_ms / 1e3
     move_s = transfer_s(q, link_gbit_s)
     link_rate = link_gbit_s * 1e9 / 8 * q.calibration.link_efficiency / max(kv_transfer_bytes(q), 1.0)
-    used = float(mem.used_gib(1))
     base_ms = (prompt_s + move_s) * 1e3
     slo = q.ttft_slo_ms
     if slo is not None and base_ms > slo:
@@ -172,8 +188,15 @@ def prefill_worker(q: PerfQuery, *, link_gbit_s: float, percentile: float | None
         rate, limit = link_rate, "network"
     if rate <= 0:
         return Worker("prefill", False, f"no rate meets the TTFT SLO at p{percentile:g}", "ttft")
-    return Worker("prefill", True, rate_rps=rate, ttft_ms=ttft_ms, batch=1, prompt_ms=prompt_s * 1e3,
-                  transfer_ms=move_s * 1e3, memory_gib_per_gpu=used, binding_limit=limit)
+    return replace(alone, rate_rps=rate, ttft_ms=ttft_ms, transfer_ms=move_s * 1e3, binding_limit=limit)
+
+
+def link_capped(w: Worker, q: PerfQuery, link_gbit_s: float) -> Worker:
+    """A decode worker computed without a link (link_gbit_s=inf), capped by one's bytes per second."""
+    if not w.feasible:
+        return w
+    link_rate = link_gbit_s * 1e9 / 8 * q.calibration.link_efficiency / max(kv_transfer_bytes(q), 1.0)
+    return replace(w, rate_rps=link_rate, binding_limit="network") if link_rate < w.rate_rps else w
 
 
 def _step_s(s, batch: int, p: float, o: float) -> float:
