@@ -320,12 +320,18 @@ def test_catalog_parts_that_would_be_ignored_are_refused(tmp_path: Path, catalog
     assert_bad_input(solve_dict(tmp_path, {"services": [llm_service()], "catalog": catalog}), *needles)
 
 
-def test_change_costs_without_a_running_fleet_are_refused(tmp_path: Path) -> None:
-    w = {"services": [llm_service()], "change_costs": {"add_instance_usd": 1}}
-    assert_bad_input(solve_dict(tmp_path, w), "  - change_costs: ", "current_fleet", "an empty list")
-    # With a fleet (even an empty one) they are accepted.
-    ok = solve_dict(tmp_path, {**w, "current_fleet": []})
-    assert ok.returncode == 0, ok.stderr
+def test_change_costs_without_a_running_fleet_wait_for_one(tmp_path: Path) -> None:
+    """Issue 25, item 6: change costs in the file are the price of changing whatever fleet
+    `--current` (or a gRPC request) brings; without one they are unused and must not switch
+    planners: the plan is the one without them, to the line (timings aside)."""
+    w = {"services": [llm_service()], "change_costs": {"add_instance_usd": 1, "max_changed_instances": 0}}
+    with_costs = solve(tmp_path, json.dumps(w), "with.json", "--format", "json", "--no-verify")
+    without = solve(tmp_path, json.dumps({"services": [llm_service()]}), "without.json", "--format", "json",
+                    "--no-verify")
+    assert with_costs.returncode == 0 and without.returncode == 0, with_costs.stderr + without.stderr
+    a, b = json.loads(with_costs.stdout), json.loads(without.stdout)
+    assert (a["status"], a["total_price_usd_per_hour"], a["fleet"]) == (b["status"], b["total_price_usd_per_hour"], b["fleet"])
+    assert "periods" not in a and "periods" not in b  # today's single-hour planner for both
 
 
 @pytest.mark.parametrize("value, fix", [([0.0001], "use a number"), (0.5, "use a smaller value"),

@@ -132,7 +132,7 @@ def test_the_examples_and_the_readme_workload_load() -> None:
     from solver.workload.documents import load_document, load_workload
 
     for name in ("llm-platform.json", "s1-throughput.json", "s2-latency.json", "s3-big-model.json",
-                 ):
+                 "periods-day.yaml", "scheduler/workload.yaml"):
         assert load_workload(ROOT / "examples" / name).services, name
     readme = (ROOT / "README.md").read_text()
     block = readme.split("## The workload file", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]

@@ -900,17 +900,10 @@ class Workload(_Strict):
     current_fleet: list[CurrentInstances] | None = Field(default=None, description="the fleet running today: "
                                                          "re-plan from it")
     change_costs: ChangeCosts | None = Field(default=None, description="one-off costs of starting and stopping "
-                                             "instances against current_fleet, and a cap on how many change; "
-                                             "without current_fleet there is nothing to change. Unset: changes "
-                                             "are free and unlimited")
-
-    @model_validator(mode="after")
-    def _change_needs_a_fleet(self):
-        if self.change_costs is not None and self.current_fleet is None:
-            raise ValueError("change_costs is given without current_fleet: there is no running fleet to change, so "
-                             "they would only switch planners. To fix: add current_fleet (an empty list when "
-                             "nothing runs yet) or remove change_costs")
-        return self
+                                             "instances against the running fleet, and a cap on how many change: "
+                                             "they apply whenever a running fleet is given (current_fleet here, "
+                                             "`solve --current`, or a gRPC request's current_fleet), and are "
+                                             "unused without one. Unset: changes are free and unlimited")
 
     @field_validator("periods")
     @classmethod
@@ -924,9 +917,10 @@ class Workload(_Strict):
 
     @property
     def horizon_mode(self) -> bool:
-        """Periods, tiers beyond one price list, or a running fleet: the multi-period planner."""
-        return (self.periods is not None or self.current_fleet is not None or self.change_costs is not None
-                or self.constraints.uses_tiers)
+        """Periods, tiers beyond one price list, or a running fleet: the multi-period planner.
+        change_costs alone are not: without a running fleet there is nothing to change (they
+        wait in the file for `--current` or a request's fleet), so they must not switch planners."""
+        return self.periods is not None or self.current_fleet is not None or self.constraints.uses_tiers
 
     @field_validator("services")
     @classmethod
