@@ -374,3 +374,19 @@ def test_catalog_filters_refuse_what_would_list_the_wrong_offers() -> None:
     proc = subprocess.run([_cli(), "catalog", "--max-price", "0", "--format", "json"], capture_output=True, text=True,
                           timeout=60, cwd=ROOT)
     assert proc.returncode == 0 and json.loads(proc.stdout) == [], proc.stdout[:300]
+
+
+@pytest.mark.parametrize("slo, impossible", [
+    ({"ttft_ms": 5, "tpot_ms": 2}, ["slo[chat].ttft_ms", "slo[chat].tpot_ms"]),
+    ({"ttft_ms": 5, "tpot_ms": 50}, ["slo[chat].ttft_ms"]),
+    ({"ttft_ms": 5000, "tpot_ms": 2}, ["slo[chat].tpot_ms"]),
+])
+def test_every_bound_no_configuration_meets_is_reported(tmp_path: Path, slo: dict, impossible: list) -> None:
+    """Issue 25, item 5: a configuration's rejection names only the first bound it misses
+    (TTFT), so an impossible TPOT beside an impossible TTFT went unreported."""
+    proc = solve(tmp_path, json.dumps({"services": [llm_service(slo=slo)]}), "workload.json", "--format", "json")
+    assert proc.returncode == EXIT_INFEASIBLE, proc.stdout + proc.stderr
+    reasons = json.loads(proc.stdout)["infeasibility"]
+    assert [r["constraint"] for r in reasons] == impossible
+    for r in reasons:
+        assert r["fix"].startswith(f"relax slo.{r['constraint'].split('.')[-1]} to at least"), r
