@@ -262,6 +262,15 @@ def cmd_catalog(args) -> int:
                            "yes" if g["supports_int4"] else "", "yes" if g["consumer"] else ""] for g in rows]))
         return EXIT_OK
     offers = list(catalog.offers)
+    if args.gpu:
+        # GPU names as people write them ("h100 pcie", "NVIDIA L4"): solver/catalog/gpu_names.py.
+        from solver.catalog.gpu_names import ambiguity, resolve_gpu_name
+
+        found = resolve_gpu_name(args.gpu, catalog.gpus)
+        if found.candidates:
+            _err(f"error: {ambiguity(args.gpu, found.candidates)}. To fix: write one of {', '.join(found.candidates)}")
+            return EXIT_INPUT
+        args.gpu = found.name or args.gpu
     for field, value in (("gpu", args.gpu), ("provider", args.provider), ("region", args.region)):
         if value:
             known = {getattr(o, field) for o in offers}

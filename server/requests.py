@@ -47,8 +47,7 @@ def read_workload(msg: pb.Workload, field: str = "workload",
                                 "the service does not read files named in requests.",
                                 "send the file's content in workload.catalog_file (the Python client does when "
                                 "given base_dir or a workload path), or inline its offers under catalog.offers")
-    check_references(workload, catalog)
-    return workload, catalog
+    return check_references(workload, catalog), catalog
 
 
 def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
