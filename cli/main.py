@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from cli.argtypes import number_in, positive_int, seconds
+from cli.argtypes import backend, number_in, positive_int, seconds
 
 EXIT_OK, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 2, 3, 4, 5
 
@@ -310,7 +310,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.add_argument("--explain", action="store_true", help="per service: the nearest alternatives not taken, and why")
     s.add_argument("--time-limit", type=seconds, default=None, metavar="SECONDS")
-    s.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
+    s.add_argument("--backend", type=backend, default=None, metavar="{auto,scip,highs}")
     s.add_argument("--current", metavar="FLEET", help="re-plan from the fleet that runs now: a JSON/YAML file with "
                    "[{offer_id, instances}] or {current_fleet: [...]} (replaces the workload's current_fleet)")
     s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")

@@ -11,6 +11,7 @@ from server import convert
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.types import Catalog
+from solver.backend_choices import withdrawn_backend
 from solver.errors import InputError
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.workload.schema import CatalogFile, Workload
@@ -79,7 +80,10 @@ def backend_name(value: int) -> str | None:
     if value == pb.BACKEND_UNSPECIFIED:
         return None
     if value not in BACKENDS:
-        raise InputError.single("backend", f"unknown backend enum value {value}.", "use AUTO, SCIP, HIGHS or CP_SAT")
+        raise InputError.single("backend", f"unknown backend enum value {value}.", "use AUTO, SCIP or HIGHS")
+    withdrawn = withdrawn_backend(BACKENDS[value])
+    if withdrawn:  # BACKEND_CP_SAT stays in the proto for old clients, and is refused saying why
+        raise InputError.single("backend", *withdrawn)
     return BACKENDS[value]
 
 

@@ -435,3 +435,15 @@ def test_catalog_gpu_filter_reads_names_as_people_write_them() -> None:
     assert proc.returncode == 0 and {o["gpu"] for o in json.loads(proc.stdout)} == {"L4"}, proc.stderr
     proc = run_cli("catalog", "--gpu", "h100")
     assert proc.returncode == EXIT_INPUT and "'h100' is ambiguous" in proc.stderr and "H100-SXM" in proc.stderr
+
+
+def test_cp_sat_is_not_offered_and_says_why(tmp_path: Path) -> None:
+    """Issue 25, item 7: CP-SAT proved no plan here (it solves an integer-scaled copy of the
+    model) and, with percentile SLOs, gave up at once with a false time-limit message."""
+    proc = run_cli("solve", str(ROOT / "examples/s1-throughput.json"), "--backend", "cp-sat")
+    assert proc.returncode == EXIT_INPUT and "argument --backend: CP-SAT is not offered" in proc.stderr, proc.stderr
+    assert "To fix: use scip, highs or auto" in proc.stderr
+    help_text = run_cli("solve", "--help").stdout
+    assert "--backend {auto,scip,highs}" in help_text and "cp-sat" not in help_text
+    assert_bad_input(solve_dict(tmp_path, {"services": [service()], "solver": {"backend": "cp-sat"}}),
+                     "solver.backend: CP-SAT is not offered", "use scip, highs or auto")

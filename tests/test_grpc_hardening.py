@@ -149,3 +149,11 @@ def test_repeated_keys_quoted_numbers_and_tabs_are_invalid_argument(stub, worklo
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
     for needle in needles:
         assert needle in err.details(), (needle, err.details())
+
+
+def test_the_cp_sat_enum_is_invalid_argument_saying_why(stub):
+    request = pb.SolveRequest(workload=pb.Workload(json=json.dumps(SMALL)), backend=pb.BACKEND_CP_SAT)
+    with pytest.raises(grpc.RpcError) as err:
+        stub[0].Solve(request, timeout=60)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "CP-SAT is not offered" in err.value.details() and "use scip, highs or auto" in err.value.details()

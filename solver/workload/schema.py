@@ -851,9 +851,20 @@ class SolverOptions(_Strict):
                                 "plan, seconds (candidates, solve, tie-break): the best plan found by then is "
                                 "returned with its gap, or an error when none was found. The CLI's --time-limit "
                                 "and a gRPC deadline override it")
-    backend: Literal["auto", "scip", "highs", "cp-sat"] = Field(default="auto", description="MIP solver: auto "
-                                                                "(SCIP, or HiGHS for routing-heavy models), scip, "
-                                                                "highs or cp-sat; the CLI's --backend overrides it")
+    backend: Literal["auto", "scip", "highs"] = Field(default="auto", description="MIP solver: auto (SCIP, or "
+                                                      "HiGHS for routing-heavy models), scip or highs; the CLI's "
+                                                      "--backend overrides it. cp-sat is refused: it proves nothing "
+                                                      "about this model's plans")
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _offered_backend(cls, value):
+        from solver.backend_choices import withdrawn_backend
+
+        withdrawn = withdrawn_backend(value) if isinstance(value, str) else None
+        if withdrawn:
+            raise ValueError(f"{withdrawn[0]} To fix: {withdrawn[1]}")
+        return value
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
     verify: bool = Field(default=True, description="simulate every replica configuration a plan uses under a "
                          "percentile SLO at the rate the plan routes to it (with the confidence's margins) and "
