@@ -35,5 +35,17 @@ def number_in(low: float, high: float, unit: str, low_allowed: bool = False):
     return parse
 
 
+def backend(text: str) -> str:
+    """--backend: auto, scip or highs; cp-sat says why it is not offered."""
+    from solver.backend_choices import BACKENDS, withdrawn_backend
+
+    withdrawn = withdrawn_backend(text)
+    if withdrawn:
+        raise argparse.ArgumentTypeError(f"{withdrawn[0]} To fix: {withdrawn[1]}")
+    if text not in BACKENDS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(BACKENDS)})")
+    return text
+
+
 # More than 0 and at most a day (solve --time-limit, review --time-limit-per-scenario).
 seconds = number_in(0, MAX_SECONDS, "s")

@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from cli.argtypes import number_in, positive_int, seconds
+from cli.argtypes import backend, number_in, positive_int, seconds
 
 EXIT_OK, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 2, 3, 4, 5
 
@@ -262,6 +262,15 @@ def cmd_catalog(args) -> int:
                            "yes" if g["supports_int4"] else "", "yes" if g["consumer"] else ""] for g in rows]))
         return EXIT_OK
     offers = list(catalog.offers)
+    if args.gpu:
+        # GPU names as people write them ("h100 pcie", "NVIDIA L4"): solver/catalog/gpu_names.py.
+        from solver.catalog.gpu_names import ambiguity, resolve_gpu_name
+
+        found = resolve_gpu_name(args.gpu, catalog.gpus)
+        if found.candidates:
+            _err(f"error: {ambiguity(args.gpu, found.candidates)}. To fix: write one of {', '.join(found.candidates)}")
+            return EXIT_INPUT
+        args.gpu = found.name or args.gpu
     for field, value in (("gpu", args.gpu), ("provider", args.provider), ("region", args.region)):
         if value:
             known = {getattr(o, field) for o in offers}
@@ -301,7 +310,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.add_argument("--explain", action="store_true", help="per service: the nearest alternatives not taken, and why")
     s.add_argument("--time-limit", type=seconds, default=None, metavar="SECONDS")
-    s.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
+    s.add_argument("--backend", type=backend, default=None, metavar="{auto,scip,highs}")
     s.add_argument("--current", metavar="FLEET", help="re-plan from the fleet that runs now: a JSON/YAML file with "
                    "[{offer_id, instances}] or {current_fleet: [...]} (replaces the workload's current_fleet)")
     s.add_argument("--server", metavar="HOST:PORT", help="solve on a planner service instead of locally")

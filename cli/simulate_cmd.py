@@ -22,6 +22,8 @@ import math
 import sys
 from pathlib import Path
 
+from cli.argtypes import backend
+
 EXIT_OK, EXIT_MISSED, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 1, 2, 3, 4, 5
 METRIC_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 SCHEDULERS = ("chunked_mixed", "prefill_first")
@@ -60,7 +62,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a service or assignment misses")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="for the planning solve")
-    p.add_argument("--backend", choices=["auto", "scip", "highs", "cp-sat"], default=None)
+    p.add_argument("--backend", type=backend, default=None, metavar="{auto,scip,highs}")
     p.set_defaults(func=run)
 
 

@@ -11,6 +11,7 @@ from server import convert
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.types import Catalog
+from solver.backend_choices import withdrawn_backend
 from solver.errors import InputError
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.workload.schema import CatalogFile, Workload
@@ -47,8 +48,7 @@ def read_workload(msg: pb.Workload, field: str = "workload",
                                 "the service does not read files named in requests.",
                                 "send the file's content in workload.catalog_file (the Python client does when "
                                 "given base_dir or a workload path), or inline its offers under catalog.offers")
-    check_references(workload, catalog)
-    return workload, catalog
+    return check_references(workload, catalog), catalog
 
 
 def catalog_from_document(doc: pb.CatalogDocument) -> Catalog:
@@ -80,7 +80,10 @@ def backend_name(value: int) -> str | None:
     if value == pb.BACKEND_UNSPECIFIED:
         return None
     if value not in BACKENDS:
-        raise InputError.single("backend", f"unknown backend enum value {value}.", "use AUTO, SCIP, HIGHS or CP_SAT")
+        raise InputError.single("backend", f"unknown backend enum value {value}.", "use AUTO, SCIP or HIGHS")
+    withdrawn = withdrawn_backend(BACKENDS[value])
+    if withdrawn:  # BACKEND_CP_SAT stays in the proto for old clients, and is refused saying why
+        raise InputError.single("backend", *withdrawn)
     return BACKENDS[value]
 
 

@@ -98,7 +98,7 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
         options = replace(options, verify=workload.solver.verify)
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
     if not (options.references_checked and options.catalog is not None):
-        check_references(workload, catalog)
+        workload = check_references(workload, catalog)
     time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
     deadline = t0 + time_limit
     stop = Stop(options.cancel, deadline, time_limit)

@@ -76,7 +76,7 @@ def test_ctrl_c_ends_a_long_solve_at_once(solver_cli, tmp_path):
     path = tmp_path / "slow.json"
     path.write_text(json.dumps(slow_workload(time_limit_s=120)))
     proc = subprocess.Popen([solver_cli, "solve", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)  # candidates built, CP-SAT running
+    time.sleep(4)  # candidates built, SCIP running
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)

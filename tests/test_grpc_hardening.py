@@ -129,3 +129,31 @@ def test_a_catalog_document_is_bounded_like_a_file(stub):
     err = _solve_error(stub, pb.Workload(json=json.dumps(doc),
                                          catalog_file=pb.CatalogDocument(path="c.yaml", text=yaml_bomb())))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "catalog.file (c.yaml)" in err.details()
+
+
+# ---------------------------------------------------------------- issue 25: the same strict reader
+@pytest.mark.parametrize("workload, needles", [
+    (lambda: pb.Workload(json='{"name": "a", "name": "b",\n "services": []}'),
+     ("'name' appears twice", "line 1, column 15", "first at line 1, column 2")),
+    (lambda: pb.Workload(yaml="name: a\nservices: []\nname: b\n"), ("'name' appears twice", "line 3, column 1")),
+    (lambda: pb.Workload(yaml="name: a\nservices:\n\t- name: b\n"), ("a tab character at line 3, column 1",)),
+    (lambda: pb.Workload(json=json.dumps({**SMALL, "services": [{**SMALL["services"][0], "min_replicas": "2"}]})),
+     ("services[0].min_replicas", "without quotes: 2")),
+    # A Struct holds numbers as numbers and strings as strings: a quoted number stays refused.
+    (lambda: pb.Workload(object=convert.dict_to_struct(
+        {**SMALL, "services": [{**SMALL["services"][0], "slo": {"percentile": "99", "ttft_ms": 2000}}]})),
+     ("services[0].slo.percentile", "without quotes: 99")),
+])
+def test_repeated_keys_quoted_numbers_and_tabs_are_invalid_argument(stub, workload, needles):
+    err = _solve_error(stub, workload())
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    for needle in needles:
+        assert needle in err.details(), (needle, err.details())
+
+
+def test_the_cp_sat_enum_is_invalid_argument_saying_why(stub):
+    request = pb.SolveRequest(workload=pb.Workload(json=json.dumps(SMALL)), backend=pb.BACKEND_CP_SAT)
+    with pytest.raises(grpc.RpcError) as err:
+        stub[0].Solve(request, timeout=60)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "CP-SAT is not offered" in err.value.details() and "use scip, highs or auto" in err.value.details()

@@ -143,3 +143,17 @@ def test_plans_without_periods_keep_their_json(tmp_path: Path) -> None:
     out = subprocess.run([*proc.args, "--format", "json"], capture_output=True, text=True, timeout=120)
     d = json.loads(out.stdout)
     assert not {"periods", "reservations", "horizon_cost_usd", "changes", "rollout"} & set(d)
+
+
+def test_the_readme_periods_commands_run_as_documented() -> None:
+    """Issue 25, item 6: the README's first periods command (and the example's own header)
+    exited 2 (change_costs without current_fleet); both documented commands now plan."""
+    root = Path(__file__).resolve().parents[1]
+    proc = run_cli("solve", str(root / "examples/periods-day.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("image-and-embedding-day: OPTIMAL (proven optimal) — $145.30 over 24 hours"), \
+        proc.stdout[:300]
+    assert "Changes against the running fleet" not in proc.stdout
+    proc = run_cli("solve", str(root / "examples/periods-day.yaml"), "--current", str(root / "examples/running-fleet.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Changes against the running fleet (first period):" in proc.stdout and "Rollout" in proc.stdout

@@ -2,7 +2,7 @@
 
 import pytest
 
-from solver.errors import InfeasibleError
+from solver.errors import InfeasibleError, InputError
 from solver.plan import PlanOptions, plan
 from solver.workload.documents import parse_workload
 
@@ -182,16 +182,18 @@ def test_calibration_override_changes_estimates_and_rejects_unknown_keys():
     assert exc.value.violations[0].field == "solver.calibration" and "did you mean" in str(exc.value)
 
 
-def test_backends_agree_and_cp_sat_never_claims_a_proof():
+def test_backends_agree_and_cp_sat_is_refused_saying_why():
     cat = offers(("p", "big", "A100-80GB", 1, 3.0), ("p", "small", "L4", 1, 1.0))
     w = {"services": [profile_service("s", 130, [{"gpu": "A100-80GB", "items_per_min": 100},
                                                  {"gpu": "L4", "items_per_min": 40}])], "catalog": cat}
     scip, highs = solve(w, backend="scip"), solve(w, backend="highs")
     assert scip.status == highs.status == "optimal"
     assert scip.total_price_usd_per_hour == pytest.approx(highs.total_price_usd_per_hour)
-    cp = solve(w, backend="cp-sat")
-    # CP-SAT scales real coefficients to integers: its plan is checked, its "proof" is not claimed.
-    assert cp.status == "feasible" and cp.evaluation["ok"] and cp.solver.gap is None
+    # Issue 25: CP-SAT scales real coefficients to integers and never proved a plan here.
+    with pytest.raises(InputError, match="CP-SAT is not offered.*use scip, highs or auto"):
+        solve(w, backend="cp-sat")
+    with pytest.raises(InputError, match="solver.backend: CP-SAT is not offered"):
+        solve({**w, "solver": {"backend": "cp-sat"}})
 
 
 def test_explain_names_an_offer_removed_by_a_zero_quota():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from solver.catalog.loader import default_catalog, default_gpus, interconnect_for
 from solver.catalog.types import Catalog, GpuType, Offer, default_int4_support
 from solver.errors import FieldViolation, InputError
+from solver.catalog.gpu_names import ambiguity, resolve_gpu_name
 from solver.suggest import did_you_mean
 
 
@@ -30,15 +31,22 @@ def catalog_from_spec(gpus_spec, offers_spec, *, include_default_gpus: bool = Tr
     problems: list[FieldViolation] = []
     seen = {o.id for o in offers}
     for i, s in enumerate(offers_spec):
-        if s.gpu not in gpus:
-            problems.append(FieldViolation(f"{prefix}.offers[{i}].gpu", f"unknown GPU type {s.gpu!r}{did_you_mean(s.gpu, gpus) or '.'}",
-                                           "use a GPU name from `solver-cli catalog --gpus`, or describe it under gpus"))
-            continue
+        gpu = s.gpu if s.gpu in gpus else resolve_gpu_name(s.gpu, gpus)  # "NVIDIA L4" is L4
+        if not isinstance(gpu, str):
+            if gpu.candidates:
+                problems.append(FieldViolation(f"{prefix}.offers[{i}].gpu", ambiguity(s.gpu, gpu.candidates) + ".",
+                                               f"write one of {', '.join(gpu.candidates)}"))
+                continue
+            if gpu.name is None:
+                problems.append(FieldViolation(f"{prefix}.offers[{i}].gpu", f"unknown GPU type {s.gpu!r}{did_you_mean(s.gpu, gpus) or '.'}",
+                                               "use a GPU name from `solver-cli catalog --gpus`, or describe it under gpus"))
+                continue
+            gpu = gpu.name
         price = s.price_usd_per_hour if s.price_usd_per_hour is not None else s.price_usd_per_minute * 60.0
-        offer = Offer(provider=s.provider, name=s.name, region=s.region, gpu=s.gpu,
+        offer = Offer(provider=s.provider, name=s.name, region=s.region, gpu=gpu,
                       gpus_per_instance=s.gpus_per_instance, price_usd_per_hour=price,
                       spot_price_usd_per_hour=s.spot_price_usd_per_hour, gpu_memory_gib=s.gpu_memory_gib,
-                      interconnect=s.interconnect or interconnect_for(gpus[s.gpu], s.gpus_per_instance),
+                      interconnect=s.interconnect or interconnect_for(gpus[gpu], s.gpus_per_instance),
                       inter_node_fabric=s.inter_node_fabric, inter_node_gbs=s.inter_node_gbs,
                       available_instances=s.available_instances, source=s.source, as_of=s.as_of,
                       spot_interruption_rate_per_hour=s.spot_interruption_rate_per_hour,

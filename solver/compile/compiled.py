@@ -89,7 +89,10 @@ def compile_horizon(workload: Workload) -> HorizonTerms | None:
     """The multi-period terms, or None for today's single static hour."""
     if not workload.horizon_mode:
         return None
-    c, cc = workload.constraints, workload.change_costs
+    c = workload.constraints
+    # Change costs price changes to a running fleet; without one they are unused (and a cap on
+    # changes must not link the periods that nothing else links).
+    cc = workload.change_costs if workload.current_fleet is not None else None
     fleet = None
     if workload.current_fleet is not None:
         fleet = tuple(RunningInstances(f.offer_id, f.instances, f.spot,

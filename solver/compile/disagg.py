@@ -129,6 +129,13 @@ def add_disaggregated(problem: Problem, catalog: Catalog, offers: list[Offer], c
     services = list(problem.services)
     only_pools: set[str] = set()
     for s in problem.services:
+        if s.serving == "disaggregated" and not wants_disaggregation(s, problem) and s.total_demand > 0:
+            from solver.errors import InputError
+
+            index = next(i for i, x in enumerate(problem.services) if x.name == s.name)
+            raise InputError.single(f"services[{index}].serving", "disaggregated serving is planned for one period "
+                                    "without a running fleet, for one request class, for now",
+                                    "set serving: aggregated (or auto) for this plan")
         if not wants_disaggregation(s, problem):
             continue
         if s.serving == "disaggregated":

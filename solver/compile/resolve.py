@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from solver.catalog.custom import catalog_from_spec
+from solver.catalog.gpu_names import ambiguity, resolve_gpu_name
 from solver.catalog.loader import default_catalog, load_catalog_file
 from solver.catalog.types import PRECISIONS, Catalog, Offer
 from solver.compile.horizon_checks import check_horizon
@@ -57,11 +58,51 @@ def _precision_hardware(precision: str) -> str:
             "bf16": "this GPU has no BF16 support."}.get(precision, "not supported on this GPU.")
 
 
-def check_references(workload: Workload, catalog: Catalog) -> None:
-    """Every name the workload uses must exist; collect all problems at once."""
-    problems = reference_problems(workload.model_dump(), catalog) + check_horizon(workload, catalog)
+def check_references(workload: Workload, catalog: Catalog) -> Workload:
+    """Every name the workload uses must exist; collect all problems at once. Returns the
+    workload with its GPU names as the catalog spells them (solver/catalog/gpu_names.py)."""
+    problems = reference_problems(workload.model_dump(), catalog)
+    if problems:
+        raise InputError(problems + check_horizon(workload, catalog))
+    workload = canonical_gpu_names(workload, catalog)
+    problems = check_horizon(workload, catalog)
     if problems:
         raise InputError(problems)
+    return workload
+
+
+def canonical_gpu_names(workload: Workload, catalog: Catalog) -> Workload:
+    """The workload with every GPU name resolved to the catalog's (`"NVIDIA L4"` -> `L4`); the
+    same object when all are exact (the common case: nothing is copied)."""
+    gpus = catalog.gpus
+    c = workload.constraints
+    written = ([p.gpu for s in workload.services for p in s.profiles] + list(c.gpu_quotas)
+               + list(c.gpu_types or ()) + list(c.exclude_gpu_types or ())
+               + [g for s in workload.services for g in (s.disaggregation.prefill_gpu_types or ())
+                  + (s.disaggregation.decode_gpu_types or ())])
+    if all(name in gpus for name in written):
+        return workload
+
+    def canon(name: str) -> str:
+        return name if name in gpus else (resolve_gpu_name(name, gpus).name or name)
+
+    data = workload.model_dump(mode="json")
+    for svc in data["services"]:
+        for prof in svc["profiles"]:
+            prof["gpu"] = canon(prof["gpu"])
+        limits = svc["disaggregation"]
+        for field_name in ("prefill_gpu_types", "decode_gpu_types"):
+            if limits.get(field_name) is not None:
+                limits[field_name] = list(dict.fromkeys(canon(n) for n in limits[field_name]))
+    cons = data["constraints"]
+    quotas: dict[str, int] = {}
+    for name, n in cons["gpu_quotas"].items():  # two spellings of one GPU: the tighter quota
+        quotas[canon(name)] = min(n, quotas.get(canon(name), n))
+    cons["gpu_quotas"] = quotas
+    for field_name in ("gpu_types", "exclude_gpu_types"):
+        if cons.get(field_name) is not None:
+            cons[field_name] = list(dict.fromkeys(canon(n) for n in cons[field_name]))
+    return Workload.model_validate_with_paths(data)
 
 
 def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
@@ -76,7 +117,13 @@ def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
     offer_ids = {o.id for o in catalog.offers}
 
     def unknown_gpu(path: str, name) -> None:
-        if isinstance(name, str) and name not in gpus:
+        if not isinstance(name, str) or name in gpus:
+            return
+        found = resolve_gpu_name(name, gpus)
+        if found.candidates:
+            problems.append(FieldViolation(path, ambiguity(name, found.candidates) + ".",
+                                           f"write one of {', '.join(found.candidates)}"))
+        elif found.name is None:
             problems.append(FieldViolation(path, f"unknown GPU type {name!r}{did_you_mean(name, gpus)}",
                                            "use a GPU name from `solver-cli catalog --gpus`"))
 
@@ -100,6 +147,7 @@ def reference_problems(data: dict, catalog: Catalog) -> list[FieldViolation]:
         for j, prof in enumerate(_items(svc.get("profiles"))):
             gpu, precision = prof.get("gpu"), prof.get("precision")
             unknown_gpu(f"services[{i}].profiles[{j}].gpu", gpu)
+            gpu = resolve_gpu_name(gpu, gpus).name if isinstance(gpu, str) else gpu
             if isinstance(gpu, str) and gpu in gpus and isinstance(precision, str) and precision in PRECISIONS \
                     and not gpus[gpu].supports(precision):
                 problems.append(FieldViolation(

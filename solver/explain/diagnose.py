@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 from solver.catalog.types import Catalog
 from solver.compile.fleet_size import replicas_needed
@@ -62,8 +63,8 @@ def diagnose_unservable(problem: Problem, catalog: Catalog) -> list[Infeasibilit
             continue
         if svc.total_demand <= 0 and svc.min_replicas == 0:
             continue
-        reasons.append(_unservable_reason(svc, by_service("rejections", problem.rejections)[svc.name], problem,
-                                          catalog))
+        reasons.extend(_unservable_reasons(svc, by_service("rejections", problem.rejections)[svc.name], problem,
+                                           catalog))
     return reasons
 
 
@@ -112,6 +113,56 @@ def _unserved_classes(svc: ServiceDemand, mine: list[Config], quotable: list[Con
     return out
 
 
+_SLO_KINDS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "latency_ms": "latency"}
+
+
+def _unservable_reasons(svc: ServiceDemand, rej: list[Rejection], problem: Problem,
+                        catalog: Catalog) -> list[InfeasibilityReason]:
+    """Why no configuration serves the service: one reason, or one per SLO bound that no
+    configuration meets even alone (a configuration's rejection names only the first bound
+    it misses, TTFT before TPOT, so TTFT's miss hid an impossible TPOT)."""
+    if any(r.kind in _SLO_KINDS.values() for r in rej) and len(svc.slo.bounds()) > 1:
+        alone = [_slo_reason(svc, kind, misses) for kind, misses in _impossible_alone(svc, problem, catalog)]
+        if alone:
+            return alone
+    return [_unservable_reason(svc, rej, problem, catalog)]
+
+
+def _impossible_alone(svc: ServiceDemand, problem: Problem, catalog: Catalog) -> list[tuple[str, list[Rejection]]]:
+    """Each bound of the service's SLO that no allowed configuration meets with the other
+    bounds removed, with those configurations' misses. Candidates are built again, once per
+    bound, for this service only: only a plan that has no fleet pays for it."""
+    from solver.compile.candidates import CandidateBuilder
+
+    out = []
+    for field_name, bound in svc.slo.bounds():
+        only = replace(svc, slo=replace(svc.slo, **{f: None for f, _ in svc.slo.bounds() if f != field_name}))
+        builder = CandidateBuilder(catalog, problem.offers, problem.calibration, cache=None)
+        (configs,) = builder.for_services([only])
+        kind = _SLO_KINDS[field_name]
+        misses = [r for r in builder.rejections if r.kind == kind]
+        if not configs and misses:
+            out.append((kind, misses))
+    return out
+
+
+def _slo_reason(svc: ServiceDemand, kind: str, misses: list[Rejection]) -> InfeasibilityReason:
+    name = svc.name
+    best = min(misses, key=lambda r: _value_in(r.reason))
+    slo_field = {"tpot": "tpot_ms", "ttft": "ttft_ms", "latency": "latency_ms"}[kind]
+    achieved = _value_in(best.reason)
+    # A value under load (at a trickle, the percentile) is this configuration's exact
+    # threshold; one without load is only necessary where a percentile SLO applies.
+    bound_only = svc.slo.percentile is not None and "under load" not in best.reason
+    at_least = (f"more than {math.ceil(achieved)} ms (the value without load; the p{svc.slo.percentile} "
+                "under load is higher)") if bound_only else f"at least {math.ceil(achieved)} ms"
+    return InfeasibilityReason(
+        f"slo[{name}].{slo_field}",
+        f"{name}: no allowed configuration meets the {kind.upper() if kind != 'latency' else 'latency'} SLO; "
+        f"the best is {best.gpu} x{best.gpus_per_replica} at {best.precision or 'measured'}: {best.reason}.",
+        f"relax slo.{slo_field} to {at_least}, or allow faster GPUs / fp8", name)
+
+
 def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:
     kinds = Counter(r.kind for r in rej)
     name = svc.name
@@ -144,20 +195,7 @@ def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Proble
             f"({largest.id}) has {largest_gib:.0f} GB.", " or ".join(fix), name)
     for kind in ("tpot", "ttft", "latency"):
         if kinds.get(kind):
-            misses = [r for r in rej if r.kind == kind]
-            best = min(misses, key=lambda r: _value_in(r.reason))
-            slo_field = {"tpot": "tpot_ms", "ttft": "ttft_ms", "latency": "latency_ms"}[kind]
-            achieved = _value_in(best.reason)
-            # A value under load (at a trickle, the percentile) is this configuration's exact
-            # threshold; one without load is only necessary where a percentile SLO applies.
-            bound_only = svc.slo.percentile is not None and "under load" not in best.reason
-            at_least = (f"more than {math.ceil(achieved)} ms (the value without load; the p{svc.slo.percentile} "
-                        "under load is higher)") if bound_only else f"at least {math.ceil(achieved)} ms"
-            return InfeasibilityReason(
-                f"slo[{name}].{slo_field}",
-                f"{name}: no allowed configuration meets the {kind.upper() if kind != 'latency' else 'latency'} SLO; "
-                f"the best is {best.gpu} x{best.gpus_per_replica} at {best.precision or 'measured'}: {best.reason}.",
-                f"relax slo.{slo_field} to {at_least}, or allow faster GPUs / fp8", name)
+            return _slo_reason(svc, kind, [r for r in rej if r.kind == kind])
     if kinds.get("profile_size") and not any(kinds.get(k) for k in ("ttft", "tpot", "latency", "vram")):
         # The service's only measurements are for replica sizes that cannot be planned.
         sample = next(r for r in rej if r.kind == "profile_size")

@@ -15,6 +15,7 @@ from typing import Any
 
 from solver.errors import InputError
 from solver.workload import limits
+from solver.workload.duplicates import DuplicateKey, duplicate_error, json_pairs_hook, locate_json_duplicate
 from solver.workload.files import read_document_file
 from solver.workload.schema import Workload
 
@@ -82,7 +83,12 @@ def check_document(data: Any, what: str = "workload") -> Any:
 def _parse_json(text: str, what: str) -> Any:
     try:
         # NaN/Infinity literals parse to floats here and are rejected by check_values with their path.
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=json_pairs_hook)
+    except DuplicateKey as exc:
+        # Rare: only now is the text scanned again to say where (the first repeat in document order).
+        found = locate_json_duplicate(text)
+        key, first, second = found if found else (exc.key, None, None)
+        raise duplicate_error(what, key, second, first, "JSON") from None
     except json.JSONDecodeError as exc:
         raise InputError.single(what, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}.",
                                 "fix the JSON syntax (a trailing comma or missing quote is typical)") from None
@@ -109,6 +115,11 @@ def _parse_yaml(text: str, what: str) -> Any:
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
+        tab = _tab_near(text, mark)
+        if tab is not None:
+            raise InputError.single(what, f"malformed YAML: a tab character at line {tab[0]}, column {tab[1]}; YAML "
+                                    "does not allow tabs for indentation or before a token.",
+                                    "replace the tab with spaces") from None
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise InputError.single(what, f"malformed YAML{where}: {limits.short(str(problem), 200)}.",
@@ -120,6 +131,24 @@ def _parse_yaml(text: str, what: str) -> Any:
                                 "check the numbers") from None
     finally:
         loader.dispose()
+
+
+def _tab_near(text: str, mark) -> tuple[int, int] | None:
+    """(line, column), 1-based, of the tab a YAML syntax error is about: the character at the
+    error, or a tab in the error line's leading whitespace (libyaml's "cannot start any token"
+    and "violates indentation" do not say the character is a tab)."""
+    if mark is None:
+        return None
+    lines = text.split("\n", mark.line + 1)
+    if mark.line >= len(lines):
+        return None
+    line = lines[mark.line]
+    if mark.column < len(line) and line[mark.column] == "\t":
+        return mark.line + 1, mark.column + 1
+    indent = line[:len(line) - len(line.lstrip(" \t"))]
+    if "\t" in indent[:mark.column + 1]:
+        return mark.line + 1, indent.index("\t") + 1
+    return None
 
 
 def _type_name(data: Any) -> str:

@@ -4,8 +4,8 @@ any expensive work (validation, solving).
 A document is bounded three ways, cheapest first:
 1. its size in bytes, before it is parsed (`check_size`);
 2. for YAML, its composed node graph, before any Python value is built
-   (`check_yaml_graph`): nesting depth, and the number of values with every alias
-   expanded. Aliases are allowed (shared SLO or profile blocks are real use), but a
+   (`check_yaml_graph`): nesting depth, repeated keys (solver/workload/duplicates.py),
+   and the number of values with every alias expanded. Aliases are allowed (shared SLO or profile blocks are real use), but a
    document with aliases may expand to no more values than one written out in full,
    so a 666-byte "billion laughs" is rejected in milliseconds;
 3. its parsed values (`check_values`): nesting depth, number of values, value types
@@ -67,6 +67,8 @@ def check_yaml_graph(root, what: str) -> None:
     the expanded value count, each node's count computed once (memoised by identity)."""
     from yaml.nodes import MappingNode, SequenceNode
 
+    from solver.workload.duplicates import check_yaml_mapping
+
     sizes: dict[int, int] = {}
     depths: dict[int, int] = {}
     has_alias = False
@@ -86,6 +88,8 @@ def check_yaml_graph(root, what: str) -> None:
                 raise InputError.single(what, "a YAML alias refers to the node that contains it.",
                                         "remove the recursive alias")
             children = _children(node, MappingNode, SequenceNode)
+            if isinstance(node, MappingNode):
+                check_yaml_mapping(node, what)  # once per node, like the sizes: aliases add nothing
             if not children:
                 sizes[key], depths[key] = 1, 1
                 continue

@@ -8,6 +8,8 @@ validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
 # annotation string at class creation (~150 compile() calls, ~3 ms of each CLI start).
 
 import copy
+import functools
+import types
 import typing
 from typing import Annotated, Any, Literal
 
@@ -49,7 +51,11 @@ def _show_default(value: Any):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+    # strict: numbers must be numbers and booleans booleans. Lax mode took `hours: "8"` and
+    # `instances: "6"` but refused `percentile: "99"` (a literal); now a quoted number is
+    # refused everywhere, with a message that says so (_quoted_number). Whole numbers are
+    # accepted for float fields; an integer field takes no 2.0.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, strict=True)
 
     @classmethod
     def model_validate_with_paths(cls, data: Any, prefix: str = ""):
@@ -57,7 +63,24 @@ class _Strict(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise InputError([_violation(e, prefix, cls) for e in exc.errors()]) from None
+            violations = [_violation(e, prefix, cls) for e in exc.errors()]
+            # A union (confidence: "nominal" or a number) reports once per branch: one line per field suffices
+            # when the input was a quoted number.
+            quoted = {v.field for v in violations if v.message.startswith(QUOTED_NUMBER)}
+            violations = [v for v in violations if v.field not in quoted or v.message.startswith(QUOTED_NUMBER)]
+            raise InputError(list(dict.fromkeys(violations))) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_floats_as_ints(cls, value: Any, info):
+        """2.0 where a whole number goes is 2, as lax mode read it (JSON writers such as Python's
+        json.dumps write whole floats so); 2.5 and "2" stay errors."""
+        if isinstance(value, float) and value.is_integer() and _whole_only(cls, info.field_name):
+            return int(value)
+        if isinstance(value, dict) and any(isinstance(v, float) for v in value.values()) \
+                and _whole_only(cls, info.field_name, in_dict=True):
+            return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in value.items()}
+        return value
 
 
 def _path(loc: tuple, prefix: str = "") -> str:
@@ -120,7 +143,52 @@ def _model_in(annotation) -> type | None:
     return None
 
 
+@functools.cache
+def _whole_only(model: type, field: str, in_dict: bool = False) -> bool:
+    """Whether the field (or, in_dict, its dict's values) takes whole numbers and no fractional
+    ones: int, or a Literal of ints (percentile), possibly optional."""
+    annotation = model.model_fields[field].annotation
+    if in_dict:
+        if typing.get_origin(annotation) is not dict:
+            return False
+        annotation = typing.get_args(annotation)[1]
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    numbers = [a for a in options if a is not type(None)]
+    return bool(numbers) and all(
+        a is int or (typing.get_origin(a) is Literal and all(type(x) is int for x in typing.get_args(a)))
+        for a in numbers)
+
+
+QUOTED_NUMBER = "a number written as text"
+# Error types a quoted number meets in strict mode (a numeric literal such as percentile's too).
+_NUMBER_ERRORS = ("int_type", "float_type", "literal_error", "int_parsing", "float_parsing")
+
+
+def _is_number_text(value: Any) -> bool:
+    if not isinstance(value, str) or not value.strip():
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def quoted_number(value: str) -> tuple[str, str]:
+    """The message and fix for a number given in quotes."""
+    return (f"{QUOTED_NUMBER} ({value!r}); numbers are not read from strings.",
+            f"write the number without quotes: {value.strip()}")
+
+
 def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolation:
+    loc = tuple(err["loc"])
+    expected = str((err.get("ctx") or {}).get("expected", ""))
+    if (err["type"] in _NUMBER_ERRORS and _is_number_text(err.get("input"))
+            and not (err["type"] == "literal_error" and "'" in expected)):  # not a literal of words
+        return FieldViolation(_path(loc, prefix), *quoted_number(err["input"]))
+    if err["type"] == "int_type" and type(err.get("input")) is float:
+        return FieldViolation(_path(loc, prefix), f"{err['input']!r} is not a whole number.", "use a whole number")
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
@@ -134,7 +202,6 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
     if not msg.endswith((".", "?")):
         msg += "."
-    loc = tuple(err["loc"])
     if not loc and root is not None and msg.split(" ", 1)[0] in root.model_fields:
         loc = (msg.split(" ", 1)[0],)  # a whole-document check about one field: name that field
     return FieldViolation(_path(loc, prefix), msg, fix)
@@ -280,6 +347,9 @@ class SLO(_Strict):
     def _confidence(cls, value, info):
         if value is None:
             return value
+        if value != "nominal" and _is_number_text(value):
+            msg, fix = quoted_number(value)
+            raise ValueError(f"{msg} To fix: {fix}")
         if "percentile" in info.data and info.data["percentile"] is None:
             raise ValueError("confidence is about latency under load, which only a percentile SLO plans for. To fix: "
                              "add slo.percentile (e.g. 99), or remove confidence; for estimates without queueing "
@@ -817,9 +887,20 @@ class SolverOptions(_Strict):
                                 "plan, seconds (candidates, solve, tie-break): the best plan found by then is "
                                 "returned with its gap, or an error when none was found. The CLI's --time-limit "
                                 "and a gRPC deadline override it")
-    backend: Literal["auto", "scip", "highs", "cp-sat"] = Field(default="auto", description="MIP solver: auto "
-                                                                "(SCIP, or HiGHS for routing-heavy models), scip, "
-                                                                "highs or cp-sat; the CLI's --backend overrides it")
+    backend: Literal["auto", "scip", "highs"] = Field(default="auto", description="MIP solver: auto (SCIP, or "
+                                                      "HiGHS for routing-heavy models), scip or highs; the CLI's "
+                                                      "--backend overrides it. cp-sat is refused: it proves nothing "
+                                                      "about this model's plans")
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _offered_backend(cls, value):
+        from solver.backend_choices import withdrawn_backend
+
+        withdrawn = withdrawn_backend(value) if isinstance(value, str) else None
+        if withdrawn:
+            raise ValueError(f"{withdrawn[0]} To fix: {withdrawn[1]}")
+        return value
     tie_break: bool = Field(default=True, description="second pass: among cheapest fleets, fewest GPUs then most headroom")
     verify: bool = Field(default=True, description="simulate every replica configuration a plan uses under a "
                          "percentile SLO at the rate the plan routes to it (with the confidence's margins) and "
@@ -866,23 +947,19 @@ class Workload(_Strict):
     current_fleet: list[CurrentInstances] | None = Field(default=None, description="the fleet running today: "
                                                          "re-plan from it")
     change_costs: ChangeCosts | None = Field(default=None, description="one-off costs of starting and stopping "
-                                             "instances against current_fleet, and a cap on how many change; "
-                                             "without current_fleet there is nothing to change. Unset: changes "
-                                             "are free and unlimited")
+                                             "instances against the running fleet, and a cap on how many change: "
+                                             "they apply whenever a running fleet is given (current_fleet here, "
+                                             "`solve --current`, or a gRPC request's current_fleet), and are "
+                                             "unused without one. Unset: changes are free and unlimited")
 
     @model_validator(mode="after")
-    def _change_needs_a_fleet(self):
-        if self.change_costs is not None and self.current_fleet is None:
-            raise ValueError("change_costs is given without current_fleet: there is no running fleet to change, so "
-                             "they would only switch planners. To fix: add current_fleet (an empty list when "
-                             "nothing runs yet) or remove change_costs")
-        split = [s.name for s in self.services if s.serving != "aggregated"]
+    def _one_period_for_pools(self):
+        split = [s for s in self.services if s.serving != "aggregated"]
         if split and (self.horizon_mode or self.constraints.same_region):
             what = "constraints.same_region" if self.constraints.same_region and not self.horizon_mode else \
                 "periods, pricing tiers or a running fleet"
-            raise ValueError(f"service {split[0]!r} asks for serving: {self.services[[s.name for s in self.services].index(split[0])].serving}, "
-                             f"which is planned for one period without {what} for now. To fix: set serving: "
-                             "aggregated, or drop " + what)
+            raise ValueError(f"service {split[0].name!r} asks for serving: {split[0].serving}, which is planned for "
+                             f"one period without {what} for now. To fix: set serving: aggregated, or drop {what}")
         return self
 
     @field_validator("periods")
@@ -897,9 +974,10 @@ class Workload(_Strict):
 
     @property
     def horizon_mode(self) -> bool:
-        """Periods, tiers beyond one price list, or a running fleet: the multi-period planner."""
-        return (self.periods is not None or self.current_fleet is not None or self.change_costs is not None
-                or self.constraints.uses_tiers)
+        """Periods, tiers beyond one price list, or a running fleet: the multi-period planner.
+        change_costs alone are not: without a running fleet there is nothing to change (they
+        wait in the file for `--current` or a request's fleet), so they must not switch planners."""
+        return self.periods is not None or self.current_fleet is not None or self.constraints.uses_tiers
 
     @field_validator("services")
     @classmethod

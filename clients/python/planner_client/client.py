@@ -212,7 +212,7 @@ class PlannerClient:
     # ------------------------------------------------------------ plumbing
     def _solve_request(self, workload, time_limit_s, explain, backend, base_dir, current_fleet=None) -> pb.SolveRequest:
         if backend not in _BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; use one of auto, scip, highs, cp-sat")
+            raise ValueError(f"unknown backend {backend!r}; use one of auto, scip, highs")
         if time_limit_s is not None and not time_limit_s > 0:
             raise _bad_argument("time_limit_s", f"must be positive, got {time_limit_s}.", "give seconds > 0")
         request = pb.SolveRequest(workload=_workload_message(workload, base_dir), time_limit_s=time_limit_s,

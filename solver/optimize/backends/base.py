@@ -61,10 +61,15 @@ def resolve_auto(name: str, model: LinearModel) -> str:
 
 
 def get_backend(name: str) -> Backend:
+    from solver.backend_choices import withdrawn_backend
+    from solver.errors import InputError
     from solver.optimize.backends.mathopt_backend import MathOptBackend
 
     if name in ("auto", "scip"):
         return MathOptBackend("scip")
-    if name in ("highs", "cp-sat"):
+    if name == "highs":
         return MathOptBackend(name)
+    withdrawn = withdrawn_backend(name)
+    if withdrawn:
+        raise InputError.single("backend", *withdrawn)
     raise ValueError(f"unknown backend {name!r}")

@@ -33,11 +33,10 @@ from solver.lru import LockedLru
 from solver.optimize.backends.base import SolveOptions
 from solver.optimize.linear import LinearModel, Progress, SolveOutcome
 
-_SOLVERS = {"scip": parameters_pb2.SOLVER_TYPE_GSCIP, "highs": parameters_pb2.SOLVER_TYPE_HIGHS,
-            "cp-sat": parameters_pb2.SOLVER_TYPE_CP_SAT}
-# Only these report improving solutions through callbacks; only SCIP also calls back at
-# every node (where a cancel is checked). The others take the interrupter.
-_CALLBACKS = {"scip", "cp-sat"}
+_SOLVERS = {"scip": parameters_pb2.SOLVER_TYPE_GSCIP, "highs": parameters_pb2.SOLVER_TYPE_HIGHS}
+# Only SCIP reports improving solutions through callbacks, and calls back at every node
+# (where a cancel is checked). HiGHS takes the interrupter.
+_CALLBACKS = {"scip"}
 _NODE_CALLBACKS = {"scip"}
 _INF_BOUND = 1e30
 _R = result_pb2
@@ -163,8 +162,7 @@ class MathOptBackend:
             params.absolute_gap_tolerance = options.absolute_gap
             if self.name != "highs":
                 params.threads = options.threads
-            # CP-SAT has no node limit; the time limit bounds it instead.
-            if options.node_limit is not None and self.name != "cp-sat":
+            if options.node_limit is not None:
                 params.node_limit = options.node_limit
         return params
 
@@ -242,11 +240,7 @@ class MathOptBackend:
         objective = primal.objective_value if primal is not None else None
         bound = result.termination.objective_bounds.dual_bound
         bound = bound if abs(bound) < _INF_BOUND else None
-        if reason == _R.TERMINATION_REASON_OPTIMAL and self.name == "cp-sat" and not options.relax_integrality:
-            # CP-SAT scales real coefficients (prices, throughputs) to integers, so its proof
-            # covers an approximation of this model: seen claiming a dearer plan optimal.
-            status, bound = "feasible", None
-        elif reason == _R.TERMINATION_REASON_OPTIMAL:
+        if reason == _R.TERMINATION_REASON_OPTIMAL:
             status = "optimal"
         elif reason == _R.TERMINATION_REASON_INFEASIBLE:
             status = "infeasible"
