@@ -365,3 +365,10 @@ def test_the_example_disaggregates_through_the_cli():
     pools = [s for s in d["services"] if s["role"]]
     assert {s["role"] for s in pools} == {"prefill", "decode"}
     assert all(s["serves"] == "rag" and s["simulated"]["verdict"] == "met" for s in pools)
+
+
+def test_gpu_limits_take_gpu_names_as_people_write_them():
+    case = _h200_case("disaggregated")
+    case["services"][0]["disaggregation"] = {"prefill_gpu_types": ["nvidia h200"], "decode_gpu_types": ["H200"]}
+    result = plan(parse_workload(case), PlanOptions())
+    assert result.status == "optimal" and any(s.role == "prefill" for s in result.services)

@@ -78,8 +78,8 @@ def canonical_gpu_names(workload: Workload, catalog: Catalog) -> Workload:
     c = workload.constraints
     written = ([p.gpu for s in workload.services for p in s.profiles] + list(c.gpu_quotas)
                + list(c.gpu_types or ()) + list(c.exclude_gpu_types or ())
-               + [g for s in workload.services for g in (s.disaggregation.prefill_gpu_types or ())
-                  + (s.disaggregation.decode_gpu_types or ())])
+               + [g for s in workload.services for g in [*(s.disaggregation.prefill_gpu_types or ()),
+                                                         *(s.disaggregation.decode_gpu_types or ())]])
     if all(name in gpus for name in written):
         return workload
 
