@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from solver.output.safe_text import escape_controls
+
 EXIT_OK, EXIT_INPUT = 0, 2
 TARGETS = ("skypilot", "kubernetes")
 
@@ -47,20 +49,26 @@ def write(plan: dict, target: str, out_dir: str) -> tuple[int, list[str]]:
     from solver.export import export_plan
 
     try:
-        written = export_plan(plan, target, out_dir)
+        result = export_plan(plan, target, out_dir)
     except InputError as exc:
         return _fail(exc), []
     except OSError as exc:
         print(f"error: cannot write {out_dir}: {exc.strerror or exc}. To fix: give a writable --out directory",
               file=sys.stderr)
         return EXIT_INPUT, []
+    for warning in result.warnings:  # stderr in both commands: the export's stdout lines may be the plan's
+        print(escape_controls(f"warning: {warning}"), file=sys.stderr)
     hint = ("sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}")
-    return EXIT_OK, [f"wrote {len(written)} {target} file(s) to {out_dir}:"] + [f"  {p.name}" for p in written] \
-        + [f"next: {hint} (see the comments at the top of each file)"]
+    lines = [f"wrote {len(result.written)} {target} file(s) to {out_dir}:"] + [f"  {p.name}" for p in result.written]
+    if result.removed:
+        lines.append(f"removed {len(result.removed)} file(s) an earlier export wrote for units no longer in the plan: "
+                     + ", ".join(p.name for p in result.removed))
+    lines.append(f"next: {hint} (see the comments at the top of each file)")
+    return EXIT_OK, [escape_controls(line) for line in lines]
 
 
 def _fail(exc) -> int:
     print("error: cannot export the plan", file=sys.stderr)
     for v in exc.violations:
-        print(f"  - {v}", file=sys.stderr)
+        print(escape_controls(f"  - {v}"), file=sys.stderr)
     return EXIT_INPUT

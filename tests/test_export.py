@@ -394,3 +394,174 @@ def test_unknown_target_and_missing_file_exit_2(solver_cli, example_plans, tmp_p
     proc = run_cli(solver_cli, "solve", str(EXAMPLES / "s1-throughput.json"), "--export", "kubernetes",
                    "--export-out", str(blocker))
     assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+# ------------------------------------------------------------------ names (issue 25)
+def _llm_service(name: str, model="llama-3.1-8b") -> dict:
+    return {"name": name, "model": model, "demand": {"requests_per_s": 0.2, "prompt_tokens": 256, "output_tokens": 64}}
+
+
+COLLIDING = ["Chat_A", "chat.a", "chat-a", "Chat", "chat", "a/b", "a:b", "a.b", "a-b"]
+
+
+@pytest.fixture(scope="module")
+def colliding_plan(solver_cli, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("colliding")
+    w = {"name": "colliding", "services": [_llm_service(n) for n in COLLIDING],
+         "constraints": {"providers": ["aws"], "gpu_types": ["L4"]}}
+    (d / "w.json").write_text(json.dumps(w))
+    solve_to_file(solver_cli, d / "w.json", d / "plan.json")
+    return d / "plan.json"
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_services_whose_names_slug_alike_get_their_own_service_and_pods(solver_cli, colliding_plan, tmp_path):
+    proc = run_cli(solver_cli, "export", str(colliding_plan), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 0, proc.stderr
+    docs = k8s_docs(sorted((tmp_path / "k").glob("*.yaml")))
+    validate_k8s(docs)
+    services = [d for d in docs if d["kind"] == "Service"]
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    assert len(services) == len(COLLIDING) == len({s["metadata"]["name"] for s in services})
+    assert len({d["metadata"]["name"] for d in deployments}) == len(deployments)
+    for svc in services:
+        planned = svc["metadata"]["annotations"]["fleet-planner/service"]
+        picked = [d for d in deployments if _selects(svc["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"])]
+        # Each Service selects the pods of exactly one planned service.
+        assert {d["metadata"]["annotations"]["fleet-planner/service"] for d in picked} == {planned}
+    names = {d["metadata"]["annotations"]["fleet-planner/service"]: d["metadata"]["labels"]["app.kubernetes.io/name"]
+             for d in deployments}
+    assert names["chat-a"] == "chat-a" and names["chat"] == "chat" and names["a-b"] == "a-b"  # exact names stay
+    assert names["Chat_A"].startswith("chat-a-") and names["a:b"].startswith("a-b-")
+    assert "warning: services 'Chat_A', 'chat-a', 'chat.a' all reduce to the Kubernetes name 'chat-a'" in proc.stderr
+    text = (tmp_path / "k" / f"{names['Chat_A']}-service.yaml").read_text()
+    assert "a hash of its own name" in " ".join(text.split())
+
+
+def test_colliding_names_do_not_depend_on_the_order_of_services(solver_cli, colliding_plan, tmp_path):
+    plan = json.loads(colliding_plan.read_text())
+    plan["services"].reverse()
+    (tmp_path / "reversed.json").write_text(json.dumps(plan))
+    for name, path in (("a", colliding_plan), ("b", tmp_path / "reversed.json")):
+        proc = run_cli(solver_cli, "export", str(path), "--to", "skypilot", "--out", str(tmp_path / name))
+        assert proc.returncode == 0, proc.stderr
+    a = {p.name: p.read_text() for p in (tmp_path / "a").glob("*.yaml")}
+    b = {p.name: p.read_text() for p in (tmp_path / "b").glob("*.yaml")}
+    assert a == b and len(a) == len(COLLIDING)
+
+
+def test_units_on_offers_that_slug_alike_get_distinct_names(solver_cli, example_plans, tmp_path):
+    plan = json.loads(example_plans["s3-big-model"].read_text())
+    line = plan["fleet"][0]
+    twin = dict(line, offer_id=line["offer_id"] + ":b", region=line["region"] + "-b")
+    plan["fleet"].append(twin)
+    (a,) = plan["services"][0]["assignments"]
+    plan["services"][0]["assignments"].append(dict(a, config=a["config"] + "-b", offer_id=twin["offer_id"]))
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    docs = k8s_docs(export(solver_cli, tmp_path / "plan.json", "kubernetes", tmp_path / "k"))
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    assert len(deployments) == 2 and len({d["metadata"]["name"] for d in deployments}) == 2
+    assert {d["metadata"]["annotations"]["fleet-planner/offer"] for d in deployments} == {line["offer_id"],
+                                                                                          twin["offer_id"]}
+    assert all(len(d["metadata"]["name"]) <= 50 for d in deployments)
+
+
+# ------------------------------------------------------------------ control characters (issue 25)
+NASTY = "\x00\x1b[31m\x07\x7f\x85\u2028\u009b"  # NUL, ESC sequence, BEL, DEL, NEL, line separator, CSI
+UNSAFE = __import__("re").compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _inline_model(name: str) -> dict:
+    return {"name": name, "params_b": 8.03, "layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8,
+            "head_dim": 128, "vocab_size": 128256, "intermediate_size": 14336}
+
+
+@pytest.fixture(scope="module")
+def nasty_plan(solver_cli, tmp_path_factory) -> tuple[Path, str]:
+    d = tmp_path_factory.mktemp("nasty")
+    w = {"name": "ctl" + NASTY, "services": [dict(_llm_service("chat"), model=_inline_model("m" + NASTY))],
+         "catalog": {"offers": [{"provider": "aws", "name": "g6.x" + NASTY, "region": "us-east-1" + NASTY, "gpu": "L4",
+                                 "gpus_per_instance": 1, "price_usd_per_hour": 1.0}]}}
+    (d / "w.json").write_text(json.dumps(w))
+    table = run_cli(solver_cli, "solve", str(d / "w.json"), "--quiet")
+    assert table.returncode == 0, table.stderr
+    plan = solve_to_file(solver_cli, d / "w.json", d / "plan.json")
+    # JSON may carry a lone surrogate, which the workload reader refuses but a plan file can hold.
+    plan["fleet"][0]["region"] += "\udc80"
+    (d / "plan.json").write_text(json.dumps(plan))
+    return d / "plan.json", table.stdout
+
+
+def test_solve_table_escapes_control_characters(nasty_plan):
+    _, table = nasty_plan
+    assert not UNSAFE.search(table), repr(UNSAFE.search(table).group())
+    assert "\\x1b[31m" in table and "\\x00" in table and "\\u2028" in table  # shown escaped, not dropped
+
+
+@pytest.mark.parametrize("target", ["kubernetes", "skypilot"])
+def test_control_characters_in_names_give_files_that_parse(solver_cli, nasty_plan, target, tmp_path):
+    plan_path, _ = nasty_plan
+    proc = run_cli(solver_cli, "export", str(plan_path), "--to", target, "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    assert not UNSAFE.search(proc.stdout + proc.stderr)
+    files = sorted((tmp_path / "o").glob("*.yaml"))
+    headers = ""
+    for f in files:
+        raw = f.read_bytes().decode("utf-8")  # a lone surrogate could not have been written as UTF-8
+        headers += "".join(line for line in raw.splitlines(keepends=True) if line.startswith("#"))
+    assert not UNSAFE.search(headers) and "m\\x00\\x1b[31m\\x07\\x7f\\x85\\u2028\\x9b" in headers
+    if target == "kubernetes":
+        docs = k8s_docs(files)
+        validate_k8s(docs)
+        (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+        # Values keep the exact name (YAML escapes it); the instance name is no valid label value: no selector.
+        assert deploy["spec"]["template"]["spec"]["containers"][0]["command"][2] == "m" + NASTY
+        assert "nodeSelector" not in deploy["spec"]["template"]["spec"]
+    else:
+        (config,) = [yaml.safe_load(f.read_text()) for f in files]
+        assert config["resources"]["region"] == "us-east-1" + NASTY + "\udc80"
+
+
+# ------------------------------------------------------------------ re-export (issue 25)
+def test_reexport_keeps_files_it_did_not_write_even_with_the_generated_header(solver_cli, example_plans, tmp_path):
+    out = tmp_path / "k"
+    before = export(solver_cli, example_plans["llm-platform"], "kubernetes", out)
+    # A copy the user made of a generated file, and a generated file the user edited: neither is removed.
+    mine = out / "my-chat-copy.yaml"
+    mine.write_text((out / "chat-service.yaml").read_text())
+    edited = out / "embed-images-service.yaml"
+    edited.write_text(edited.read_text() + "# tuned by hand\n")
+    proc = run_cli(solver_cli, "export", str(example_plans["s3-big-model"]), "--to", "kubernetes", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(f.name for f in out.glob("*.yaml")) == ["embed-images-service.yaml", "llama-13b-chat-seed-a10-x2-fp16.yaml",
+                                                          "llama-13b-chat-service.yaml", "my-chat-copy.yaml"]
+    assert "embed-images-service.yaml was written by an earlier export and edited since" in proc.stderr
+    assert f"removed {len(before) - 1} file(s)" in proc.stdout  # all but the edited one
+    manifest = json.loads((out / ".solver-cli-export").read_text())
+    assert sorted(manifest["files"]) == ["llama-13b-chat-seed-a10-x2-fp16.yaml", "llama-13b-chat-service.yaml"]
+
+
+def test_export_refuses_to_overwrite_a_file_it_did_not_write(solver_cli, example_plans, tmp_path):
+    out = tmp_path / "k"
+    out.mkdir()
+    theirs = out / "llama-13b-chat-service.yaml"
+    theirs.write_text("apiVersion: v1\nkind: Service\n")
+    proc = run_cli(solver_cli, "export", str(example_plans["s3-big-model"]), "--to", "kubernetes", "--out", str(out))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "llama-13b-chat-service.yaml: exists and was not written by `solver-cli export`" in proc.stderr
+    assert "To fix: move it away" in proc.stderr
+    assert theirs.read_text() == "apiVersion: v1\nkind: Service\n" and sorted(p.name for p in out.iterdir()) == [
+        theirs.name]
+
+
+def test_files_of_an_export_without_a_manifest_are_kept_with_a_warning(solver_cli, example_plans, tmp_path):
+    out = tmp_path / "k"
+    before = len(export(solver_cli, example_plans["llm-platform"], "kubernetes", out))
+    (out / ".solver-cli-export").unlink()  # as an export from before manifests left the directory
+    proc = run_cli(solver_cli, "export", str(example_plans["s3-big-model"]), "--to", "kubernetes", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert len(list(out.glob("*.yaml"))) == before + 2
+    assert "export made before exports kept a manifest" in proc.stderr and "chat-service.yaml" in proc.stderr

@@ -83,6 +83,7 @@ def _header(summary: PlanSummary, u: Unit) -> list[str]:
     if u.routed_share < 0.9999:
         lines.append(f"The plan routes {u.routed_share:.1%} of the traffic of {u.service!r} here; its other units are "
                      "separate files: split traffic across their endpoints in that proportion.")
+    lines.extend(u.name_notes)
     note = arm64_note(u)
     if note:
         lines.append(note)

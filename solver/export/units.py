@@ -8,18 +8,17 @@ is wrong and says how to get a good plan.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from solver.errors import FieldViolation, InputError
+from solver.export import names as naming
 from solver.models.library import get_model
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
 _HF_SOURCE = re.compile(r"huggingface\.co/([^/\s]+/[^/\s]+)/")
-MAX_NAME = 50  # room under the 63-character label limit for the suffixes Kubernetes controllers add
 
 
 @dataclass(frozen=True)
@@ -48,6 +47,7 @@ class Unit:
     spot: bool
     routed_share: float  # this unit's share of the service's planned traffic, 0..1
     shares_instances: bool  # the plan packs this unit's replicas with other replicas on one instance
+    name_notes: tuple[str, ...] = ()  # why a name carries a hash (written as comments)
 
     @property
     def tensor_parallel(self) -> int:
@@ -80,7 +80,7 @@ class PlanSummary:
     total_price_usd_per_hour: float | None
     pricing: str
     units: tuple[Unit, ...]
-
+    warnings: tuple[str, ...] = ()  # for stderr: what the user should know about the files
 
 
 def _engine_family(engine):
@@ -136,8 +136,10 @@ def plan_units(plan: object) -> PlanSummary:
     spot = plan.get("pricing") == "spot"
     errors: list[FieldViolation] = []
     units: list[Unit] = []
-    names: set[str] = set()
-    for si, svc in enumerate(_list(plan, "services", "plan")):
+    unit_keys: list[str] = []  # per unit: what makes it unique in the plan (its hash suffix, if it needs one)
+    services = _list(plan, "services", "plan")
+    service_labels, service_notes, warnings = _service_labels(services)
+    for si, svc in enumerate(services):
         where = f"services[{si}]"
         _need(svc, where, ("name", str), ("assignments", list))
         model = svc.get("model")
@@ -176,10 +178,12 @@ def plan_units(plan: object) -> PlanSummary:
                                              "export the plan exactly as `solver-cli solve` wrote it"))
                 continue
             routed = sum(a.get("routed") or [0.0])
+            unit_keys.append(f"{svc['name']}|{a['config']}|{a['offer_id']}")
             units.append(Unit(
-                name=_unique(_unit_name(svc["name"], line["provider"], a["gpu"], a["gpus_per_replica"],
-                                        a.get("precision")), names),
-                service=svc["name"], service_slug=_shorten(_slug(svc["name"]) or "service"),
+                name=_unit_name(service_labels[svc["name"]], line["provider"], a["gpu"], a["gpus_per_replica"],
+                                a.get("precision")),
+                service=svc["name"], service_slug=service_labels[svc["name"]],
+                name_notes=service_notes.get(svc["name"], ()),
                 model=model, model_repo=_model_repo(model), engine=engine if model is not None else None,
                 offer_id=a["offer_id"], provider=line["provider"], instance_type=line["name"], region=line["region"],
                 gpu=a["gpu"], gpus_per_instance=line["gpus_per_instance"], gpus_per_replica=a["gpus_per_replica"],
@@ -193,8 +197,35 @@ def plan_units(plan: object) -> PlanSummary:
     if not units:
         raise InputError.single("plan.services", "no service has a replica: nothing to deploy.",
                                 "export a plan that places at least one replica")
+    units = _distinct_unit_names(units, unit_keys)
     return PlanSummary(str(plan.get("workload", "workload")), status, plan.get("total_price_usd_per_hour"),
-                       str(plan.get("pricing", "on_demand")), tuple(units))
+                       str(plan.get("pricing", "on_demand")), tuple(units), tuple(warnings))
+
+
+def _service_labels(services: list) -> tuple[dict[str, str], dict[str, tuple[str, ...]], list[str]]:
+    """Service name -> its DNS label, the notes for the files of renamed services, and the warnings."""
+    texts = {s["name"]: s["name"] for s in services if isinstance(s, dict) and isinstance(s.get("name"), str)}
+    labels, collided = naming.distinct(texts)
+    notes: dict[str, tuple[str, ...]] = {}
+    warnings = []
+    for group in collided:
+        listing = ", ".join(f"{n!r} -> {labels[n]}" for n in group)
+        warnings.append(f"services {', '.join(repr(n) for n in group)} all reduce to the Kubernetes name "
+                        f"{naming.shorten(naming.slug(group[0]) or 'service')!r}; each keeps its own objects, "
+                        f"named with a hash of its name: {listing}")
+        for n in group:
+            if labels[n] != n:
+                notes[n] = (f"Service {n!r} is named {labels[n]!r} here: the names {', '.join(map(repr, group))} "
+                            "all reduce to the same DNS label, so each but an exact match gets a hash of its own "
+                            "name (stable across exports).",)
+    return labels, notes, warnings
+
+
+def _distinct_unit_names(units: list[Unit], keys: list[str]) -> list[Unit]:
+    """Units of one service on offers that slug alike (two regions, `a/b` and `a:b`) get a hash of
+    their configuration, so no two share a Deployment or a file."""
+    labels, _ = naming.distinct({k: u.name for k, u in zip(keys, units)}, keep_exact=False)
+    return [replace(u, name=labels[k]) for k, u in zip(keys, units)]
 
 
 def _packed_configs(placements: list) -> set[str]:
@@ -243,32 +274,8 @@ def _need(d: object, where: str, *fields: tuple[str, type]) -> None:
         raise InputError(bad)
 
 
-def _slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    if s and not s[0].isalpha():
-        s = "s-" + s
-    return s
-
-
-def _unit_name(service: str, provider: str, gpu: str, gpus: int, precision: str | None) -> str:
-    parts = [_slug(service) or "service", _slug(provider), _slug(gpu), f"x{gpus}"]
+def _unit_name(service_label: str, provider: str, gpu: str, gpus: int, precision: str | None) -> str:
+    parts = [service_label, naming.slug(provider), naming.slug(gpu), f"x{gpus}"]
     if precision:
-        parts.append(_slug(precision))
-    return _shorten("-".join(p for p in parts if p))
-
-
-def _shorten(name: str) -> str:
-    """At most MAX_NAME characters; a cut name keeps a digest of the whole so names stay distinct."""
-    if len(name) <= MAX_NAME:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
-    return name[:MAX_NAME - 7].rstrip("-") + "-" + digest
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, k = name, 2
-    while candidate in taken:
-        candidate = f"{name[:MAX_NAME - 3]}-{k}"
-        k += 1
-    taken.add(candidate)
-    return candidate
+        parts.append(naming.slug(precision))
+    return "-".join(p for p in parts if p)
