@@ -20,7 +20,9 @@ EXIT_OK, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 2, 3, 4, 5
 
 
 def _err(text: str) -> None:
-    print(text, file=sys.stderr)
+    from solver.output.safe_text import escape_controls
+
+    print(escape_controls(text), file=sys.stderr)  # messages quote user input: no raw escape sequences
 
 
 def _input_error(exc, fmt: str = "table") -> int:
