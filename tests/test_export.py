@@ -565,3 +565,35 @@ def test_files_of_an_export_without_a_manifest_are_kept_with_a_warning(solver_cl
     assert proc.returncode == 0, proc.stderr
     assert len(list(out.glob("*.yaml"))) == before + 2
     assert "export made before exports kept a manifest" in proc.stderr and "chat-service.yaml" in proc.stderr
+
+
+# ------------------------------------------------------------------ the served model (issue 25)
+SERVED = {  # the workload's model -> what the engine must load
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct",  # an HF id: as given
+    "deepseek-r1-distill-llama-8b": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",  # not the library's Llama-3.1-8B
+    "mistral-7b-v0.3": "mistralai/Mistral-7B-v0.3",  # not the library's v0.1
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B",  # a library name: the library's repository, said in a comment
+    "qwen3-8b-instruct": "qwen3-8b-instruct",  # no known repository: as given, with a warning
+}
+
+
+def test_the_export_serves_the_users_model_not_the_librarys_base(solver_cli, tmp_path):
+    w = {"name": "models", "services": [_llm_service(f"s{i}", model) for i, model in enumerate(SERVED)],
+         "constraints": {"providers": ["aws"], "gpu_types": ["L4"]}}
+    (tmp_path / "w.json").write_text(json.dumps(w))
+    solve_to_file(solver_cli, tmp_path / "w.json", tmp_path / "plan.json")
+    proc = run_cli(solver_cli, "export", str(tmp_path / "plan.json"), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 0, proc.stderr
+    for i, (model, repo) in enumerate(SERVED.items()):
+        (path,) = (tmp_path / "k").glob(f"s{i}-aws-*.yaml")
+        (deploy,) = yaml.safe_load_all(path.read_text())
+        assert deploy["spec"]["template"]["spec"]["containers"][0]["command"][:3] == ["vllm", "serve", repo], model
+        words = " ".join(path.read_text().split())
+        if model == "llama-3.1-8b":
+            assert "is a library name: the export chose Hugging Face meta-llama/Llama-3.1-8B" in words
+    assert "warning: model 'qwen3-8b-instruct' is not a Hugging Face id" in proc.stderr
+    assert proc.stderr.count("warning:") == 1
+    sky = export(solver_cli, tmp_path / "plan.json", "skypilot", tmp_path / "s")
+    for i, repo in enumerate(SERVED.values()):
+        (config,) = [yaml.safe_load(p.read_text()) for p in sky if p.name.startswith(f"s{i}-")]
+        assert config["run"].startswith(f"vllm serve {repo} "), config["run"]

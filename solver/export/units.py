@@ -9,16 +9,14 @@ is wrong and says how to get a good plan.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from solver.errors import FieldViolation, InputError
 from solver.export import names as naming
-from solver.models.library import get_model
+from solver.export.served_model import served_model
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
-_HF_SOURCE = re.compile(r"huggingface\.co/([^/\s]+/[^/\s]+)/")
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,8 @@ class Unit:
     service: str
     service_slug: str
     model: str | None  # as the plan names it; None: a measured-profile service
-    model_repo: str | None  # Hugging Face repo id (library models) or the inline name as given
+    model_repo: str | None  # what the engine loads: the user's Hugging Face id, or the one chosen for a library name
+    model_note: str | None  # the files' comment on which weights are served, and why
     engine: str | None
     offer_id: str
     provider: str
@@ -139,6 +138,9 @@ def plan_units(plan: object) -> PlanSummary:
     unit_keys: list[str] = []  # per unit: what makes it unique in the plan (its hash suffix, if it needs one)
     services = _list(plan, "services", "plan")
     service_labels, service_notes, warnings = _service_labels(services)
+    served = {m: served_model(m) for m in {s.get("model") for s in services if isinstance(s, dict)}
+              if isinstance(m, str)}
+    warnings += sorted({v.warning for v in served.values() if v.warning})
     for si, svc in enumerate(services):
         where = f"services[{si}]"
         _need(svc, where, ("name", str), ("assignments", list))
@@ -184,7 +186,9 @@ def plan_units(plan: object) -> PlanSummary:
                                 a.get("precision")),
                 service=svc["name"], service_slug=service_labels[svc["name"]],
                 name_notes=service_notes.get(svc["name"], ()),
-                model=model, model_repo=_model_repo(model), engine=engine if model is not None else None,
+                model=model, model_repo=served[model].repo if model is not None else None,
+                model_note=served[model].note if model is not None else None,
+                engine=engine if model is not None else None,
                 offer_id=a["offer_id"], provider=line["provider"], instance_type=line["name"], region=line["region"],
                 gpu=a["gpu"], gpus_per_instance=line["gpus_per_instance"], gpus_per_replica=a["gpus_per_replica"],
                 instances_per_replica=a["instances_per_replica"], precision=a.get("precision"),
@@ -239,18 +243,6 @@ def _packed_configs(placements: list) -> set[str]:
         if len(entries) > 1:
             packed.update(str(c) for c, _ in entries)
     return packed
-
-
-def _model_repo(model: str | None) -> str | None:
-    """The Hugging Face repository the library took the model's config from; an inline name as given."""
-    if model is None:
-        return None
-    arch = get_model(model)
-    if arch is not None:
-        m = _HF_SOURCE.search(arch.source)
-        if m:
-            return m.group(1)
-    return model
 
 
 def _list(d: dict, key: str, where: str) -> list:
