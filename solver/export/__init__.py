@@ -36,7 +36,8 @@ def render_with_warnings(plan: object, target: str) -> tuple[dict[str, str], lis
     if target not in TARGETS:
         raise InputError.single("--to", f"unknown target {target!r}.", f"use one of {', '.join(TARGETS)}")
     summary = plan_units(plan)
-    return TARGETS[target](summary), list(summary.warnings)
+    warnings = list(summary.warnings)
+    return TARGETS[target](summary, warnings), warnings
 
 
 def render_plan(plan: object, target: str) -> dict[str, str]:

@@ -24,8 +24,8 @@ from solver.export.yamlfile import document
 READINESS_DELAY_S = 1800  # weights download and load: large models take many minutes on first start
 
 
-def render(summary: PlanSummary) -> dict[str, str]:
-    """file name -> YAML text, one per unit."""
+def render(summary: PlanSummary, warnings: list[str]) -> dict[str, str]:
+    """file name -> YAML text, one per unit (warnings: for stderr; none of its own yet)."""
     return {f"{u.name}.yaml": _unit_file(summary, u) for u in summary.units}
 
 
