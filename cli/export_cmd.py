@@ -25,6 +25,8 @@ def add_parser(subparsers):
     p.add_argument("plan", metavar="PLAN.json", help="a plan from `solver-cli solve WORKLOAD --format json`")
     p.add_argument("--to", required=True, choices=TARGETS, help="deployment target")
     p.add_argument("--out", metavar="DIR", help="directory for the files (default: deploy/TARGET)")
+    p.add_argument("--period", metavar="NAME", default=None,
+                   help="the period to export, for a multi-period plan (required there; one directory per period)")
     p.set_defaults(func=run)
     return p
 
@@ -37,19 +39,19 @@ def run(args) -> int:
         plan = load_plan_file(args.plan)
     except InputError as exc:
         return _fail(exc)
-    code, lines = write(plan, args.to, args.out or default_out(args.to))
+    code, lines = write(plan, args.to, args.out or default_out(args.to), args.period)
     for line in lines:
         print(line)
     return code
 
 
-def write(plan: dict, target: str, out_dir: str) -> tuple[int, list[str]]:
+def write(plan: dict, target: str, out_dir: str, period: str | None = None) -> tuple[int, list[str]]:
     """Export; (exit code, lines to show). Errors go to stderr here, lines are for the caller's stream."""
     from solver.errors import InputError
     from solver.export import export_plan
 
     try:
-        result = export_plan(plan, target, out_dir)
+        result = export_plan(plan, target, out_dir, period)
     except InputError as exc:
         return _fail(exc), []
     except OSError as exc:

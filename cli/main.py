@@ -150,7 +150,7 @@ def _export_after_solve(args, d: dict) -> int:
         return EXIT_OK
     from cli.export_cmd import default_out, write
 
-    code, lines = write(d, args.export, args.export_out or default_out(args.export))
+    code, lines = write(d, args.export, args.export_out or default_out(args.export), args.export_period)
     for line in lines:
         _err(line)
     return code
@@ -319,6 +319,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--export", choices=["skypilot", "kubernetes"], default=None,
                    help="also write the plan's deployment files (see `solver-cli export`)")
     s.add_argument("--export-out", metavar="DIR", default=None, help="directory for --export (default: deploy/TARGET)")
+    s.add_argument("--export-period", metavar="NAME", default=None,
+                   help="with --export and a multi-period workload: the period whose fleet to export")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("schema", help="print the workload file's JSON Schema")

@@ -648,3 +648,104 @@ def test_memory_request_covers_the_weights_within_the_host(solver_cli, tmp_path,
     (deploy,) = [d for d in k8s_docs(sorted((tmp_path / "k").glob("*.yaml"))) if d["kind"] == "Deployment"]
     assert deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] == f"{expect_gib}Gi"
     assert ("may fail to load" in proc.stderr) == warned
+
+
+# ------------------------------------------------------------------ SkyPilot's accelerator names (issue 25)
+SKY_NAMES = ROOT / "tests" / "data" / "skypilot_accelerators.csv"
+CATALOG_DATA = ROOT / "solver" / "catalog" / "data"
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    import csv
+
+    return list(csv.DictReader(line for line in path.read_text().splitlines() if not line.startswith("#")))
+
+
+def test_every_catalog_gpu_has_skypilots_name_for_its_cloud():
+    from solver.export import gpus
+
+    clouds_of = {}
+    for r in _csv_rows(SKY_NAMES):
+        clouds_of.setdefault(r["accelerator"], set()).add(r["cloud"])
+    catalog_gpus = {r["name"] for f in ("gpus.csv", "gpus_supplement.csv") for r in _csv_rows(CATALOG_DATA / f)}
+    assert catalog_gpus - set(gpus._SKYPILOT) == set()  # every GPU stated, not left to a fallback
+    for gpu, name in gpus._SKYPILOT.items():
+        assert name is None or name in clouds_of, (gpu, name)
+    wrong = set()
+    for f in ("offers.csv", "offers_supplement.csv"):
+        for r in _csv_rows(CATALOG_DATA / f):
+            if r["provider"] in gpus.SKYPILOT_CLOUDS:
+                name = gpus.skypilot_accelerator(r["gpu"], r["provider"], r["name"])
+                if r["provider"] not in clouds_of.get(name, set()):
+                    wrong.add((r["provider"], r["name"], r["gpu"], name))
+    assert wrong == set()
+    assert gpus.skypilot_accelerator("RTX-PRO-6000", "aws", "g7e.2xlarge") == "RTXPRO6000"
+
+
+def test_skypilot_names_from_its_code_are_in_the_installed_skypilot():
+    """The rows taken from SkyPilot's source (not its catalog file) still say so in the installed wheel."""
+    spec = importlib.util.find_spec("sky")
+    if spec is None:
+        _need("sky", "skypilot", load=False)
+    sky_root = Path(spec.origin).parent
+    for r in _csv_rows(SKY_NAMES):
+        if r["source"].startswith("skypilot 0.14.1 "):
+            path = r["source"].split()[2].rstrip(":")
+            assert f"'{r['accelerator']}'" in (sky_root.parent / path).read_text(), r
+
+
+# ------------------------------------------------------------------ multi-period plans (issue 25)
+@pytest.fixture(scope="module")
+def periods_plan(solver_cli, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("periods")
+    proc = run_cli(solver_cli, "solve", str(EXAMPLES / "periods-day.yaml"), "--current",
+                   str(EXAMPLES / "running-fleet.json"), "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    (d / "plan.json").write_text(proc.stdout)
+    return d / "plan.json"
+
+
+def test_multi_period_plan_is_refused_without_a_period(solver_cli, periods_plan, tmp_path):
+    proc = run_cli(solver_cli, "export", str(periods_plan), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--period: is required: the plan has 3 periods (night, day, evening)" in proc.stderr
+    assert "To fix: export each period into its own directory" in proc.stderr and not (tmp_path / "k").exists()
+    proc = run_cli(solver_cli, "export", str(periods_plan), "--to", "kubernetes", "--period", "noon")
+    assert proc.returncode == 2 and "'noon' is not one of the plan's periods" in proc.stderr
+
+
+@pytest.mark.parametrize("target", ["kubernetes", "skypilot"])
+def test_each_period_exports_its_own_fleet(solver_cli, periods_plan, target, tmp_path):
+    plan = json.loads(periods_plan.read_text())
+    for period in plan["periods"]:
+        out = tmp_path / period["name"]
+        proc = run_cli(solver_cli, "export", str(periods_plan), "--to", target, "--out", str(out),
+                       "--period", period["name"])
+        assert proc.returncode == 0, proc.stderr
+        files = sorted(out.glob("*.yaml"))
+        planned = [(s["name"], a) for s in period["services"] for a in s["assignments"] if a["replicas"]]
+        if target == "kubernetes":
+            docs = k8s_docs(files)
+            validate_k8s(docs)
+            workloads = [d for d in docs if d["kind"] == "Deployment"]
+            assert sum(d["spec"]["replicas"] for d in workloads) == sum(a["replicas"] for _, a in planned)
+            assert len(workloads) == len(planned)  # on-demand and spot replicas of one configuration: two units
+        else:
+            results = validate_skypilot(files, tmp_path / "home")
+            assert [r for r in results if not r["ok"]] == []
+            assert sum(r["min_replicas"] for r in results) == sum(a["replicas"] for _, a in planned)
+        spot_files = [f for f in files if f.stem.endswith("-spot")]
+        assert len(spot_files) == sum(1 for _, a in planned if a["spot"])
+        assert all(f"period '{period['name']}'" in f.read_text() for f in files if not f.stem.endswith("-service"))
+
+
+def test_solve_export_period_writes_that_period(solver_cli, tmp_path):
+    out = tmp_path / "evening"
+    proc = run_cli(solver_cli, "solve", str(EXAMPLES / "periods-day.yaml"), "--current",
+                   str(EXAMPLES / "running-fleet.json"), "--format", "json", "--quiet", "--export", "kubernetes",
+                   "--export-out", str(out), "--export-period", "evening")
+    assert proc.returncode == 0, proc.stderr
+    evening = next(p for p in json.loads(proc.stdout)["periods"] if p["name"] == "evening")
+    docs = [d for d in k8s_docs(sorted(out.glob("*.yaml"))) if d["kind"] == "Deployment"]
+    assert sum(d["spec"]["replicas"] for d in docs) == sum(a["replicas"] for s in evening["services"]
+                                                           for a in s["assignments"])

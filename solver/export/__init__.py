@@ -16,6 +16,7 @@ from pathlib import Path
 
 from solver.errors import FieldViolation, InputError
 from solver.export import kubernetes, manifest, skypilot
+from solver.export.periods import select_period
 from solver.export.units import load_plan_file, plan_units
 
 TARGETS = {"skypilot": skypilot.render, "kubernetes": kubernetes.render}
@@ -31,25 +32,26 @@ class Exported:
     warnings: list[str] = field(default_factory=list)  # for stderr
 
 
-def render_with_warnings(plan: object, target: str) -> tuple[dict[str, str], list[str]]:
-    """(file name -> contents, warnings), without writing anything."""
+def render_with_warnings(plan: object, target: str, period: str | None = None) -> tuple[dict[str, str], list[str]]:
+    """(file name -> contents, warnings), without writing anything. A multi-period plan needs
+    the period to export (solver/export/periods.py)."""
     if target not in TARGETS:
         raise InputError.single("--to", f"unknown target {target!r}.", f"use one of {', '.join(TARGETS)}")
-    summary = plan_units(plan)
+    summary = plan_units(select_period(plan, period))
     warnings = list(summary.warnings)
     return TARGETS[target](summary, warnings), warnings
 
 
-def render_plan(plan: object, target: str) -> dict[str, str]:
+def render_plan(plan: object, target: str, period: str | None = None) -> dict[str, str]:
     """file name -> contents, without writing anything."""
-    return render_with_warnings(plan, target)[0]
+    return render_with_warnings(plan, target, period)[0]
 
 
-def export_plan(plan: object, target: str, out_dir: str | Path) -> Exported:
+def export_plan(plan: object, target: str, out_dir: str | Path, period: str | None = None) -> Exported:
     """Write the target's files into out_dir. Files an earlier export wrote there (its manifest
     says which) and this one does not are removed, so `kubectl apply -f DIR` sees the plan only;
     no other file is removed or overwritten (solver/export/manifest.py)."""
-    files, warnings = render_with_warnings(plan, target)  # every check before anything is written
+    files, warnings = render_with_warnings(plan, target, period)  # every check before anything is written
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError.single(str(out_dir), "exists and is not a directory.", "give a directory for --out")

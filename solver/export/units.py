@@ -132,7 +132,7 @@ def plan_units(plan: object) -> PlanSummary:
               ("gpus_per_instance", int))
         offers[line["offer_id"]] = line
     packed = _packed_configs(plan.get("placements") or [])
-    spot = plan.get("pricing") == "spot"
+    plan_spot = plan.get("pricing") == "spot"
     errors: list[FieldViolation] = []
     units: list[Unit] = []
     unit_keys: list[str] = []  # per unit: what makes it unique in the plan (its hash suffix, if it needs one)
@@ -180,10 +180,12 @@ def plan_units(plan: object) -> PlanSummary:
                                              "export the plan exactly as `solver-cli solve` wrote it"))
                 continue
             routed = sum(a.get("routed") or [0.0])
-            unit_keys.append(f"{svc['name']}|{a['config']}|{a['offer_id']}")
+            # A period may run one configuration both on demand and on spot: two units.
+            spot_here = a.get("spot") is True
+            unit_keys.append(f"{svc['name']}|{a['config']}|{a['offer_id']}" + ("|spot" if spot_here else ""))
             units.append(Unit(
                 name=_unit_name(service_labels[svc["name"]], line["provider"], a["gpu"], a["gpus_per_replica"],
-                                a.get("precision")),
+                                a.get("precision")) + ("-spot" if spot_here else ""),
                 service=svc["name"], service_slug=service_labels[svc["name"]],
                 name_notes=service_notes.get(svc["name"], ()),
                 model=model, model_repo=served[model].repo if model is not None else None,
@@ -193,7 +195,8 @@ def plan_units(plan: object) -> PlanSummary:
                 gpu=a["gpu"], gpus_per_instance=line["gpus_per_instance"], gpus_per_replica=a["gpus_per_replica"],
                 instances_per_replica=a["instances_per_replica"], precision=a.get("precision"),
                 replicas=a["replicas"], batch=a.get("batch"), vcpus=line.get("vcpus"),
-                host_memory_gib=line.get("host_memory_gib"), spot=spot,
+                host_memory_gib=line.get("host_memory_gib"),
+                spot=plan_spot or a.get("spot") is True,  # a period's assignment says per configuration
                 routed_share=routed / total_routed if total_routed > 0 else 1.0 / len(svc["assignments"]),
                 shares_instances=a["config"] in packed))
     if errors:
