@@ -27,6 +27,7 @@ from conftest import EXAMPLES, ROOT
 
 SCHEMAS = ROOT / "tests" / "schemas"
 LWS_SCHEMA = SCHEMAS / "leaderworkerset-v1-lws-v0.8.0.json"
+HTTPROUTE_SCHEMA = SCHEMAS / "httproute-v1-gateway-api-v1.6.1.json"
 K8S_VERSIONS = ("1.30.0", "1.37.0")  # an older and the newest API the validator ships
 
 
@@ -134,8 +135,11 @@ def validate_k8s(docs: list[dict]) -> None:
     kv = _need("kubernetes_validate", "kubernetes-validate")
     jsonschema = _need("jsonschema", "jsonschema")
     lws = _strict(json.loads(LWS_SCHEMA.read_text()))
+    route = _strict(json.loads(HTTPROUTE_SCHEMA.read_text()))
     for doc in docs:
-        if doc["kind"] == "LeaderWorkerSet":
+        if doc["kind"] == "HTTPRoute":
+            jsonschema.validate(doc, route)
+        elif doc["kind"] == "LeaderWorkerSet":
             jsonschema.validate(doc, lws)
             for role in ("leaderTemplate", "workerTemplate"):
                 template = doc["spec"]["leaderWorkerTemplate"][role]
@@ -167,9 +171,14 @@ def test_every_example_plan_exports_and_validates(solver_cli, example_plans, tar
             docs = k8s_docs(files)
             validate_k8s(docs)
             workloads = [d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")]
-            services = [d for d in docs if d["kind"] == "Service"]
+            # One Service per planned service; a service on several units adds one per unit, and an HTTPRoute.
+            services = [d for d in docs if d["kind"] == "Service" and "app.kubernetes.io/instance" not in
+                        d["metadata"]["labels"]]
             assert len(workloads) == len(units), name
             assert sorted(d["metadata"]["name"] for d in services) == sorted({s["name"] for s in plan["services"]})
+            routes = [d for d in docs if d["kind"] == "HTTPRoute"]
+            several = {s["name"] for s in plan["services"] if len(s["assignments"]) > 1}
+            assert sorted(d["metadata"]["name"] for d in routes) == sorted(several), name
             assert sum(d["spec"]["replicas"] for d in workloads) == sum(a["replicas"] for _, a in units)
         else:
             results = validate_skypilot(files, tmp_path / "skyhome")
@@ -185,7 +194,8 @@ def test_llm_platform_exports_carry_the_plans_decisions(solver_cli, example_plan
     assert chat["model"] == "llama-3.1-8b" and chat["engine"] == "vllm"
     fleet = {f["offer_id"]: f for f in plan["fleet"]}
     docs = {d["metadata"]["name"]: d for d in k8s_docs(export(solver_cli, example_plans["llm-platform"],
-                                                               "kubernetes", tmp_path / "k"))}
+                                                               "kubernetes", tmp_path / "k"))
+            if d["kind"] in ("Deployment", "LeaderWorkerSet")}
     sky = {Path(r["file"]).stem: r for r in validate_skypilot(
         export(solver_cli, example_plans["llm-platform"], "skypilot", tmp_path / "s"), tmp_path / "home")}
     for a in chat["assignments"]:
@@ -298,6 +308,12 @@ def test_validators_reject_broken_files(solver_cli, example_plans, multi_node_pl
     lws["spec"]["leaderWorkerTemplate"]["groupSize"] = lws["spec"]["leaderWorkerTemplate"].pop("size")
     with pytest.raises(jsonschema.ValidationError):
         validate_k8s([lws])
+    route = next(d for d in k8s_docs(export(solver_cli, example_plans["llm-platform"], "kubernetes", tmp_path / "r"))
+                 if d["kind"] == "HTTPRoute")
+    validate_k8s([route])
+    route["spec"]["rules"][0]["backendRefs"][0]["weight"] = -1  # the schema's minimum is 0
+    with pytest.raises(jsonschema.ValidationError):
+        validate_k8s([route])
     broken = tmp_path / "broken.yaml"
     good = export(solver_cli, example_plans["s3-big-model"], "skypilot", tmp_path / "s")[0]
     config = yaml.safe_load(good.read_text())
@@ -749,3 +765,32 @@ def test_solve_export_period_writes_that_period(solver_cli, tmp_path):
     docs = [d for d in k8s_docs(sorted(out.glob("*.yaml"))) if d["kind"] == "Deployment"]
     assert sum(d["spec"]["replicas"] for d in docs) == sum(a["replicas"] for s in evening["services"]
                                                            for a in s["assignments"])
+
+
+
+# ------------------------------------------------------------------ weighted routing (issue 25)
+def test_several_units_get_a_weighted_route_that_follows_the_plan(solver_cli, example_plans, tmp_path):
+    plan = json.loads(example_plans["llm-platform"].read_text())
+    docs = k8s_docs(export(solver_cli, example_plans["llm-platform"], "kubernetes", tmp_path / "k"))
+    validate_k8s(docs)
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    workloads = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet")}
+    routes = [d for d in docs if d["kind"] == "HTTPRoute"]
+    assert routes
+    for route in routes:
+        svc = next(s for s in plan["services"] if s["name"] == route["metadata"]["annotations"]["fleet-planner/service"])
+        (rule,) = route["spec"]["rules"]
+        backends = rule["backendRefs"]
+        assert len(backends) == len(svc["assignments"])
+        routed = {}
+        for b in backends:
+            backend = services[b["name"]]  # each unit's own Service ...
+            unit = workloads[b["name"]]  # ... selects that unit's pods only
+            pod_labels = unit["spec"]["template"]["metadata"]["labels"]
+            assert _selects(backend["spec"]["selector"], pod_labels)
+            assert not any(_selects(backend["spec"]["selector"], w["spec"]["template"]["metadata"]["labels"])
+                           for n, w in workloads.items() if n != b["name"])
+            routed[unit["metadata"]["annotations"]["fleet-planner/offer"]] = b["weight"]
+        total = sum(sum(a["routed"]) for a in svc["assignments"])
+        for a in svc["assignments"]:  # weights per mille of the planned rates, to rounding
+            assert abs(routed[a["offer_id"]] - 1000 * sum(a["routed"]) / total) <= 1

@@ -19,9 +19,10 @@ from solver.export import engines
 from solver.export.gpus import K8S_INSTANCE_LABEL_CLOUDS, arm64_note, k8s_gpu_resource, k8s_product_label
 from solver.export.names import valid_label_value
 from solver.export.pod_size import pod_size
+from solver.export.routing import http_route, route_comments, unit_service
 from solver.export.spot import spot_comment, spot_placement
 from solver.export.units import PlanSummary, Unit
-from solver.export.yamlfile import document
+from solver.export.yamlfile import document, documents
 
 STARTUP_BUDGET_S = 1800  # weights download and load before liveness checks begin
 HF_SECRET = "hf-token"
@@ -29,13 +30,15 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 
 
 def render(summary: PlanSummary, warnings: list[str]) -> dict[str, str]:
-    """file name -> YAML text: one per unit, one Service per planned service; warnings for stderr appended."""
-    files: dict[str, str] = {}
+    """file name -> YAML text: one per unit, one Service per planned service; warnings for stderr appended.
+    A service on several units also gets a Service per unit and a weighted HTTPRoute (routing.py)."""
     by_service: dict[str, list[Unit]] = {}
     for u in summary.units:
         engines.check_supported(u)
         by_service.setdefault(u.service_slug, []).append(u)
-        files[f"{u.name}.yaml"] = _workload(summary, u, warnings)
+    files: dict[str, str] = {}
+    for u in summary.units:
+        files[f"{u.name}.yaml"] = _workload(summary, u, warnings, routed=len(by_service[u.service_slug]) > 1)
     for slug, units in by_service.items():
         files[f"{slug}-service.yaml"] = _service(slug, units)
     return files
@@ -46,7 +49,8 @@ def _labels(u: Unit, component: str) -> dict:
             "app.kubernetes.io/component": component}
 
 
-def _workload(summary: PlanSummary, u: Unit, warnings: list[str]) -> str:
+def _workload(summary: PlanSummary, u: Unit, warnings: list[str], routed: bool) -> str:
+    """The unit's Deployment or LeaderWorkerSet; with `routed`, followed by the unit's own Service."""
     comments = _header(summary, u)
     size = pod_size(u)
     comments.extend(size.notes)
@@ -63,7 +67,7 @@ def _workload(summary: PlanSummary, u: Unit, warnings: list[str]) -> str:
             # The planned fleet has no spare GPUs for a surge pod: replace replicas one at a time.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "template": {"metadata": {"labels": _labels(u, "server")}, "spec": pod}}}
-        return document(obj, comments)
+        return documents([obj, unit_service(u)] if routed else [obj], comments)
     leader = _pod_spec(u, [_server_container(u, comments, leader=True)])
     worker = _pod_spec(u, [_worker_container(u)])
     obj = {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta, "spec": {
@@ -76,7 +80,7 @@ def _workload(summary: PlanSummary, u: Unit, warnings: list[str]) -> str:
             "workerTemplate": {"metadata": {"labels": _labels(u, "worker")}, "spec": worker}}}}
     comments.append(f"Needs the LeaderWorkerSet controller (kubernetes-sigs/lws); each replica is a group of "
                     f"{u.instances_per_replica} pods, one per instance, {u.gpus_per_node} GPUs each.")
-    return document(obj, comments)
+    return documents([obj, unit_service(u)] if routed else [obj], comments)
 
 
 def _header(summary: PlanSummary, u: Unit) -> list[str]:
@@ -202,16 +206,15 @@ def _service(slug: str, units: list[Unit]) -> str:
                 *first.name_notes]
     if len(units) > 1:
         shares = ", ".join(f"{u.name} {u.routed_share:.1%}" for u in units)
-        comments.append(f"The plan routes {shares} of the traffic; a Service spreads connections evenly over ready "
-                        "pods, so use a weighted router (e.g. a Gateway API HTTPRoute with backend weights) to follow "
-                        "the plan exactly.")
+        comments.append(f"The plan routes {shares} of the traffic.")
+        comments.extend(route_comments(units))
     obj = {"apiVersion": "v1", "kind": "Service",
            "metadata": {"name": slug, "labels": {"app.kubernetes.io/name": slug},
                         "annotations": {"fleet-planner/service": first.service}},
            "spec": {"type": "ClusterIP",
                     "selector": {"app.kubernetes.io/name": slug, "app.kubernetes.io/component": "server"},
                     "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]}}
-    return document(obj, comments)
+    return documents([obj, http_route(slug, units)] if len(units) > 1 else [obj], comments)
 
 
 def _quote(arg: str) -> str:

@@ -34,6 +34,11 @@ def document(data: dict, comments: list[str]) -> str:
     return head + body
 
 
+def documents(objs: list[dict], comments: list[str]) -> str:
+    """Several YAML documents in one file (`---` between them), the comments at the top."""
+    return "---\n".join(document(obj, comments if i == 0 else []) for i, obj in enumerate(objs))
+
+
 def _wrap(line: str) -> list[str]:
     """Prose wraps; an indented line is a command to copy and stays whole."""
     if line.startswith("  "):
