@@ -110,8 +110,8 @@ def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_addres
 
 
 def _model_notes(unit: Unit) -> list[str]:
-    notes = [unit.model_note] if unit.model_note else []
-    return notes + ["Gated models need HF_TOKEN."]
+    """Which weights the server loads and why (served_model.py); each target's header says how to pass HF_TOKEN."""
+    return [unit.model_note] if unit.model_note else []
 
 
 def _vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
