@@ -21,6 +21,8 @@ import json
 import math
 import sys
 
+from solver.output.safe_text import escape_controls
+
 EXIT_OK, EXIT_INPUT = 0, 2
 DEFAULT_SIZES = (1, 2, 4, 8)
 DEFAULT_PRECISIONS = ("fp16", "fp8")
@@ -123,12 +125,12 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
-        print(_table(rows, model.name, args))
+        print(escape_controls(_table(rows, model.name, args)))
     return EXIT_OK
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(escape_controls(f"error: {message}"), file=sys.stderr)
     return EXIT_INPUT
 
 

@@ -794,3 +794,18 @@ def test_several_units_get_a_weighted_route_that_follows_the_plan(solver_cli, ex
         total = sum(sum(a["routed"]) for a in svc["assignments"])
         for a in svc["assignments"]:  # weights per mille of the planned rates, to rounding
             assert abs(routed[a["offer_id"]] - 1000 * sum(a["routed"]) / total) <= 1
+
+
+@pytest.mark.parametrize("edit, expect", [
+    (lambda p: p["fleet"][0].update(vcpus="lots"), "fleet[0].vcpus: must be a number or null"),
+    (lambda p: p["fleet"][0].update(host_memory_gib=[16]), "fleet[0].host_memory_gib: must be a number or null"),
+    (lambda p: p["services"][0]["assignments"][0].update(routed="all"), "assignments[0].routed: must be a list"),
+    (lambda p: p["services"][0]["assignments"][0].update(batch="big"), "assignments[0].batch: must be a number"),
+])
+def test_hand_edited_plan_fields_exit_2_naming_the_field(solver_cli, example_plans, tmp_path, edit, expect):
+    plan = json.loads(example_plans["s3-big-model"].read_text())
+    edit(plan)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    proc = run_cli(solver_cli, "export", str(tmp_path / "plan.json"), "--to", "kubernetes", "--out", str(tmp_path / "k"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert expect in proc.stderr and "To fix:" in proc.stderr

@@ -130,6 +130,9 @@ def plan_units(plan: object) -> PlanSummary:
         where = f"fleet[{i}]"
         _need(line, where, ("offer_id", str), ("provider", str), ("name", str), ("region", str), ("gpu", str),
               ("gpus_per_instance", int))
+        _need_numbers(line, where, "vcpus", "host_memory_gib")  # pod sizes are computed from them
+        if line["gpus_per_instance"] < 1:
+            raise InputError.single(f"{where}.gpus_per_instance", "must be >= 1.", _FIX)
         offers[line["offer_id"]] = line
     packed = _packed_configs(plan.get("placements") or [])
     plan_spot = plan.get("pricing") == "spot"
@@ -160,6 +163,12 @@ def plan_units(plan: object) -> PlanSummary:
             errors.append(FieldViolation(f"{where}.engine", f"is {engine!r}; an LLM service needs one of "
                                          f"{', '.join(ENGINES)}.", "re-run `solver-cli solve` with this version"))
             continue
+        for ai, a in enumerate(svc["assignments"]):
+            if isinstance(a, dict):
+                _need_numbers(a, f"{where}.assignments[{ai}]", "batch")
+                routed = a.get("routed")
+                if routed is not None and not (isinstance(routed, list) and all(_is_number(r) for r in routed)):
+                    raise InputError.single(f"{where}.assignments[{ai}].routed", "must be a list of rates.", _FIX)
         total_routed = sum(sum(a.get("routed") or [0.0]) for a in svc["assignments"] if isinstance(a, dict)) or 0.0
         for ai, a in enumerate(svc["assignments"]):
             aw = f"{where}.assignments[{ai}]"
@@ -246,6 +255,21 @@ def _packed_configs(placements: list) -> set[str]:
         if len(entries) > 1:
             packed.update(str(c) for c, _ in entries)
     return packed
+
+
+_FIX = "export the plan exactly as `solver-cli solve` wrote it"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _need_numbers(d: dict, where: str, *keys: str) -> None:
+    """Optional numeric fields: absent, null or a number."""
+    for key in keys:
+        value = d.get(key)
+        if value is not None and not _is_number(value):
+            raise InputError.single(f"{where}.{key}", "must be a number or null.", _FIX)
 
 
 def _list(d: dict, key: str, where: str) -> list:
