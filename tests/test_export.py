@@ -809,3 +809,13 @@ def test_hand_edited_plan_fields_exit_2_naming_the_field(solver_cli, example_pla
     proc = run_cli(solver_cli, "export", str(tmp_path / "plan.json"), "--to", "kubernetes", "--out", str(tmp_path / "k"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert expect in proc.stderr and "To fix:" in proc.stderr
+
+
+def test_a_unit_never_takes_a_service_name():
+    from solver.export.names import distinct
+
+    # Service "a" on aws L4 would name its unit "a-aws-l4-x1-fp16": taken by a service of that name.
+    labels, _ = distinct({"a|cfg": "a-aws-l4-x1-fp16", "b|cfg": "b-aws-l4-x1-fp16"}, keep_exact=False,
+                         reserved=frozenset({"a", "a-aws-l4-x1-fp16"}))
+    assert labels["b|cfg"] == "b-aws-l4-x1-fp16"
+    assert labels["a|cfg"].startswith("a-aws-l4-x1-fp16-") and len(labels["a|cfg"]) == len("a-aws-l4-x1-fp16") + 7

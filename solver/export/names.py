@@ -42,13 +42,14 @@ def with_suffix(name: str, suffix: str, limit: int = MAX_NAME) -> str:
     return name[:limit - len(suffix) - 1].rstrip("-") + "-" + suffix
 
 
-def distinct(names: dict[str, str], *, keep_exact: bool = True,
+def distinct(names: dict[str, str], *, keep_exact: bool = True, reserved: frozenset[str] = frozenset(),
              fallback: str = "service") -> tuple[dict[str, str], list[list[str]]]:
     """key -> text to name it by  =>  (key -> unique label, the groups of keys whose slugs collided).
 
     The key is what makes an entry unique (a service name; a service's configuration); the
     label is read from the text. In a colliding group every entry gets `-HASH` of its key,
-    except (keep_exact) one whose text is its slug already.
+    except (keep_exact) one whose text is its slug already. A label in `reserved` (names
+    taken by other objects of the same kind) is a collision too.
     """
     base = {k: shorten(slug(text) or fallback) for k, text in names.items()}
     groups: dict[str, list[str]] = {}
@@ -60,22 +61,23 @@ def distinct(names: dict[str, str], *, keep_exact: bool = True,
         if len(keys) > 1:
             collided.append(sorted(keys))
         for k in keys:
-            plain = len(keys) == 1 or (keep_exact and names[k] == b)
+            plain = b not in reserved and (len(keys) == 1 or (keep_exact and names[k] == b))
             out[k] = b if plain else with_suffix(b, digest(k))
     # A hashed label could equal another entry's label: lengthen the clashing hashes until none do.
     chars = HASH_CHARS
-    while clash := _clashing(out, base, names, keep_exact):
+    while clash := _clashing(out, names, keep_exact, reserved):
         chars += 4
         for k in clash:
             out[k] = with_suffix(base[k], digest(k, chars))
     return out, collided
 
 
-def _clashing(out: dict[str, str], base: dict[str, str], names: dict[str, str], keep_exact: bool) -> list[str]:
+def _clashing(out: dict[str, str], names: dict[str, str], keep_exact: bool, reserved: frozenset[str]) -> list[str]:
     counts: dict[str, int] = {}
     for label in out.values():
         counts[label] = counts.get(label, 0) + 1
-    return [k for k, label in out.items() if counts[label] > 1 and not (keep_exact and names[k] == label)]
+    return [k for k, label in out.items()
+            if label in reserved or (counts[label] > 1 and not (keep_exact and names[k] == label))]
 
 
 def valid_label_value(text: str) -> bool:

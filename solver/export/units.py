@@ -213,7 +213,7 @@ def plan_units(plan: object) -> PlanSummary:
     if not units:
         raise InputError.single("plan.services", "no service has a replica: nothing to deploy.",
                                 "export a plan that places at least one replica")
-    units = _distinct_unit_names(units, unit_keys)
+    units = _distinct_unit_names(units, unit_keys, frozenset(service_labels.values()))
     return PlanSummary(str(plan.get("workload", "workload")), status, plan.get("total_price_usd_per_hour"),
                        str(plan.get("pricing", "on_demand")), tuple(units), tuple(warnings))
 
@@ -237,10 +237,11 @@ def _service_labels(services: list) -> tuple[dict[str, str], dict[str, tuple[str
     return labels, notes, warnings
 
 
-def _distinct_unit_names(units: list[Unit], keys: list[str]) -> list[Unit]:
+def _distinct_unit_names(units: list[Unit], keys: list[str], service_labels: frozenset[str]) -> list[Unit]:
     """Units of one service on offers that slug alike (two regions, `a/b` and `a:b`) get a hash of
-    their configuration, so no two share a Deployment or a file."""
-    labels, _ = naming.distinct({k: u.name for k, u in zip(keys, units)}, keep_exact=False)
+    their configuration, so no two share a Deployment or a file; nor may a unit take a service's
+    name (a unit's own Service and a service's Service are both Services)."""
+    labels, _ = naming.distinct({k: u.name for k, u in zip(keys, units)}, keep_exact=False, reserved=service_labels)
     return [replace(u, name=labels[k]) for k, u in zip(keys, units)]
 
 
