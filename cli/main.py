@@ -320,7 +320,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="also write the plan's deployment files (see `solver-cli export`)")
     s.add_argument("--export-out", metavar="DIR", default=None, help="directory for --export (default: deploy/TARGET)")
     s.add_argument("--export-period", metavar="NAME", default=None,
-                   help="with --export and a multi-period workload: the period whose fleet to export")
+                   help="with --export and a multi-period workload: the period whose fleet to export, or `all` "
+                        "(a directory per period under --export-out)")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("schema", help="print the workload file's JSON Schema")

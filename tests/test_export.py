@@ -725,7 +725,7 @@ def test_multi_period_plan_is_refused_without_a_period(solver_cli, periods_plan,
     proc = run_cli(solver_cli, "export", str(periods_plan), "--to", "kubernetes", "--out", str(tmp_path / "k"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--period: is required: the plan has 3 periods (night, day, evening)" in proc.stderr
-    assert "To fix: export each period into its own directory" in proc.stderr and not (tmp_path / "k").exists()
+    assert "To fix: give --period all" in proc.stderr and not (tmp_path / "k").exists()
     proc = run_cli(solver_cli, "export", str(periods_plan), "--to", "kubernetes", "--period", "noon")
     assert proc.returncode == 2 and "'noon' is not one of the plan's periods" in proc.stderr
 
@@ -819,3 +819,19 @@ def test_a_unit_never_takes_a_service_name():
                          reserved=frozenset({"a", "a-aws-l4-x1-fp16"}))
     assert labels["b|cfg"] == "b-aws-l4-x1-fp16"
     assert labels["a|cfg"].startswith("a-aws-l4-x1-fp16-") and len(labels["a|cfg"]) == len("a-aws-l4-x1-fp16") + 7
+
+
+def test_period_all_writes_a_directory_per_period(solver_cli, periods_plan, example_plans, tmp_path):
+    plan = json.loads(periods_plan.read_text())
+    proc = run_cli(solver_cli, "export", str(periods_plan), "--to", "kubernetes", "--out", str(tmp_path / "k"),
+                   "--period", "all")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == sorted(p["name"] for p in plan["periods"])
+    for period in plan["periods"]:
+        docs = [d for d in k8s_docs(sorted((tmp_path / "k" / period["name"]).glob("*.yaml"))) if d["kind"] == "Deployment"]
+        assert sum(d["spec"]["replicas"] for d in docs) == sum(a["replicas"] for s in period["services"]
+                                                               for a in s["assignments"]), period["name"]
+        assert f"(period {period['name']}):" in proc.stdout
+    single = run_cli(solver_cli, "export", str(example_plans["s3-big-model"]), "--to", "kubernetes", "--period", "all",
+                     "--out", str(tmp_path / "x"))
+    assert single.returncode == 2 and "is 'all', but the plan has a single period" in single.stderr

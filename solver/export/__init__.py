@@ -16,13 +16,14 @@ from pathlib import Path
 
 from solver.errors import FieldViolation, InputError
 from solver.export import kubernetes, manifest, skypilot
-from solver.export.periods import select_period
+from solver.export.periods import ALL_PERIODS, period_names, select_period
 from solver.export.units import load_plan_file, plan_units
 
 TARGETS = {"skypilot": skypilot.render, "kubernetes": kubernetes.render}
 GENERATED_MARK = manifest.GENERATED_MARK
 
-__all__ = ["TARGETS", "Exported", "export_plan", "load_plan_file", "render_plan", "render_with_warnings"]
+__all__ = ["ALL_PERIODS", "TARGETS", "Exported", "export_plan", "export_periods", "load_plan_file", "render_plan",
+           "render_with_warnings"]
 
 
 @dataclass
@@ -45,6 +46,16 @@ def render_with_warnings(plan: object, target: str, period: str | None = None) -
 def render_plan(plan: object, target: str, period: str | None = None) -> dict[str, str]:
     """file name -> contents, without writing anything."""
     return render_with_warnings(plan, target, period)[0]
+
+
+def export_periods(plan: object, target: str, out_dir: str | Path) -> list[tuple[str, Exported]]:
+    """`--period all`: every period of a multi-period plan into OUT_DIR/PERIOD, each checked before any is written."""
+    names = period_names(plan)
+    if not names:
+        raise InputError.single("--period", "is 'all', but the plan has a single period.", "leave --period out")
+    for name in names:
+        render_with_warnings(plan, target, name)
+    return [(name, export_plan(plan, target, Path(out_dir) / name, name)) for name in names]
 
 
 def export_plan(plan: object, target: str, out_dir: str | Path, period: str | None = None) -> Exported:

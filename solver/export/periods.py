@@ -20,6 +20,7 @@ from solver.errors import InputError
 
 _KEY_TAIL = re.compile(r":(\d+)gpu(?:x(\d+)inst)?:([A-Za-z0-9_]+)$")
 _FIX = "export the plan exactly as `solver-cli solve` wrote it"
+ALL_PERIODS = "all"  # --period all: every period, a directory each (unless a period is named "all")
 
 
 def period_names(plan: object) -> list[str]:
@@ -39,8 +40,8 @@ def select_period(plan: object, period: str | None) -> object:
     if period is None:
         raise InputError.single("--period", f"is required: the plan has {len(names)} periods ({', '.join(names)}), "
                                 "each with its own fleet, and its top-level fleet is the first period's only.",
-                                f"export each period into its own directory, e.g. --period {names[0]} "
-                                f"--out deploy/{names[0]}")
+                                f"give --period all (a directory per period under --out), or one period, e.g. "
+                                f"--period {names[0]} --out deploy/{names[0]}")
     if period not in names:
         raise InputError.single("--period", f"{period!r} is not one of the plan's periods ({', '.join(names)}).",
                                 "give one of those names")
