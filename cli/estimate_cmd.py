@@ -21,6 +21,8 @@ import json
 import math
 import sys
 
+from solver.output.safe_text import escape_controls
+
 EXIT_OK, EXIT_INPUT = 0, 2
 DEFAULT_SIZES = (1, 2, 4, 8)
 DEFAULT_PRECISIONS = ("fp16", "fp8")
@@ -130,7 +132,7 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
-        print(_table(rows, model.name, args))
+        print(escape_controls(_table(rows, model.name, args)))
         if args.role is not None:
             transfer = next((r["kv_transfer_ms"] for r in rows if r.get("kv_transfer_ms") is not None), None)
             at = f"at p{args.percentile:g}, queueing included" if args.percentile is not None else "back to back"
@@ -141,7 +143,7 @@ def run(args) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(escape_controls(f"error: {message}"), file=sys.stderr)
     return EXIT_INPUT
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from solver.output.safe_text import escape_controls
+
 EXIT_OK, EXIT_INPUT = 0, 2
 TARGETS = ("skypilot", "kubernetes")
 
@@ -23,6 +25,9 @@ def add_parser(subparsers):
     p.add_argument("plan", metavar="PLAN.json", help="a plan from `solver-cli solve WORKLOAD --format json`")
     p.add_argument("--to", required=True, choices=TARGETS, help="deployment target")
     p.add_argument("--out", metavar="DIR", help="directory for the files (default: deploy/TARGET)")
+    p.add_argument("--period", metavar="NAME", default=None,
+                   help="for a multi-period plan (required there): the period to export, or `all` for every "
+                        "period, each into DIR/PERIOD")
     p.set_defaults(func=run)
     return p
 
@@ -35,32 +40,49 @@ def run(args) -> int:
         plan = load_plan_file(args.plan)
     except InputError as exc:
         return _fail(exc)
-    code, lines = write(plan, args.to, args.out or default_out(args.to))
+    code, lines = write(plan, args.to, args.out or default_out(args.to), args.period)
     for line in lines:
         print(line)
     return code
 
 
-def write(plan: dict, target: str, out_dir: str) -> tuple[int, list[str]]:
+def write(plan: dict, target: str, out_dir: str, period: str | None = None) -> tuple[int, list[str]]:
     """Export; (exit code, lines to show). Errors go to stderr here, lines are for the caller's stream."""
     from solver.errors import InputError
-    from solver.export import export_plan
+    from solver.export import ALL_PERIODS, export_periods, export_plan, period_names
 
     try:
-        written = export_plan(plan, target, out_dir)
+        if period == ALL_PERIODS and ALL_PERIODS not in period_names(plan):
+            results = export_periods(plan, target, out_dir)
+        else:
+            results = [(None, export_plan(plan, target, out_dir, period))]
     except InputError as exc:
         return _fail(exc), []
     except OSError as exc:
         print(f"error: cannot write {out_dir}: {exc.strerror or exc}. To fix: give a writable --out directory",
               file=sys.stderr)
         return EXIT_INPUT, []
-    hint = ("sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}")
-    return EXIT_OK, [f"wrote {len(written)} {target} file(s) to {out_dir}:"] + [f"  {p.name}" for p in written] \
-        + [f"next: {hint} (see the comments at the top of each file)"]
+    lines = []
+    for name, result in results:
+        where = str(Path(out_dir) / name) if name is not None else out_dir
+        for warning in result.warnings:  # stderr in both commands: the export's stdout lines may be the plan's
+            print(escape_controls(f"warning: {warning}"), file=sys.stderr)
+        lines += [f"wrote {len(result.written)} {target} file(s) to {where}" + (f" (period {name}):" if name else ":")]
+        lines += [f"  {p.name}" for p in result.written]
+        if result.removed:
+            lines.append(f"removed {len(result.removed)} file(s) an earlier export wrote for units no longer in the "
+                         "plan: " + ", ".join(p.name for p in result.removed))
+    if results[0][0] is not None:
+        hint = (f"at each period's start, apply its directory (e.g. kubectl apply -f {Path(out_dir) / results[0][0]}) "
+                "and delete what the previous period ran that this one does not")
+    else:
+        hint = "sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}"
+    lines.append(f"next: {hint} (see the comments at the top of each file)")
+    return EXIT_OK, [escape_controls(line) for line in lines]
 
 
 def _fail(exc) -> int:
     print("error: cannot export the plan", file=sys.stderr)
     for v in exc.violations:
-        print(f"  - {v}", file=sys.stderr)
+        print(escape_controls(f"  - {v}"), file=sys.stderr)
     return EXIT_INPUT

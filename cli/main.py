@@ -20,7 +20,9 @@ EXIT_OK, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 2, 3, 4, 5
 
 
 def _err(text: str) -> None:
-    print(text, file=sys.stderr)
+    from solver.output.safe_text import escape_controls
+
+    print(escape_controls(text), file=sys.stderr)  # messages quote user input: no raw escape sequences
 
 
 def _input_error(exc, fmt: str = "table") -> int:
@@ -148,7 +150,7 @@ def _export_after_solve(args, d: dict) -> int:
         return EXIT_OK
     from cli.export_cmd import default_out, write
 
-    code, lines = write(d, args.export, args.export_out or default_out(args.export))
+    code, lines = write(d, args.export, args.export_out or default_out(args.export), args.export_period)
     for line in lines:
         _err(line)
     return code
@@ -326,6 +328,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("--export", choices=["skypilot", "kubernetes"], default=None,
                    help="also write the plan's deployment files (see `solver-cli export`)")
     s.add_argument("--export-out", metavar="DIR", default=None, help="directory for --export (default: deploy/TARGET)")
+    s.add_argument("--export-period", metavar="NAME", default=None,
+                   help="with --export and a multi-period workload: the period whose fleet to export, or `all` "
+                        "(a directory per period under --export-out)")
     s.set_defaults(func=cmd_solve)
 
     s = sub.add_parser("schema", help="print the workload file's JSON Schema")

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from cli.argtypes import backend
+from solver.output.safe_text import escape_controls
 
 EXIT_OK, EXIT_MISSED, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 1, 2, 3, 4, 5
 METRIC_LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
@@ -67,7 +68,7 @@ def add_parser(subparsers) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(escape_controls(f"error: {message}"), file=sys.stderr)
     return EXIT_INPUT
 
 
@@ -134,7 +135,7 @@ def run(args) -> int:
     except InputError as exc:
         print("error: invalid input", file=sys.stderr)
         for v in exc.violations:
-            print(f"  - {v}", file=sys.stderr)
+            print(escape_controls(f"  - {v}"), file=sys.stderr)
         return EXIT_INPUT
     except InfeasibleError as exc:
         from dataclasses import asdict
@@ -146,10 +147,10 @@ def run(args) -> int:
             print(render_infeasible(reasons))
         return EXIT_INFEASIBLE
     except SolverTimeout as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(escape_controls(f"error: {exc}"), file=sys.stderr)
         return EXIT_TIMEOUT
     except (Cancelled, PlannerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(escape_controls(f"error: {exc}"), file=sys.stderr)
         return EXIT_OTHER
     plan_dict = result.to_dict()
     try:
@@ -166,7 +167,7 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(replay, indent=2))
     else:
-        print(render(replay))
+        print(escape_controls(render(replay)))
     if args.fail_on_miss and (replay["missed"] or any(a["verdict"] == "missed" for s in replay["services"]
                                                       for a in s["assignments"])):
         return EXIT_MISSED
@@ -176,7 +177,7 @@ def run(args) -> int:
 def _trace_error(exc) -> int:
     print("error: the trace cannot be replayed", file=sys.stderr)
     for line in exc.problems:
-        print(f"  - {line}", file=sys.stderr)
+        print(escape_controls(f"  - {line}"), file=sys.stderr)
     return EXIT_INPUT
 
 

@@ -110,12 +110,8 @@ def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_addres
 
 
 def _model_notes(unit: Unit) -> list[str]:
-    if unit.model_repo and unit.model_repo != unit.model:
-        return [f"model {unit.model}: weights from Hugging Face {unit.model_repo} (the repository the planner's "
-                "model library took its shapes from); gated models need HF_TOKEN. An instruct or fine-tuned "
-                "variant with the same architecture plans the same."]
-    return [f"model {unit.model!r} is an inline model: replace it with its Hugging Face repository id or a local "
-            "path if it is not one already."]
+    """Which weights the server loads and why (served_model.py); each target's header says how to pass HF_TOKEN."""
+    return [unit.model_note] if unit.model_note else []
 
 
 def _vllm_precision(unit: Unit, notes: list[str]) -> list[str]:

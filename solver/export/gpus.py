@@ -18,11 +18,19 @@ from __future__ import annotations
 
 import re
 
-# Planner GPU -> SkyPilot accelerator, where the names differ or need stating.
-_SKYPILOT = {
+# Planner GPU -> SkyPilot accelerator, for every GPU of the catalog (gpus.csv and
+# gpus_supplement.csv); None: SkyPilot's catalog has no such accelerator. Checked by
+# tests/test_export.py against tests/data/skypilot_accelerators.csv (SkyPilot's names per
+# cloud, with their provenance), and every built-in offer's name against its cloud's.
+_SKYPILOT: dict[str, str | None] = {
+    "T4": "T4", "L4": "L4", "A10": "A10", "A10G": "A10G", "A40": "A40", "L40": "L40", "L40S": "L40S",
     "A100-40GB": "A100", "A100-40GB-PCIe": "A100", "A100-80GB": "A100-80GB", "A100-80GB-PCIe": "A100-80GB",
-    "H100-SXM": "H100", "H100-PCIe": "H100", "V100-16GB": "V100", "V100-32GB": "V100-32GB",
+    "H100-SXM": "H100", "H100-PCIe": "H100", "H100-NVL": "H100-NVL", "H200": "H200", "B200": "B200",
+    "GH200": "GH200", "V100-16GB": "V100", "V100-32GB": "V100-32GB",
     "RTX-A6000": "RTXA6000", "RTX-6000-Ada": "RTX6000-Ada", "RTX-4090": "RTX4090", "RTX-3090": "RTX3090",
+    "RTX-PRO-6000": "RTXPRO6000",  # SkyPilot's AWS (g7e) and GCP (g4) rows; not "RTX-PRO-6000"
+    "MI300X": "MI300X",
+    "GB200": None, "GH200-144GB": None, "MI325X": None,
 }
 # (provider, instance-name pattern) -> the accelerator name of that provider's catalog rows.
 _SKYPILOT_BY_INSTANCE = (
@@ -32,6 +40,7 @@ _SKYPILOT_BY_INSTANCE = (
     ("fluidstack", re.compile(r"^H100_NVLINK"), "H100-NVLINK"),
     ("cudo", re.compile(r"-h100_"), "H100-SXM"),
     ("cudo", re.compile(r"-a100-"), "A100"),
+    ("azure", re.compile(r"_H100_v5$"), "H100"),        # NC H100 v5 (H100 NVL cards): H100 in the Azure catalog
 )
 
 # Clouds SkyPilot provisions on by that name (the built-in catalog's providers).
@@ -85,11 +94,14 @@ def k8s_product_label(gpu: str) -> tuple[str, list[str]]:
     return key, list(_GFD_PRODUCTS.get(gpu, []))
 
 
-def skypilot_accelerator(gpu: str, provider: str, instance_type: str) -> str:
+def skypilot_accelerator(gpu: str, provider: str, instance_type: str) -> str | None:
+    """SkyPilot's name for the GPU of this offer; None where SkyPilot's catalog has none."""
     for prov, pattern, name in _SKYPILOT_BY_INSTANCE:
         if provider == prov and pattern.search(instance_type):
             return name
-    return _SKYPILOT.get(gpu, gpu)
+    if gpu in _SKYPILOT:
+        return _SKYPILOT[gpu]
+    return gpu  # a custom catalog's GPU: its own name (SkyPilot takes unknown names as Kubernetes accelerators)
 
 
 def arm64_note(unit) -> str:

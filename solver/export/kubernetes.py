@@ -5,38 +5,40 @@ Pods ask for the replica's GPUs through the vendor's device plugin (nvidia.com/g
 amd.com/gpu), run on nodes whose GPU feature discovery label names the plan's GPU, and -
 on EKS, GKE and AKS, whose nodes carry the cloud's instance type - on the plan's instance
 type; the scheduler then packs replicas onto instances as the plan does. CPU and memory
-requests are the replica's share of the instance's host (80% of it, leaving room for
-the node's own reservations). Multi-node replicas use LeaderWorkerSet
+requests: the replica's share of the instance's host, and at least what loading its
+weights needs (pod_size.py). Spot plans select the cloud's spot nodes (spot.py). Multi-node replicas use LeaderWorkerSet
 (leaderworkerset.x-k8s.io/v1, kubernetes-sigs/lws) with the engine's own multi-node
 launch: Ray for vLLM, --nnodes/--node-rank for SGLang.
 """
 
 from __future__ import annotations
 
-import math
 import shlex
 
 from solver.export import engines
 from solver.export.gpus import K8S_INSTANCE_LABEL_CLOUDS, arm64_note, k8s_gpu_resource, k8s_product_label
+from solver.export.names import valid_label_value
+from solver.export.pod_size import pod_size
+from solver.export.routing import http_route, route_comments, unit_service
+from solver.export.spot import spot_comment, spot_placement
 from solver.export.units import PlanSummary, Unit
-from solver.export.yamlfile import document
+from solver.export.yamlfile import document, documents
 
-HOST_SHARE = 0.8  # of the instance's vCPUs and memory a replica requests
-DEFAULT_CPU_PER_GPU = 2  # when the catalog does not state the instance's host size
-DEFAULT_MEMORY_GIB_PER_GPU = 16
 STARTUP_BUDGET_S = 1800  # weights download and load before liveness checks begin
 HF_SECRET = "hf-token"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 
 
-def render(summary: PlanSummary) -> dict[str, str]:
-    """file name -> YAML text: one per unit, one Service per planned service."""
-    files: dict[str, str] = {}
+def render(summary: PlanSummary, warnings: list[str]) -> dict[str, str]:
+    """file name -> YAML text: one per unit, one Service per planned service; warnings for stderr appended.
+    A service on several units also gets a Service per unit and a weighted HTTPRoute (routing.py)."""
     by_service: dict[str, list[Unit]] = {}
     for u in summary.units:
         engines.check_supported(u)
         by_service.setdefault(u.service_slug, []).append(u)
-        files[f"{u.name}.yaml"] = _workload(summary, u)
+    files: dict[str, str] = {}
+    for u in summary.units:
+        files[f"{u.name}.yaml"] = _workload(summary, u, warnings, routed=len(by_service[u.service_slug]) > 1)
     for slug, units in by_service.items():
         files[f"{slug}-service.yaml"] = _service(slug, units)
     return files
@@ -47,8 +49,13 @@ def _labels(u: Unit, component: str) -> dict:
             "app.kubernetes.io/component": component}
 
 
-def _workload(summary: PlanSummary, u: Unit) -> str:
+def _workload(summary: PlanSummary, u: Unit, warnings: list[str], routed: bool) -> str:
+    """The unit's Deployment or LeaderWorkerSet; with `routed`, followed by the unit's own Service."""
     comments = _header(summary, u)
+    size = pod_size(u)
+    comments.extend(size.notes)
+    if size.warning:
+        warnings.append(size.warning)
     meta = {"name": u.name, "labels": _labels(u, "server"),
             "annotations": {"fleet-planner/service": u.service, "fleet-planner/offer": u.offer_id,
                             "fleet-planner/routed-share": f"{u.routed_share:.4f}"}}
@@ -60,7 +67,7 @@ def _workload(summary: PlanSummary, u: Unit) -> str:
             # The planned fleet has no spare GPUs for a surge pod: replace replicas one at a time.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "template": {"metadata": {"labels": _labels(u, "server")}, "spec": pod}}}
-        return document(obj, comments)
+        return documents([obj, unit_service(u)] if routed else [obj], comments)
     leader = _pod_spec(u, [_server_container(u, comments, leader=True)])
     worker = _pod_spec(u, [_worker_container(u)])
     obj = {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta, "spec": {
@@ -73,7 +80,7 @@ def _workload(summary: PlanSummary, u: Unit) -> str:
             "workerTemplate": {"metadata": {"labels": _labels(u, "worker")}, "spec": worker}}}}
     comments.append(f"Needs the LeaderWorkerSet controller (kubernetes-sigs/lws); each replica is a group of "
                     f"{u.instances_per_replica} pods, one per instance, {u.gpus_per_node} GPUs each.")
-    return document(obj, comments)
+    return documents([obj, unit_service(u)] if routed else [obj], comments)
 
 
 def _header(summary: PlanSummary, u: Unit) -> list[str]:
@@ -85,11 +92,12 @@ def _header(summary: PlanSummary, u: Unit) -> list[str]:
              + (f" over {u.instances_per_replica} instances" if u.multi_node else "")
              + f", planned on {u.offer_id} ({u.region})" + (f", {u.precision}" if u.precision else "")
              + (f", max batch {u.batch}" if u.batch else "") + "."]
+    lines.extend(u.name_notes)
     note = arm64_note(u)
     if note:
         lines.append(note)
     if u.spot:
-        lines.append("The plan is priced for spot instances: run this on a spot / preemptible node pool.")
+        lines.append(spot_comment(u.provider))
     if u.model is not None:
         lines.append("Gated models need a Hugging Face token (optional for open models):")
         lines.append(f"  kubectl create secret generic {HF_SECRET} --from-literal=token=hf_...")
@@ -98,16 +106,21 @@ def _header(summary: PlanSummary, u: Unit) -> list[str]:
 
 def _pod_spec(u: Unit, containers: list[dict]) -> dict:
     spec: dict = {}
-    if u.provider.lower() in K8S_INSTANCE_LABEL_CLOUDS:
+    # A custom catalog's instance name need not be a valid label value; no node could carry it then.
+    if u.provider.lower() in K8S_INSTANCE_LABEL_CLOUDS and valid_label_value(u.instance_type):
         spec["nodeSelector"] = {"node.kubernetes.io/instance-type": u.instance_type}
+    spot = spot_placement(u.provider) if u.spot else None
+    if spot:
+        spec.setdefault("nodeSelector", {}).update(spot[0])
     key, values = k8s_product_label(u.gpu)
     if values:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": values}]}]}}}
-    spec["tolerations"] = [{"key": k8s_gpu_resource(u.gpu), "operator": "Exists", "effect": "NoSchedule"}]
+    spec["tolerations"] = [{"key": k8s_gpu_resource(u.gpu), "operator": "Exists", "effect": "NoSchedule"},
+                           *(spot[1] if spot else [])]
     spec["terminationGracePeriodSeconds"] = 60
     spec["containers"] = containers
-    cpu, memory_gib = _host_share(u)
+    memory_gib = pod_size(u).memory_gib
     spec["volumes"] = [
         # NCCL and the engines' worker processes exchange tensors through shared memory.
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(16, memory_gib // 4))}Gi"}},
@@ -116,20 +129,10 @@ def _pod_spec(u: Unit, containers: list[dict]) -> dict:
     return spec
 
 
-def _host_share(u: Unit) -> tuple[int, int]:
-    """(vCPUs, GiB) to request: the replica's GPU share of the instance's host, less headroom."""
-    share = u.gpus_per_node / u.gpus_per_instance
-    cpu = (max(1, math.floor(u.vcpus * share * HOST_SHARE)) if u.vcpus
-           else DEFAULT_CPU_PER_GPU * u.gpus_per_node)
-    memory = (max(1, math.floor(u.host_memory_gib * share * HOST_SHARE)) if u.host_memory_gib
-              else DEFAULT_MEMORY_GIB_PER_GPU * u.gpus_per_node)
-    return cpu, memory
-
-
 def _resources(u: Unit) -> dict:
-    cpu, memory_gib = _host_share(u)
+    size = pod_size(u)
     gpus = str(u.gpus_per_node)
-    return {"requests": {"cpu": str(cpu), "memory": f"{memory_gib}Gi", k8s_gpu_resource(u.gpu): gpus},
+    return {"requests": {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", k8s_gpu_resource(u.gpu): gpus},
             "limits": {k8s_gpu_resource(u.gpu): gpus}}
 
 
@@ -199,18 +202,19 @@ def _worker_container(u: Unit) -> dict:
 def _service(slug: str, units: list[Unit]) -> str:
     first = units[0]
     comments = [f"Generated by `solver-cli export --to kubernetes`: the endpoint of service {first.service!r}, "
-                f"in front of the servers of {len(units)} unit(s): " + ", ".join(u.name for u in units) + "."]
+                f"in front of the servers of {len(units)} unit(s): " + ", ".join(u.name for u in units) + ".",
+                *first.name_notes]
     if len(units) > 1:
         shares = ", ".join(f"{u.name} {u.routed_share:.1%}" for u in units)
-        comments.append(f"The plan routes {shares} of the traffic; a Service spreads connections evenly over ready "
-                        "pods, so use a weighted router (e.g. a Gateway API HTTPRoute with backend weights) to follow "
-                        "the plan exactly.")
+        comments.append(f"The plan routes {shares} of the traffic.")
+        comments.extend(route_comments(units))
     obj = {"apiVersion": "v1", "kind": "Service",
-           "metadata": {"name": slug, "labels": {"app.kubernetes.io/name": slug}},
+           "metadata": {"name": slug, "labels": {"app.kubernetes.io/name": slug},
+                        "annotations": {"fleet-planner/service": first.service}},
            "spec": {"type": "ClusterIP",
                     "selector": {"app.kubernetes.io/name": slug, "app.kubernetes.io/component": "server"},
                     "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]}}
-    return document(obj, comments)
+    return documents([obj, http_route(slug, units)] if len(units) > 1 else [obj], comments)
 
 
 def _quote(arg: str) -> str:

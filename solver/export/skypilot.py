@@ -24,8 +24,8 @@ from solver.export.yamlfile import document
 READINESS_DELAY_S = 1800  # weights download and load: large models take many minutes on first start
 
 
-def render(summary: PlanSummary) -> dict[str, str]:
-    """file name -> YAML text, one per unit."""
+def render(summary: PlanSummary, warnings: list[str]) -> dict[str, str]:
+    """file name -> YAML text, one per unit (warnings: for stderr; none of its own yet)."""
     return {f"{u.name}.yaml": _unit_file(summary, u) for u in summary.units}
 
 
@@ -34,18 +34,23 @@ def _unit_file(summary: PlanSummary, u: Unit) -> str:
     comments = _header(summary, u)
     resources: dict = {}
     known_cloud = u.provider.lower() in SKYPILOT_CLOUDS
+    accelerator = skypilot_accelerator(u.gpu, u.provider, u.instance_type)
+    if accelerator is None:
+        accelerator = u.gpu
+        comments.append(f"SkyPilot's catalog has no {u.gpu} accelerator: set resources.accelerators to the name your "
+                        "SkyPilot version uses (`sky show-gpus`).")
     if known_cloud:
         resources["cloud"] = u.provider.lower()
         resources["region"] = u.region
     if known_cloud and u.own_instance:
         resources["instance_type"] = u.instance_type
         # SkyPilot wants the instance's own accelerators; the engine uses the replica's share of them.
-        resources["accelerators"] = f"{skypilot_accelerator(u.gpu, u.provider, u.instance_type)}:{u.gpus_per_instance}"
+        resources["accelerators"] = f"{accelerator}:{u.gpus_per_instance}"
         if u.gpus_per_node < u.gpus_per_instance:
             comments.append(f"Each replica uses {u.gpus_per_node} of the {u.gpus_per_instance} GPUs of "
                             f"{u.instance_type}, as planned (no other replica fits there).")
     else:
-        resources["accelerators"] = f"{skypilot_accelerator(u.gpu, u.provider, u.instance_type)}:{u.gpus_per_node}"
+        resources["accelerators"] = f"{accelerator}:{u.gpus_per_node}"
         if not known_cloud:
             comments.append(f"Provider {u.provider!r} is not a SkyPilot cloud: set resources.cloud (or infra) to where "
                             f"{u.gpu} GPUs run for you; the plan priced {u.instance_type!r}.")
@@ -83,6 +88,7 @@ def _header(summary: PlanSummary, u: Unit) -> list[str]:
     if u.routed_share < 0.9999:
         lines.append(f"The plan routes {u.routed_share:.1%} of the traffic of {u.service!r} here; its other units are "
                      "separate files: split traffic across their endpoints in that proportion.")
+    lines.extend(u.name_notes)
     note = arm64_note(u)
     if note:
         lines.append(note)

@@ -8,18 +8,15 @@ is wrong and says how to get a good plan.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from solver.errors import FieldViolation, InputError
-from solver.models.library import get_model
+from solver.export import names as naming
+from solver.export.served_model import served_model
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
-_HF_SOURCE = re.compile(r"huggingface\.co/([^/\s]+/[^/\s]+)/")
-MAX_NAME = 50  # room under the 63-character label limit for the suffixes Kubernetes controllers add
 
 
 @dataclass(frozen=True)
@@ -30,7 +27,8 @@ class Unit:
     service: str
     service_slug: str
     model: str | None  # as the plan names it; None: a measured-profile service
-    model_repo: str | None  # Hugging Face repo id (library models) or the inline name as given
+    model_repo: str | None  # what the engine loads: the user's Hugging Face id, or the one chosen for a library name
+    model_note: str | None  # the files' comment on which weights are served, and why
     engine: str | None
     offer_id: str
     provider: str
@@ -48,6 +46,7 @@ class Unit:
     spot: bool
     routed_share: float  # this unit's share of the service's planned traffic, 0..1
     shares_instances: bool  # the plan packs this unit's replicas with other replicas on one instance
+    name_notes: tuple[str, ...] = ()  # why a name carries a hash (written as comments)
 
     @property
     def tensor_parallel(self) -> int:
@@ -80,7 +79,7 @@ class PlanSummary:
     total_price_usd_per_hour: float | None
     pricing: str
     units: tuple[Unit, ...]
-
+    warnings: tuple[str, ...] = ()  # for stderr: what the user should know about the files
 
 
 def _engine_family(engine):
@@ -131,13 +130,21 @@ def plan_units(plan: object) -> PlanSummary:
         where = f"fleet[{i}]"
         _need(line, where, ("offer_id", str), ("provider", str), ("name", str), ("region", str), ("gpu", str),
               ("gpus_per_instance", int))
+        _need_numbers(line, where, "vcpus", "host_memory_gib")  # pod sizes are computed from them
+        if line["gpus_per_instance"] < 1:
+            raise InputError.single(f"{where}.gpus_per_instance", "must be >= 1.", _FIX)
         offers[line["offer_id"]] = line
     packed = _packed_configs(plan.get("placements") or [])
-    spot = plan.get("pricing") == "spot"
+    plan_spot = plan.get("pricing") == "spot"
     errors: list[FieldViolation] = []
     units: list[Unit] = []
-    names: set[str] = set()
-    for si, svc in enumerate(_list(plan, "services", "plan")):
+    unit_keys: list[str] = []  # per unit: what makes it unique in the plan (its hash suffix, if it needs one)
+    services = _list(plan, "services", "plan")
+    service_labels, service_notes, warnings = _service_labels(services)
+    served = {m: served_model(m) for m in {s.get("model") for s in services if isinstance(s, dict)}
+              if isinstance(m, str)}
+    warnings += sorted({v.warning for v in served.values() if v.warning})
+    for si, svc in enumerate(services):
         where = f"services[{si}]"
         _need(svc, where, ("name", str), ("assignments", list))
         model = svc.get("model")
@@ -156,6 +163,12 @@ def plan_units(plan: object) -> PlanSummary:
             errors.append(FieldViolation(f"{where}.engine", f"is {engine!r}; an LLM service needs one of "
                                          f"{', '.join(ENGINES)}.", "re-run `solver-cli solve` with this version"))
             continue
+        for ai, a in enumerate(svc["assignments"]):
+            if isinstance(a, dict):
+                _need_numbers(a, f"{where}.assignments[{ai}]", "batch")
+                routed = a.get("routed")
+                if routed is not None and not (isinstance(routed, list) and all(_is_number(r) for r in routed)):
+                    raise InputError.single(f"{where}.assignments[{ai}].routed", "must be a list of rates.", _FIX)
         total_routed = sum(sum(a.get("routed") or [0.0]) for a in svc["assignments"] if isinstance(a, dict)) or 0.0
         for ai, a in enumerate(svc["assignments"]):
             aw = f"{where}.assignments[{ai}]"
@@ -176,16 +189,23 @@ def plan_units(plan: object) -> PlanSummary:
                                              "export the plan exactly as `solver-cli solve` wrote it"))
                 continue
             routed = sum(a.get("routed") or [0.0])
+            # A period may run one configuration both on demand and on spot: two units.
+            spot_here = a.get("spot") is True
+            unit_keys.append(f"{svc['name']}|{a['config']}|{a['offer_id']}" + ("|spot" if spot_here else ""))
             units.append(Unit(
-                name=_unique(_unit_name(svc["name"], line["provider"], a["gpu"], a["gpus_per_replica"],
-                                        a.get("precision")), names),
-                service=svc["name"], service_slug=_shorten(_slug(svc["name"]) or "service"),
-                model=model, model_repo=_model_repo(model), engine=engine if model is not None else None,
+                name=_unit_name(service_labels[svc["name"]], line["provider"], a["gpu"], a["gpus_per_replica"],
+                                a.get("precision")) + ("-spot" if spot_here else ""),
+                service=svc["name"], service_slug=service_labels[svc["name"]],
+                name_notes=service_notes.get(svc["name"], ()),
+                model=model, model_repo=served[model].repo if model is not None else None,
+                model_note=served[model].note if model is not None else None,
+                engine=engine if model is not None else None,
                 offer_id=a["offer_id"], provider=line["provider"], instance_type=line["name"], region=line["region"],
                 gpu=a["gpu"], gpus_per_instance=line["gpus_per_instance"], gpus_per_replica=a["gpus_per_replica"],
                 instances_per_replica=a["instances_per_replica"], precision=a.get("precision"),
                 replicas=a["replicas"], batch=a.get("batch"), vcpus=line.get("vcpus"),
-                host_memory_gib=line.get("host_memory_gib"), spot=spot,
+                host_memory_gib=line.get("host_memory_gib"),
+                spot=plan_spot or a.get("spot") is True,  # a period's assignment says per configuration
                 routed_share=routed / total_routed if total_routed > 0 else 1.0 / len(svc["assignments"]),
                 shares_instances=a["config"] in packed))
     if errors:
@@ -193,8 +213,36 @@ def plan_units(plan: object) -> PlanSummary:
     if not units:
         raise InputError.single("plan.services", "no service has a replica: nothing to deploy.",
                                 "export a plan that places at least one replica")
+    units = _distinct_unit_names(units, unit_keys, frozenset(service_labels.values()))
     return PlanSummary(str(plan.get("workload", "workload")), status, plan.get("total_price_usd_per_hour"),
-                       str(plan.get("pricing", "on_demand")), tuple(units))
+                       str(plan.get("pricing", "on_demand")), tuple(units), tuple(warnings))
+
+
+def _service_labels(services: list) -> tuple[dict[str, str], dict[str, tuple[str, ...]], list[str]]:
+    """Service name -> its DNS label, the notes for the files of renamed services, and the warnings."""
+    texts = {s["name"]: s["name"] for s in services if isinstance(s, dict) and isinstance(s.get("name"), str)}
+    labels, collided = naming.distinct(texts)
+    notes: dict[str, tuple[str, ...]] = {}
+    warnings = []
+    for group in collided:
+        listing = ", ".join(f"{n!r} -> {labels[n]}" for n in group)
+        warnings.append(f"services {', '.join(repr(n) for n in group)} all reduce to the Kubernetes name "
+                        f"{naming.shorten(naming.slug(group[0]) or 'service')!r}; each keeps its own objects, "
+                        f"named with a hash of its name: {listing}")
+        for n in group:
+            if labels[n] != n:
+                notes[n] = (f"Service {n!r} is named {labels[n]!r} here: the names {', '.join(map(repr, group))} "
+                            "all reduce to the same DNS label, so each but an exact match gets a hash of its own "
+                            "name (stable across exports).",)
+    return labels, notes, warnings
+
+
+def _distinct_unit_names(units: list[Unit], keys: list[str], service_labels: frozenset[str]) -> list[Unit]:
+    """Units of one service on offers that slug alike (two regions, `a/b` and `a:b`) get a hash of
+    their configuration, so no two share a Deployment or a file; nor may a unit take a service's
+    name (a unit's own Service and a service's Service are both Services)."""
+    labels, _ = naming.distinct({k: u.name for k, u in zip(keys, units)}, keep_exact=False, reserved=service_labels)
+    return [replace(u, name=labels[k]) for k, u in zip(keys, units)]
 
 
 def _packed_configs(placements: list) -> set[str]:
@@ -210,16 +258,19 @@ def _packed_configs(placements: list) -> set[str]:
     return packed
 
 
-def _model_repo(model: str | None) -> str | None:
-    """The Hugging Face repository the library took the model's config from; an inline name as given."""
-    if model is None:
-        return None
-    arch = get_model(model)
-    if arch is not None:
-        m = _HF_SOURCE.search(arch.source)
-        if m:
-            return m.group(1)
-    return model
+_FIX = "export the plan exactly as `solver-cli solve` wrote it"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _need_numbers(d: dict, where: str, *keys: str) -> None:
+    """Optional numeric fields: absent, null or a number."""
+    for key in keys:
+        value = d.get(key)
+        if value is not None and not _is_number(value):
+            raise InputError.single(f"{where}.{key}", "must be a number or null.", _FIX)
 
 
 def _list(d: dict, key: str, where: str) -> list:
@@ -243,32 +294,8 @@ def _need(d: object, where: str, *fields: tuple[str, type]) -> None:
         raise InputError(bad)
 
 
-def _slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    if s and not s[0].isalpha():
-        s = "s-" + s
-    return s
-
-
-def _unit_name(service: str, provider: str, gpu: str, gpus: int, precision: str | None) -> str:
-    parts = [_slug(service) or "service", _slug(provider), _slug(gpu), f"x{gpus}"]
+def _unit_name(service_label: str, provider: str, gpu: str, gpus: int, precision: str | None) -> str:
+    parts = [service_label, naming.slug(provider), naming.slug(gpu), f"x{gpus}"]
     if precision:
-        parts.append(_slug(precision))
-    return _shorten("-".join(p for p in parts if p))
-
-
-def _shorten(name: str) -> str:
-    """At most MAX_NAME characters; a cut name keeps a digest of the whole so names stay distinct."""
-    if len(name) <= MAX_NAME:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
-    return name[:MAX_NAME - 7].rstrip("-") + "-" + digest
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, k = name, 2
-    while candidate in taken:
-        candidate = f"{name[:MAX_NAME - 3]}-{k}"
-        k += 1
-    taken.add(candidate)
-    return candidate
+        parts.append(naming.slug(precision))
+    return "-".join(p for p in parts if p)

@@ -1,10 +1,17 @@
-"""YAML documents with a comment header, keys in the order written, multi-line strings as blocks."""
+"""YAML documents with a comment header, keys in the order written, multi-line strings as blocks.
+
+Comments quote names from the plan (models, offers, regions): their control characters are
+escaped (solver/output/safe_text.py), since YAML rejects them even in a comment. Values need
+no such care: PyYAML double-quotes and escapes what is not printable.
+"""
 
 from __future__ import annotations
 
 import textwrap
 
 import yaml
+
+from solver.output.safe_text import escape_line
 
 WIDTH = 110
 
@@ -22,9 +29,14 @@ _Dumper.add_representer(str, _str)
 
 
 def document(data: dict, comments: list[str]) -> str:
-    head = "".join(f"# {part}\n" for line in comments for part in _wrap(line))
+    head = "".join(f"# {part}\n" for line in comments for part in _wrap(escape_line(line)))
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=WIDTH, allow_unicode=True)
     return head + body
+
+
+def documents(objs: list[dict], comments: list[str]) -> str:
+    """Several YAML documents in one file (`---` between them), the comments at the top."""
+    return "---\n".join(document(obj, comments if i == 0 else []) for i, obj in enumerate(objs))
 
 
 def _wrap(line: str) -> list[str]:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 
+from solver.output.safe_text import escape_controls
+
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
+    # Cells quote user names (offers, regions, models): escaped before measuring, so columns line up.
+    rows = [[escape_controls(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     out = [line, "  ".join("-" * w for w in widths)]
@@ -36,9 +40,12 @@ def _ms(x) -> str:
 
 
 def render_plan(d: dict, explain: bool = False) -> str:
+    """The plan for a terminal; names from the workload may hold control characters, which are escaped."""
     if "periods" in d:
-        return render_horizon(d) + "\n\n" + _render_single(d, explain, first_period=d["periods"][0]["name"])
-    return _render_single(d, explain)
+        text = render_horizon(d) + "\n\n" + _render_single(d, explain, first_period=d["periods"][0]["name"])
+    else:
+        text = _render_single(d, explain)
+    return escape_controls(text)
 
 
 def _unconfirmed(d: dict) -> str:
@@ -243,7 +250,7 @@ def render_infeasible(reasons: list[dict]) -> str:
         lines.append(f"  - [{r['constraint']}] {r['message']}")
         if r.get("fix"):
             lines.append(f"    To fix: {r['fix']}")
-    return "\n".join(lines)
+    return escape_controls("\n".join(lines))
 
 
 def _tier(t: str) -> str:
