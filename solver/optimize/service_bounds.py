@@ -190,11 +190,15 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
     p = form.problem
     out: dict[str, ServiceBound] = {}
     offers = {o.id: (o.price_usd_per_hour, o.gpus_per_instance) for o in p.offers}
+    # A service that may send traffic to disaggregated pools can cost less than its replicas
+    # alone: its replicas' best plan is still a plan to start from, but no bound. Its pools
+    # serve what is routed to them, possibly nothing: no bound, no plan of their own.
+    split = {s.feeds for s in p.services if s.role}
     for i, s in enumerate(p.services):
         if i % 64 == 0:
             stop.check("model building")
         groups = form.by_service.get(s.name, [])
-        if not groups or (s.total_demand <= 0 and not s.min_replicas):
+        if s.role or not groups or (s.total_demand <= 0 and not s.min_replicas):
             continue
         costs = {g.key: _group_cost(g, offers) for g in groups}
         ubs = {g.key: int(form.model.variables[form.r[g.key]].ub) for g in groups}
@@ -209,7 +213,9 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
         else:
             bound, replicas, routed = _multi_class_bound(s, groups, costs, ubs, get_backend("scip"), SolveOptions,
                                                          LinearModel, INF, stop)
-        if bound is not None and bound > 0:
+        if s.name in split:
+            out[s.name] = ServiceBound([(form.r[g.key], costs[g.key]) for g in groups], 0.0, replicas, routed)
+        elif bound is not None and bound > 0:
             out[s.name] = ServiceBound([(form.r[g.key], costs[g.key]) for g in groups], bound, replicas, routed)
     return out
 
@@ -257,8 +263,8 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
     pool_of = form.pool_of
     by_key = {g.key: g for g in form.groups}
     for s in p.services:
-        if s.total_demand <= 0 and not s.min_replicas:
-            continue
+        if s.role or (s.total_demand <= 0 and not s.min_replicas):
+            continue  # disaggregated pools start empty: the plan serves their parent with replicas
         b = bounds.get(s.name)
         if b is None or not b.replicas:
             return None
