@@ -434,8 +434,20 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     least that cheap (then not proven optimal: its status says "feasible")."""
     stage = options.on_stage or (lambda name: None)
     stage("model")
-    greedy = greedy_solution(problem, configs)
     configs = list(problem.configs if configs is None else configs)
+    replicas = [c for c in configs if "#" not in c.service]
+    if len(replicas) < len(configs) and not any(s.serving == "disaggregated" for s in problem.services):
+        # With disaggregated pools the model is many times larger (a pool per link tier), and
+        # its solver can take long to find what the replicas alone give: their optimum, found
+        # first in their much smaller model, starts it - so `serving: auto` is never dearer
+        # than aggregated serving, even when the time limit stops it.
+        try:
+            seed = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=replicas,
+                               hints=hints, diagnose=False)[2]
+            hints = [*(hints or ()), seed]
+        except (InfeasibleError, SolverTimeout):
+            pass
+    greedy = greedy_solution(problem, configs)
     # Hints that are plans of this problem bound its optimum (a hint short of a cap is only a start).
     upper = min((solution_cost(problem, h) for h in hints or () if _serves_at_caps(problem, h)
                  and evaluate_quick(problem, h)), default=math.inf)
@@ -472,6 +484,11 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         extra = warm_starts(form, backend, extra[0], relative_gap, stop) + extra
         timings["warm_start_s"] = time.monotonic() - t1
     limit = form.lower_bound * (1 + relative_gap) if form.lower_bound is not None and relative_gap > 0 else None
+    if form.split and form.lower_bound is not None and limit is None:
+        # Disaggregated pools make the model many times larger than its answer is hard: the
+        # services' own bounds (each with its pools, solver/optimize/service_bounds.py) are
+        # usually the optimum itself, and a plan that reaches them is proven (below).
+        limit = form.lower_bound + _bound_reached(form.lower_bound)
     if stop_below is not None:
         limit = stop_below if limit is None else max(limit, stop_below)
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
@@ -519,14 +536,25 @@ def _break_ties(form: Formulation, backend, outcome: SolveOutcome, solution: Sol
 
 def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative_gap: float) -> SolveOutcome:
     """Count the services' own proven bound: the better bound, and a proof when the plan is
-    within the requested gap of it (the solver stops there on its objective limit)."""
+    within the requested gap of it (the solver stops there on its objective limit), or
+    reaches it (up to the bound's own rounding margin: formulation.LB_MARGIN_*)."""
     if lower_bound is None or outcome.objective is None:
         return outcome
     bound = max(outcome.bound if outcome.bound is not None else -math.inf, lower_bound)
     status = outcome.status
-    if status == "feasible" and relative_gap > 0 and outcome.objective - bound <= relative_gap * abs(outcome.objective):
+    if status == "feasible" and (outcome.objective - bound <= relative_gap * abs(outcome.objective)
+                                 or outcome.objective - lower_bound <= _bound_reached(lower_bound)):
         status = "optimal"
     return replace(outcome, status=status, bound=bound)
+
+
+def _bound_reached(lower_bound: float) -> float:
+    """How far above the services' summed bound a plan may cost and still reach it: twice
+    the margin the bound was lowered by (formulation.LB_MARGIN_REL/ABS), far below any
+    price difference (prices have at most 6 decimals)."""
+    from solver.optimize.formulation import LB_MARGIN_ABS, LB_MARGIN_REL
+
+    return 2 * (LB_MARGIN_ABS + LB_MARGIN_REL * abs(lower_bound))
 
 
 def load_warnings(s, views: list[AssignmentView]) -> list[str]:

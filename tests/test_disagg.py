@@ -372,3 +372,21 @@ def test_gpu_limits_take_gpu_names_as_people_write_them():
     case["services"][0]["disaggregation"] = {"prefill_gpu_types": ["nvidia h200"], "decode_gpu_types": ["H200"]}
     result = plan(parse_workload(case), PlanOptions())
     assert result.status == "optimal" and any(s.role == "prefill" for s in result.services)
+
+
+def test_a_pooled_model_with_pools_never_claims_a_false_bound():
+    """Enough services for the pooled model and its per-service bounds (formulation.POOL_FROM_CONFIGS):
+    with serving auto the plan is never dearer than aggregated-only, and its proven bound holds."""
+    services = []
+    for i, (prompt, output) in enumerate([(4000, 300), (300, 1200), (2000, 200)]):
+        services.append({"name": f"s{i}", "model": "llama-3.1-8b", "precisions": ["fp16"], "serving": "auto",
+                         "demand": {"requests_per_s": 4 + i, "prompt_tokens": prompt, "output_tokens": output},
+                         "slo": {"ttft_ms": 2000, "tpot_ms": 60}})
+    auto = {"name": "pooled", "services": services, "constraints": {"providers": ["aws", "gcp"]}}
+    agg = {**auto, "services": [dict(s, serving="aggregated") for s in services]}
+    a = plan(parse_workload(auto), PlanOptions())
+    b = plan(parse_workload(agg), PlanOptions())
+    assert a.solver.candidates >= 300  # the pooled model, with service bounds
+    assert a.total_price_usd_per_hour <= b.total_price_usd_per_hour + 1e-6
+    bound = a.solver.bound_usd_per_hour
+    assert bound is None or bound <= b.total_price_usd_per_hour + 1e-6  # aggregated-only is a plan of the same model

@@ -1297,11 +1297,11 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
                                                         by_location=by_location, keep=running))
     services = problem.services
     if any(s.serving != "aggregated" for s in services):
-        from solver.compile.disagg import add_disaggregated
+        from solver.compile.disagg import add_disaggregated, worker_offers
 
-        # Workers come from every allowed offer, not the pruned ones: an offer dominated on
-        # price for whole replicas may sit in the region (or on the network) a pool needs.
-        services, configs = add_disaggregated(problem, catalog, list(problem.offers), configs)
+        # Workers have offers of their own: one dominated on price for whole replicas may sit
+        # in the region (or on the network) a pool needs.
+        services, configs = add_disaggregated(problem, catalog, worker_offers(problem, catalog), configs)
         used = {c.offer_id for c in configs}
         back = {o.id for o in problem.offers if o.id in used} - {o.id for o in offers}
         if back:

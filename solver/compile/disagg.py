@@ -62,16 +62,29 @@ def _ladder(gbit_s: float) -> float | None:
     return best
 
 
-def _worker_links(offer: Offer, gpus: int) -> list[tuple[str, float]]:
-    """(fabric, laddered Gbit/s) a worker of `gpus` GPUs on `offer` can use, fastest first per fabric."""
+def _worker_links(offer: Offer, gpus: int, rdma: bool = True) -> list[tuple[str, float]]:
+    """(fabric, laddered Gbit/s) a worker of `gpus` GPUs on `offer` can use, fastest first per
+    fabric; `rdma` False: Ethernet only (see `_rdma_places`)."""
     links = offer_links(offer)
     share = gpus / offer.gpus_per_instance
     out = []
-    for fabric, speed in (("rdma", links.rdma_gbit_s), ("ethernet", links.ethernet_gbit_s)):
+    for fabric, speed in (("rdma", links.rdma_gbit_s if rdma else None), ("ethernet", links.ethernet_gbit_s)):
         if speed:
             top = _ladder(speed * share)
             if top is not None:
                 out.append((fabric, top))
+    return out
+
+
+def _rdma_places(offers: list[Offer]) -> set[tuple[str, str]]:
+    """Provider regions where RDMA can beat Ethernet: some offer's RDMA is faster than its
+    Ethernet. Elsewhere (AWS EFA shares the instance's network cards) any two workers that
+    meet over RDMA at some speed also meet over Ethernet at it: RDMA tiers add nothing."""
+    out = set()
+    for o in offers:
+        links = offer_links(o)
+        if links.rdma_gbit_s and links.rdma_gbit_s > links.ethernet_gbit_s:
+            out.add((o.provider, o.region))
     return out
 
 
@@ -82,9 +95,10 @@ def _speeds_by_place(offers: list[Offer], sizes) -> dict[tuple[str, str, str], l
     faster one (a worker joins every tier at or below its own speed), each no faster, so
     it is never cheaper; leaving it out keeps the optimum exact."""
     out: dict[tuple[str, str, str], set[float]] = {}
+    rdma = _rdma_places(offers)
     for offer in offers:
         for gpus in sizes(offer.gpus_per_instance):
-            for fabric, top in _worker_links(offer, gpus):
+            for fabric, top in _worker_links(offer, gpus, (offer.provider, offer.region) in rdma):
                 out.setdefault((offer.provider, offer.region, fabric), set()).add(top)
     return {place: sorted(speeds, reverse=True) for place, speeds in out.items()}
 
@@ -120,6 +134,39 @@ def worker_for(role: str, s: ServiceDemand, catalog: Catalog, offer: Offer, gpus
     return fn(q, link_gbit_s=link_gbit_s, percentile=s.slo.percentile)
 
 
+def worker_offers(problem: Problem, catalog: Catalog) -> list[Offer]:
+    """The offers workers are planned on: every allowed offer but those another of the same
+    provider's region dominates - the same GPU type, count, usable memory and interconnect,
+    no dearer, and links no slower (Ethernet and RDMA): any plan using the dominated offer
+    can swap to the other at no extra cost, its workers as fast (ties: the first id).
+    Offers with a limit (quota or availability) are kept, as in solver/compile/pruning.py."""
+    groups: dict[tuple, list[Offer]] = {}
+    for o in problem.offers:
+        if o.id in problem.offer_limits:
+            continue
+        key = (o.provider, o.region, o.gpu, o.gpus_per_instance, catalog.usable_memory_gib(o), o.interconnect)
+        groups.setdefault(key, []).append(o)
+    dropped: set[str] = set()
+    for group in groups.values():
+        links = {o.id: offer_links(o) for o in group}
+        for o in group:
+            mine = links[o.id]
+            for other in group:
+                if other is o or other.id in dropped:
+                    continue
+                theirs = links[other.id]
+                no_worse = (other.price_usd_per_hour <= o.price_usd_per_hour
+                            and theirs.ethernet_gbit_s >= mine.ethernet_gbit_s
+                            and (theirs.rdma_gbit_s or 0.0) >= (mine.rdma_gbit_s or 0.0))
+                better = (other.price_usd_per_hour < o.price_usd_per_hour
+                          or theirs.ethernet_gbit_s > mine.ethernet_gbit_s
+                          or (theirs.rdma_gbit_s or 0.0) > (mine.rdma_gbit_s or 0.0) or other.id < o.id)
+                if no_worse and better:
+                    dropped.add(o.id)
+                    break
+    return [o for o in problem.offers if o.id not in dropped]
+
+
 def add_disaggregated(problem: Problem, catalog: Catalog, offers: list[Offer], configs: list[Config]
                       ) -> tuple[tuple[ServiceDemand, ...], list[Config]]:
     """The problem's services with the pools of every service that may disaggregate, and
@@ -144,6 +191,7 @@ def add_disaggregated(problem: Problem, catalog: Catalog, offers: list[Offer], c
         speeds: dict[str, float] = {}
         made: dict[tuple, Worker] = {}  # per hardware shape and role: the worker without a link
         places = _speeds_by_place(offers, replica_sizes)
+        rdma = _rdma_places(offers)
         for offer in offers:
             for role, allowed in (("prefill", s.prefill_gpu_types), ("decode", s.decode_gpu_types)):
                 if allowed is not None and offer.gpu not in allowed:
@@ -159,7 +207,7 @@ def add_disaggregated(problem: Problem, catalog: Catalog, offers: list[Offer], c
                                 decode_worker(q, link_gbit_s=math.inf, percentile=s.slo.percentile)
                         if not alone.feasible:
                             continue
-                        for fabric, top in _worker_links(offer, gpus):
+                        for fabric, top in _worker_links(offer, gpus, (offer.provider, offer.region) in rdma):
                             for speed in places[(offer.provider, offer.region, fabric)]:
                                 if speed > top:
                                     continue

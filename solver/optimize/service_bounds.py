@@ -194,11 +194,15 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
     # alone: its replicas' best plan is still a plan to start from, but no bound. Its pools
     # serve what is routed to them, possibly nothing: no bound, no plan of their own.
     split = {s.feeds for s in p.services if s.role}
+    pools_of: dict[str, set[str]] = {}
+    for s in p.services:
+        if s.role:
+            pools_of.setdefault(s.feeds, set()).add(s.name)
     for i, s in enumerate(p.services):
         if i % 64 == 0:
             stop.check("model building")
         groups = form.by_service.get(s.name, [])
-        if s.role or not groups or (s.total_demand <= 0 and not s.min_replicas):
+        if s.role or (not groups and s.name not in split) or (s.total_demand <= 0 and not s.min_replicas):
             continue
         costs = {g.key: _group_cost(g, offers) for g in groups}
         ubs = {g.key: int(form.model.variables[form.r[g.key]].ub) for g in groups}
@@ -214,10 +218,56 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
             bound, replicas, routed = _multi_class_bound(s, groups, costs, ubs, get_backend("scip"), SolveOptions,
                                                          LinearModel, INF, stop)
         if s.name in split:
-            out[s.name] = ServiceBound([(form.r[g.key], costs[g.key]) for g in groups], 0.0, replicas, routed)
+            bound, replicas = _split_bound(form, s, groups, costs, offers, stop)
+            pool_groups = [g for g in form.groups if g.service in pools_of.get(s.name, ())]
+            out[s.name] = ServiceBound([(form.r[g.key], costs[g.key]) for g in groups]
+                                       + [(form.r[g.key], _group_cost(g, offers)) for g in pool_groups],
+                                       bound or 0.0, replicas, routed)
         elif bound is not None and bound > 0:
             out[s.name] = ServiceBound([(form.r[g.key], costs[g.key]) for g in groups], bound, replicas, routed)
     return out
+
+
+def _split_bound(form, s: ServiceDemand, groups, costs, offers, stop: Stop) -> tuple[float | None, dict[str, int]]:
+    """LB_s for a service that may also send traffic to disaggregated pools: its own MIP
+    over its replicas and its pools' workers (each at its GPUs' share of the cheapest
+    member offer's price: instances shared with other services cost no less), the rates of
+    each tier matched as in the full model. Returns (a valid lower bound or None, the
+    replicas of the best plan found: its own groups and its pools' groups)."""
+    from solver.optimize.backends import SolveOptions, get_backend
+    from solver.optimize.linear import LinearModel
+
+    p = form.problem
+    lm = LinearModel()
+    chosen = list(groups)
+    cost = dict(costs)
+    served = [(None, g) for g in groups]
+    tiers: dict[str, int] = {}
+    for pool in p.services:
+        if pool.feeds != s.name:
+            continue
+        if pool.link not in tiers:
+            tiers[pool.link] = lm.var(f"x{len(tiers)}", 0, s.total_demand)
+        for g in form.by_service.get(pool.name, []):
+            chosen.append(g)
+            cost[g.key] = _group_cost(g, offers)
+            served.append((pool.link, g))
+    r = {g.key: lm.var(f"r{j}", 0, int(form.model.variables[form.r[g.key]].ub), integer=True)
+         for j, g in enumerate(chosen)}
+    lm.row("d", [(r[g.key], g.rep.classes[0].throughput) for link, g in served if link is None]
+           + [(x, 1.0) for x in tiers.values()], lb=s.total_demand)
+    for link, x in tiers.items():
+        for role in ("prefill", "decode"):
+            terms = [(r[g.key], g.rep.classes[0].throughput) for tier, g in served
+                     if tier == link and g.service.split("#", 1)[1].startswith(role)]
+            lm.row(f"{role}:{link}", terms + [(x, -1.0)], lb=0.0)
+    lm.objective = {r[g.key]: cost[g.key] for g in chosen}
+    out = get_backend("scip").solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05),
+                                                     cancel=stop.cancel))
+    replicas = {}
+    if out.values is not None:
+        replicas = {g.key: int(round(out.values[r[g.key]])) for g in chosen if round(out.values[r[g.key]]) > 0}
+    return (out.objective if out.status == "optimal" else out.bound), replicas
 
 
 def _multi_class_bound(s: ServiceDemand, groups, costs, ubs, backend, SolveOptions, LinearModel, INF, stop: Stop):
@@ -279,6 +329,17 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
         for (key, k), traffic in b.routed.items():
             if (key, k) in form.x:
                 values[form.x[(key, k)]] = traffic
+    # Disaggregated tiers: each carries what its smaller pool serves (rates matched).
+    capacity: dict[str, float] = {}
+    for g in form.groups:
+        if "#" in g.service and values[form.r[g.key]] > 0:
+            capacity[g.service] = capacity.get(g.service, 0.0) + g.rep.classes[0].throughput * values[form.r[g.key]]
+    if form.split:
+        from solver.compile.disagg import pool_name
+
+        for (parent, link), i in form.split.items():
+            values[i] = min(capacity.get(pool_name(parent, "prefill", link), 0.0),
+                            capacity.get(pool_name(parent, "decode", link), 0.0), form.model.variables[i].ub)
     for offer_id, used in gpus.items():
         if offer_id not in form.n:
             return None
