@@ -459,6 +459,14 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         price = {o.id: o.price_usd_per_hour for o in problem.offers}
         configs = [c for c in configs if price[c.offer_id] * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
+    if form.split and upper < math.inf:
+        kept = _pools_that_may_pay(form, configs, upper)
+        if len(kept) < len(configs):
+            # The bounds stay those of the whole model: still lower bounds on every plan.
+            bounds, lower = form.service_bounds, form.lower_bound
+            form = build(problem, kept, stop=stop, bounds=False)
+            form.service_bounds, form.lower_bound = bounds, lower
+            configs = kept
     backend = get_backend(resolve_auto(backend_name, form.model))
     hint = form.values_from(greedy) if greedy is not None else None
     # Pooled models: the services' own best plans, combined, are usually within a few
@@ -532,6 +540,22 @@ def _break_ties(form: Formulation, backend, outcome: SolveOutcome, solution: Sol
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
         ties = ", ".join(notes) or "skipped (time limit)"
     return outcome, solution, ties
+
+
+def _pools_that_may_pay(form: Formulation, configs: list, upper: float) -> list:
+    """`configs` without the disaggregated pools of each service whose pools cannot be in a
+    plan cheaper than `upper` (a plan in hand): the other services' bounds plus this one's
+    bound when its pools are used exceed it. Exact: every plan that uses them costs more."""
+    if form.lower_bound is None:
+        return configs
+    total = sum(b.bound for b in form.service_bounds.values())
+    hopeless = set()
+    for name, b in form.service_bounds.items():
+        if b.with_pools is not None and total - b.bound + b.with_pools > upper + _bound_reached(upper):
+            hopeless.add(name)
+    if not hopeless:
+        return configs
+    return [c for c in configs if "#" not in c.service or c.service.split("#", 1)[0] not in hopeless]
 
 
 def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative_gap: float) -> SolveOutcome:

@@ -179,6 +179,9 @@ class ServiceBound:
     bound: float  # LB_s
     replicas: dict[str, int] = field(default_factory=dict)  # group key -> replicas of the best plan found
     routed: dict[tuple[str, int], float] = field(default_factory=dict)  # (group key, class) -> traffic
+    # Services with disaggregated pools: a lower bound on the service's cost in any plan that
+    # uses its pools (None: not known; inf: no such plan).
+    with_pools: float | None = None
 
 
 def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
@@ -193,7 +196,7 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
     # A service that may send traffic to disaggregated pools can cost less than its replicas
     # alone: its replicas' best plan is still a plan to start from, but no bound. Its pools
     # serve what is routed to them, possibly nothing: no bound, no plan of their own.
-    split = {s.feeds for s in p.services if s.role}
+    split = {s.feeds for s in p.services if s.role and form.by_service.get(s.name)}  # pools in this model
     pools_of: dict[str, set[str]] = {}
     for s in p.services:
         if s.role:
@@ -218,22 +221,24 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
             bound, replicas, routed = _multi_class_bound(s, groups, costs, ubs, get_backend("scip"), SolveOptions,
                                                          LinearModel, INF, stop)
         if s.name in split:
-            bound, replicas = _split_bound(form, s, groups, costs, offers, stop)
+            bound, replicas, used = _split_bound(form, s, groups, costs, offers, stop)
             pool_groups = [g for g in form.groups if g.service in pools_of.get(s.name, ())]
             out[s.name] = ServiceBound([(form.r[g.key], costs[g.key]) for g in groups]
                                        + [(form.r[g.key], _group_cost(g, offers)) for g in pool_groups],
-                                       bound or 0.0, replicas, routed)
+                                       bound or 0.0, replicas, routed, used)
         elif bound is not None and bound > 0:
             out[s.name] = ServiceBound([(form.r[g.key], costs[g.key]) for g in groups], bound, replicas, routed)
     return out
 
 
-def _split_bound(form, s: ServiceDemand, groups, costs, offers, stop: Stop) -> tuple[float | None, dict[str, int]]:
+def _split_bound(form, s: ServiceDemand, groups, costs, offers, stop: Stop
+                 ) -> tuple[float | None, dict[str, int], float | None]:
     """LB_s for a service that may also send traffic to disaggregated pools: its own MIP
     over its replicas and its pools' workers (each at its GPUs' share of the cheapest
     member offer's price: instances shared with other services cost no less), the rates of
     each tier matched as in the full model. Returns (a valid lower bound or None, the
-    replicas of the best plan found: its own groups and its pools' groups)."""
+    replicas of the best plan found: its own groups and its pools' groups, a lower bound
+    on its cost when it uses its pools at all)."""
     from solver.optimize.backends import SolveOptions, get_backend
     from solver.optimize.linear import LinearModel
 
@@ -262,12 +267,22 @@ def _split_bound(form, s: ServiceDemand, groups, costs, offers, stop: Stop) -> t
                      if tier == link and g.service.split("#", 1)[1].startswith(role)]
             lm.row(f"{role}:{link}", terms + [(x, -1.0)], lb=0.0)
     lm.objective = {r[g.key]: cost[g.key] for g in chosen}
-    out = get_backend("scip").solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05),
-                                                     cancel=stop.cancel))
+    backend = get_backend("highs")  # these small MIPs: ~4x quicker than SCIP's start-up and search
+    out = backend.solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05), cancel=stop.cancel))
     replicas = {}
     if out.values is not None:
         replicas = {g.key: int(round(out.values[r[g.key]])) for g in chosen if round(out.values[r[g.key]]) > 0}
-    return (out.objective if out.status == "optimal" else out.bound), replicas
+    bound = out.objective if out.status == "optimal" else out.bound
+    # The same with at least one worker: what any plan that uses this service's pools costs
+    # it at least (plan.py drops the pools when that cannot beat a plan in hand).
+    workers = [(r[g.key], 1.0) for tier, g in served if tier is not None]
+    used = None
+    if workers:
+        lm.row("uses pools", workers, lb=1.0)
+        forced = backend.solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05), cancel=stop.cancel))
+        used = forced.objective if forced.status == "optimal" else \
+            (math.inf if forced.status == "infeasible" else forced.bound)
+    return bound, replicas, used
 
 
 def _multi_class_bound(s: ServiceDemand, groups, costs, ubs, backend, SolveOptions, LinearModel, INF, stop: Stop):
@@ -319,6 +334,9 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
         if b is None or not b.replicas:
             return None
         for key, count in b.replicas.items():
+            group = by_key.get(key)
+            if group is None:  # a pool left out of this model (plan.py: it cannot pay)
+                return None
             group = by_key[key]
             config = min(group.configs, key=lambda c: (p.offer(c.offer_id).price_usd_per_gpu_hour, c.offer_id))
             values[form.r[key]] += count
