@@ -165,6 +165,14 @@ def validate_skypilot(files: list[Path], home: Path) -> list[dict]:
 def test_every_example_plan_exports_and_validates(solver_cli, example_plans, target, tmp_path):
     for name, plan_path in example_plans.items():
         plan = json.loads(plan_path.read_text())
+        if plan.get("periods"):
+            continue  # one period at a time: test_each_period_exports_its_own_fleet
+        if any(s.get("role") for s in plan["services"]):
+            # Disaggregated pools: refused, naming the field, until export writes their roles.
+            proc = run_cli(solver_cli, "export", str(plan_path), "--to", target, "--out", str(tmp_path / name))
+            assert proc.returncode == 2 and ".role" in proc.stderr and "serving: aggregated" in proc.stderr, name
+            assert not (tmp_path / name).exists() or not any((tmp_path / name).iterdir())
+            continue
         files = export(solver_cli, plan_path, target, tmp_path / name)
         units = [(s["name"], a) for s in plan["services"] for a in s["assignments"]]
         if target == "kubernetes":

@@ -124,6 +124,16 @@ def plan_units(plan: object) -> PlanSummary:
     if not isinstance(plan, dict) or "services" not in plan or "fleet" not in plan or status is None:
         raise InputError.single("plan", "is not a plan: it needs `status`, `fleet` and `services`.",
                                 "give the output of `solver-cli solve WORKLOAD --format json`")
+    pools = [i for i, svc in enumerate(plan["services"]) if isinstance(svc, dict) and svc.get("role")]
+    if pools:
+        # A prefill or decode worker is not a replica: run as one, it would serve whole
+        # requests. Writing its role needs a disaggregated stack's configuration (issue 24).
+        svc = plan["services"][pools[0]]
+        raise InputError.single(f"plan.services[{pools[0]}].role",
+                                f"is {svc.get('role')!r}: the plan serves {svc.get('serves')!r} disaggregated "
+                                "(prefill and decode pools), which export does not write yet "
+                                "(docs/disaggregation.md).",
+                                "plan the service with serving: aggregated to export it")
     fleet = _list(plan, "fleet", "plan")
     offers: dict[str, dict] = {}
     for i, line in enumerate(fleet):
