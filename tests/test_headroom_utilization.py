@@ -57,3 +57,27 @@ def test_the_low_utilization_warning_quotes_the_tables_figure():
     assert f"utilization {s.utilization:.1%} of the planned capacity" in warning
     assert "for 20 requests/s" in warning  # the real demand, not 24 with headroom
     assert abs(s.utilization - s.demand / s.capacity) < 2e-3
+
+
+def test_disaggregated_pools_report_the_real_demand_too(tmp_path):
+    import json
+
+    from solver.workload.documents import load_workload
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    doc = json.loads((examples / "disaggregated.json").read_text())
+    doc.setdefault("constraints", {})["headroom"] = 0.25
+    path = examples / f".headroom-{tmp_path.name}.json"  # beside the example: its catalog path is relative
+    path.write_text(json.dumps(doc))
+    try:
+        result = plan(load_workload(path))
+    finally:
+        path.unlink()
+    pools = [s for s in result.services if s.role]
+    assert pools, "the example plans a disaggregated deployment"
+    for s in result.services:
+        if s.capacity > 0:
+            assert abs(s.utilization - s.demand / s.capacity) < 2e-3, s.name
+            assert abs(s.headroom_utilization - (s.demand_with_headroom - s.demand) / s.capacity) < 2e-3, s.name
+    for pool in pools:
+        assert abs(pool.demand * 1.25 - pool.demand_with_headroom) < 1e-3 * pool.demand_with_headroom

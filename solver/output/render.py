@@ -164,7 +164,7 @@ def _at_load(at: dict | None) -> str:
     parts = [f"{label} {_ms(at[name])}{_band(band.get(name))}" for name, label in
              (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("latency_ms", "lat")) if at.get(name) is not None]
     if not parts:
-        return f"p{at['percentile']} " + ("saturated" if at["utilization"] >= 0.999 else f"{at['utilization']:.0%} busy")
+        return f"p{at['percentile']} " + ("saturated" if at["utilization"] >= 0.999 else f"{at['utilization']:.0%} of saturation")
     text = f"p{at['percentile']} " + ", ".join(parts)
     if not at["meets_slo"]:
         return text + " (miss)"

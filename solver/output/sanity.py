@@ -30,8 +30,11 @@ def low_utilization_warnings(s, views) -> list[str]:
     if saturation >= LOW_UTILIZATION:
         return []
     utilization = sum(v.utilization * v.replicas for v in estimated) / replicas  # the table's figure
+    # The real demand these replicas carry (their routing without headroom): the service's
+    # demand, less what measured replicas or disaggregated pools take.
+    carried = sum(sum(v.routed) for v in estimated) * (s.raw_demand / s.total_demand if s.total_demand > 0 else 1.0)
     return [f"replicas run at {saturation:.1%} of what they could sustain (utilization {utilization:.1%} of the "
-            f"planned capacity; {replicas} replica(s) for {s.raw_demand:g} {s.unit}): {_binding(s, estimated)}"]
+            f"planned capacity; {replicas} replica(s) for {carried:.3g} {s.unit}): {_binding(s, estimated)}"]
 
 
 def _binding(s, views) -> str:
