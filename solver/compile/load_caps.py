@@ -447,7 +447,9 @@ def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tu
     (1 - c) / 2 and (1 + c) / 2 quantiles of the calibrated slowdown) and whether the
     bounds hold robustly (slowed by the c-quantile, at the rate x (1 + RATE_MARGIN)).
     The JSON names are a contract: `at_load` with percentile, utilization, ttft_ms,
-    tpot_ms, latency_ms, meets_slo, meets_slo_robust, confidence, slowdown, band."""
+    tpot_ms, latency_ms, meets_slo, meets_slo_robust, confidence, slowdown, band. The plan
+    reports it at the real demand's rate (`real_routed`: headroom apart); the evaluator
+    checks the SLO at the planned rate, headroom included (at_load_checked)."""
     return at_load_checked(catalog, calibration, svc, config, replicas, routed)[0]
 
 
