@@ -28,7 +28,8 @@ OFFERS_SUPPLEMENT = OUT_DIR / "offers_supplement.csv"
 # Architectures with 4-bit weight-only kernels in the engines (vLLM quantization table:
 # GPTQ from Volta, AWQ from Turing; none on AMD GPUs) - see solver/catalog/types.py.
 INT4_ARCHITECTURES = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
-# The date the reference CSVs were gathered (shared/data README: SkyPilot catalog v9 snapshot).
+# The date the reference CSVs were gathered (shared/data README, copied into
+# solver/catalog/data/SOURCES.md: SkyPilot catalog v9 snapshot).
 DATA_AS_OF = "2026-11"
 
 # Product GPU name -> (row in gpu_specs.csv, overrides with the reason for each).
@@ -280,7 +281,7 @@ def build_offers(instances: list[dict[str, str]], notes: dict[tuple[str, str], s
             "spot_price_usd_per_hour": spot,
             "inter_node_fabric": fabric,
             "inter_node_gbs": fabric_gbs or None,
-            "source": "skypilot-catalog (see shared/data/README.md section A)",
+            "source": "skypilot-catalog (see solver/catalog/data/SOURCES.md section A)",
             "as_of": DATA_AS_OF,
             "notes": "; ".join([note] + caveats if note else caveats),
         })

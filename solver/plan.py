@@ -17,7 +17,7 @@ from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, add_candidates, build_problem
 from solver.compile.compiled import compile_problem
 from solver.compile.fleet_size import check_fleet_size
-from solver.compile.load_caps import at_load, caps_per_replica
+from solver.compile.load_caps import at_load, caps_per_replica, real_routed, real_share
 from solver.catalog.types import Catalog
 from solver.collector import paused as collector_paused
 from solver.confidence import NOMINAL, rate_margin, slowdown
@@ -582,7 +582,8 @@ def _bound_reached(lower_bound: float) -> float:
 
 
 def load_warnings(s, views: list[AssignmentView]) -> list[str]:
-    """Services without a percentile SLO: where p99 under the planned load would miss a bound."""
+    """Services without a percentile SLO: where p99 at the real demand's rate (the plan's
+    routing without constraints.headroom, as at_load) would miss a bound."""
     if s.slo.percentile is not None:
         return []
     out = []
@@ -595,7 +596,8 @@ def load_warnings(s, views: list[AssignmentView]) -> list[str]:
                   for name, label, bound in (("ttft_ms", "TTFT", s.slo.ttft_ms), ("tpot_ms", "TPOT", s.slo.tpot_ms),
                                              ("latency_ms", "latency", s.slo.latency_ms))
                   if bound is not None and (getattr(at, name) is None or getattr(at, name) > bound)]
-        out.append(f"{v.config}: at the planned load ({at.utilization:.0%} of what a replica sustains), "
+        out.append(f"{v.config}: at the demand's load (utilization {v.utilization:.0%}, "
+                   f"{at.utilization:.0%} of what a replica sustains), "
                    f"p99 {', '.join(misses)}. To fix: state slo.percentile so the plan is sized for it")
     return out
 
@@ -650,6 +652,9 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
     for s in problem.services:
         if s.role and s.name not in active:
             continue  # a disaggregated pool the plan does not use
+        # Utilization and the values under load are at the real demand's rate; the rows
+        # carry demand x (1 + headroom), whose extra is reported apart (headroom_utilization).
+        share = real_share(problem, s)
         views = []
         tail_notes: list[str] = []
         skipped = False
@@ -666,8 +671,9 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
             view = AssignmentView(
                 a.config_key, c.offer_id, problem.offer(c.offer_id).gpu, c.gpus_per_replica, c.instances_per_replica,
                 c.precision, c.source, a.replicas, [round(t, 6) for t in thr], [round(r, 6) for r in a.routed],
-                round(used / a.replicas, 4), worst("ttft_ms"), worst("tpot_ms"), worst("latency_ms"),
-                c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band)
+                round(used * share / a.replicas, 4), worst("ttft_ms"), worst("tpot_ms"), worst("latency_ms"),
+                c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band,
+                headroom_utilization=round(used * (1.0 - share) / a.replicas, 4))
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
             check = problem.checks.get(c.key)
@@ -681,28 +687,34 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 skipped = True
             else:
                 stop.check("the values under load")
-                done = prefetch.values(problem, s.name, c, a.replicas, a.routed) if prefetch is not None else None
+                real = real_routed(problem, s, a.routed)
+                done = prefetch.values(problem, s.name, c, a.replicas, real) if prefetch is not None else None
                 view.at_load = done if done is not None else at_load(catalog, problem.calibration, s, c, a.replicas,
-                                                                      a.routed)
+                                                                      real)
             caps = caps_per_replica(catalog, problem.calibration, s, c, a.routed)
             if caps is not None:
                 view.cap_per_replica, view.cap_per_replica_nominal = round(caps[0], 6), round(caps[1], 6)
             views.append(view)
-        # Utilization = busy replica-time / replicas; capacity at this class mix = demand / utilization.
+        # Utilization = busy replica-time / replicas at the real demand (the headroom's extra
+        # apart); capacity at this class mix = the planned rate / the planned busy share.
         replicas = sum(v.replicas for v in views)
         busy = sum(v.utilization * v.replicas for v in views)
+        extra = sum(v.headroom_utilization * v.replicas for v in views)
         utilization = busy / replicas if replicas else 0.0
+        headroom_utilization = extra / replicas if replicas else 0.0
         if len(s.class_demand) == 1:
             total_cap = capacity[0]
         else:
-            total_cap = s.total_demand / utilization if utilization > 0 else 0.0
+            planned = utilization + headroom_utilization
+            total_cap = s.total_demand / planned if planned > 0 else 0.0
         llm = s.model is not None
         if s.role:
             rate = sum(sum(v.routed) for v in views)
-            services.append(ServiceResult(s.name, s.unit, round(rate, 6), round(rate, 6), round(total_cap, 6),
+            services.append(ServiceResult(s.name, s.unit, round(rate * share, 6), round(rate, 6), round(total_cap, 6),
                                           round(utilization, 4), list(s.class_names), views,
                                           model=s.model_label if llm else None, engine=s.engine if llm else None,
-                                          role=s.role, serves=s.feeds, link=s.link))
+                                          role=s.role, serves=s.feeds, link=s.link,
+                                          headroom_utilization=round(headroom_utilization, 4)))
             continue
         warnings = (load_warnings(s, views) + low_utilization_warnings(s, views) + tail_notes
                     + verification_warnings(s, views))
@@ -713,7 +725,8 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                                       round(utilization, 4), list(s.class_names), views, warnings=warnings,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None,
                                       confidence=_confidence_view(s, problem.calibration),
-                                      capacity_margin=_capacity_margin(views)))
+                                      capacity_margin=_capacity_margin(views),
+                                      headroom_utilization=round(headroom_utilization, 4)))
     return _with_pool_checks(problem, solution, catalog, _with_pool_capacity(services))
 
 
@@ -751,7 +764,9 @@ def _with_pool_capacity(services: list[ServiceResult]) -> list[ServiceResult]:
         if tiers and not r.role:
             r.capacity = round(r.capacity + sum(min(t.get("prefill", 0.0), t.get("decode", 0.0))
                                                 for t in tiers.values()), 6)
-            r.utilization = round(r.demand_with_headroom / r.capacity, 4) if r.capacity > 0 else 0.0
+            r.utilization = round(r.demand / r.capacity, 4) if r.capacity > 0 else 0.0
+            r.headroom_utilization = (round((r.demand_with_headroom - r.demand) / r.capacity, 4)
+                                      if r.capacity > 0 else 0.0)
     return services
 
 
@@ -862,7 +877,7 @@ def _evaluate_and_values(workload, catalog: Catalog, problem: Problem, solution:
         s, c = services[a.service], by_key.get(a.config_key)
         if c is None or s.slo.percentile is None:
             continue
-        items.append(("at_load", s, c, a.replicas, tuple(a.routed)))
+        items.append(("at_load", s, c, a.replicas, real_routed(problem, s, a.routed)))  # as service_results asks
         if c.source != "measured" and s.slo.bounds():
             replica = load_caps._replica_of(catalog, problem.calibration, s, c)
             key = (replica, load_caps._service_mix(s), s.slo.percentile, s.slo.bounds(), float(s.arrival_cv))

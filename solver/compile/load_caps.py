@@ -422,6 +422,23 @@ def _kind(reason: str) -> str:
 
 
 # ---------------------------------------------------------------- percentiles at the planned load
+def real_share(problem, svc) -> float:
+    """The share of the traffic a plan routes to `svc` that is real demand: the rest is
+    constraints.headroom, capacity planned but not loaded. A service's rows carry demand x
+    (1 + headroom); a disaggregated pool's carry what its parent routes to it, headroom
+    included. Reports (utilization, at_load) are at the real demand's rate."""
+    if svc.role:
+        return 1.0 / (1.0 + (getattr(problem, "headroom", 0.0) or 0.0))
+    total = svc.total_demand
+    return min(1.0, svc.raw_demand / total) if total > 0 else 1.0
+
+
+def real_routed(problem, svc, routed) -> tuple[float, ...]:
+    """`routed` (per class, headroom included) scaled down to the real demand."""
+    share = real_share(problem, svc)
+    return tuple(r * share for r in routed) if share != 1.0 else tuple(routed)
+
+
 def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tuple[float, ...]) -> AtLoad:
     """What a plan promises for one assignment: at the service's SLO percentile (99 where
     none is stated), with the rate the plan routes to each replica, the queueing model's
@@ -430,7 +447,9 @@ def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tu
     (1 - c) / 2 and (1 + c) / 2 quantiles of the calibrated slowdown) and whether the
     bounds hold robustly (slowed by the c-quantile, at the rate x (1 + RATE_MARGIN)).
     The JSON names are a contract: `at_load` with percentile, utilization, ttft_ms,
-    tpot_ms, latency_ms, meets_slo, meets_slo_robust, confidence, slowdown, band."""
+    tpot_ms, latency_ms, meets_slo, meets_slo_robust, confidence, slowdown, band. The plan
+    reports it at the real demand's rate (`real_routed`: headroom apart); the evaluator
+    checks the SLO at the planned rate, headroom included (at_load_checked)."""
     return at_load_checked(catalog, calibration, svc, config, replicas, routed)[0]
 
 

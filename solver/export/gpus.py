@@ -3,7 +3,7 @@
 Three vocabularies meet here:
 - the planner's GPU names (solver/catalog/data/gpus.csv: H100-SXM, A100-80GB, RTX-A6000, ...);
 - SkyPilot's accelerator names, the `AcceleratorName` column of skypilot-catalog's
-  vms.csv files, from which the built-in offers were transcribed (shared/data/README.md
+  vms.csv files, from which the built-in offers were transcribed (solver/catalog/data/SOURCES.md
   section A; gpu_instances_notes.csv records the instance-specific names, e.g. Cudo's
   `H100-SXM` and Fluidstack's `H100-NVLINK`). With `instance_type` set, SkyPilot requires
   the accelerator to be the instance's own, so instance-specific names win;

@@ -31,7 +31,7 @@ import signal
 import sys
 
 # Imported here, not in the child: nothing is imported after the fork.
-from solver.compile.load_caps import at_load
+from solver.compile.load_caps import at_load, real_routed
 from solver.lifeline import die_with_parent
 
 # Below this many LLM assignments the child's start (a fork: ~5-30 ms) costs about what it saves.
@@ -82,7 +82,8 @@ class AtLoadPrefetch:
         for a in solution.assignments:
             c = by_key.get(a.config_key)
             if c is not None and c.source != "measured" and a.replicas > 0:
-                items.append((services[a.service], c, a.replicas, tuple(a.routed)))
+                svc = services[a.service]  # at the real demand's rate, as service_results asks
+                items.append((svc, c, a.replicas, real_routed(problem, svc, a.routed)))
         # (Checked here, not per plan: most plans are small and never get this far.)
         if len(items) < MIN_ASSIGNMENTS or not usable() or not spare_core():
             return False

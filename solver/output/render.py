@@ -88,7 +88,7 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
             slo = ", ".join(f"{c['name'][:-3].upper()} {_ms(c['predicted_ms'])}/{_ms(c['slo_ms'])}" for c in a["slo_checks"]) or "-"
             tput = "/".join(number(t) for t in a["throughput_per_replica"])
             rows.append([s["name"], a["gpu"], f"{a['gpus_per_replica']}", a["precision"] or a["source"], str(a["replicas"]),
-                         f"{tput} {s['unit']}", f"{a['utilization']:.0%}", slo, _at_load(a.get("at_load")),
+                         f"{tput} {s['unit']}", _util(a), slo, _at_load(a.get("at_load")),
                          a["binding_limit"] or "-"])
         if not s["assignments"]:
             split = any(x.get("serves") == s["name"] for x in d["services"])
@@ -98,8 +98,10 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
                        "SLO ms (pred/limit)", "under load ms", "binding"], rows))
     out.append("")
     for s in d["services"]:
-        out.append(f"  {s['name']}: capacity {number(s['capacity'])} for demand {number(s['demand_with_headroom'])} {s['unit']}"
-                   f" (utilization {s['utilization']:.0%})" + _confidence(s))
+        planned = "" if s["demand_with_headroom"] == s["demand"] else \
+            f" ({number(s['demand_with_headroom'])} with headroom)"
+        out.append(f"  {s['name']}: capacity {number(s['capacity'])} for demand {number(s['demand'])} {s['unit']}"
+                   f"{planned} (utilization {_util(s, ', ')})" + _confidence(s))
         checked = _verified(s)
         if checked:
             out.append(f"    {checked}")
@@ -143,16 +145,26 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
     return "\n".join(out)
 
 
+def _util(x: dict, sep: str = " (") -> str:
+    """"83%", or "83% (+17% headroom)": the real demand's share of capacity, then the share
+    constraints.headroom holds in reserve (the plan is sized for both)."""
+    extra = x.get("headroom_utilization") or 0.0
+    if extra <= 0:
+        return f"{x['utilization']:.0%}"
+    return f"{x['utilization']:.0%}{sep}+{extra:.0%} headroom" + (")" if sep == " (" else "")
+
+
 def _at_load(at: dict | None) -> str:
-    """"p99 TTFT 204 (180-260), TPOT 61 (55-75) (miss)": the percentiles at the planned load,
-    queueing included, each with its band (a replica slower or faster than modelled)."""
+    """"p99 TTFT 204 (180-260), TPOT 61 (55-75) (miss)": the percentiles at the real demand's
+    load (headroom apart), queueing included, each with its band (a replica slower or faster
+    than modelled)."""
     if not at:
         return "-"
     band = at.get("band") or {}
     parts = [f"{label} {_ms(at[name])}{_band(band.get(name))}" for name, label in
              (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("latency_ms", "lat")) if at.get(name) is not None]
     if not parts:
-        return f"p{at['percentile']} " + ("saturated" if at["utilization"] >= 0.999 else f"{at['utilization']:.0%} busy")
+        return f"p{at['percentile']} " + ("saturated" if at["utilization"] >= 0.999 else f"{at['utilization']:.0%} of saturation")
     text = f"p{at['percentile']} " + ", ".join(parts)
     if not at["meets_slo"]:
         return text + " (miss)"

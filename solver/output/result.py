@@ -73,7 +73,7 @@ class AtLoad:
     replica cannot keep up at that rate."""
 
     percentile: int
-    utilization: float  # rate per replica / the most one replica sustains
+    utilization: float  # the real demand's rate per replica (no headroom) / the most one replica sustains
     ttft_ms: float | None
     tpot_ms: float | None
     latency_ms: float | None
@@ -100,8 +100,8 @@ class AssignmentView:
     source: str  # "measured" | "estimate"
     replicas: int
     throughput_per_replica: list[float]  # per class
-    routed: list[float]  # per class
-    utilization: float
+    routed: list[float]  # per class, as planned: the real demand x (1 + constraints.headroom)
+    utilization: float  # the real demand routed / capacity (without the headroom: headroom_utilization)
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     latency_ms: float | None = None
@@ -120,6 +120,9 @@ class AssignmentView:
     cap_per_replica_nominal: float | None = None
     # Simulation in the loop (solver.verify). None: not a percentile-capped replica.
     verified: Verification | None = None
+    # The share of this configuration's capacity that constraints.headroom holds in reserve:
+    # utilization (real demand routed / capacity) + this = the planned load / capacity.
+    headroom_utilization: float = 0.0
 
 
 @dataclass
@@ -199,6 +202,9 @@ class ServiceResult:
     serves: str | None = None
     link: str | None = None
     simulated: PoolSimulation | None = None  # pools: the simulator's replay of their deployment
+    # The share of capacity constraints.headroom holds in reserve: (demand_with_headroom -
+    # demand) / capacity. utilization is demand / capacity (the real demand, without it).
+    headroom_utilization: float = 0.0
 
 
 @dataclass

@@ -5,10 +5,13 @@ replica only a trickle of its capacity, the cheapest fleet is enormous (one work
 the issue tracker planned 121,000 GPUs at 1.4 % utilization without a word). The plan then
 says so, with the bound that forces it, so that the user can see which bound to relax.
 
-Utilization here is the planned rate over what the replicas could sustain at all (their
-saturation rate under the queueing model, `at_load.utilization`), at the demand with
-headroom, over every replica of the service - measured profiles excluded (their
-utilization is against a measured rate with no model behind it).
+The test is the real demand's rate (without constraints.headroom) over what the replicas
+could sustain at all (their saturation rate under the queueing model,
+`at_load.utilization`), over every replica of the service - measured profiles excluded
+(their rate is measured, with no model behind it). The warning also quotes the plan's
+utilization (the real demand / the planned capacity, as the table and the JSON report
+it), a different figure where a latency bound caps replicas below saturation: both are
+named, so that neither reads as the other.
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ _LABEL = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 def low_utilization_warnings(s, views) -> list[str]:
     """`s`: the compiled service; `views`: its AssignmentViews with `at_load` set."""
     estimated = [v for v in views if v.source == "estimate" and v.at_load is not None and v.replicas > 0]
-    if not estimated or s.total_demand <= 0:
+    if not estimated or s.raw_demand <= 0:
         return []
     replicas = sum(v.replicas for v in estimated)
-    busy = sum(v.at_load.utilization * v.replicas for v in estimated)
-    utilization = busy / replicas
-    if utilization >= LOW_UTILIZATION:
+    saturation = sum(v.at_load.utilization * v.replicas for v in estimated) / replicas
+    if saturation >= LOW_UTILIZATION:
         return []
-    return [f"replicas run at {utilization:.1%} of what they could sustain ({replicas} replica(s) for "
-            f"{s.total_demand:g} {s.unit}): {_binding(s, estimated)}"]
+    utilization = sum(v.utilization * v.replicas for v in estimated) / replicas  # the table's figure
+    # The real demand these replicas carry (their routing without headroom): the service's
+    # demand, less what measured replicas or disaggregated pools take.
+    carried = sum(sum(v.routed) for v in estimated) * (s.raw_demand / s.total_demand if s.total_demand > 0 else 1.0)
+    return [f"replicas run at {saturation:.1%} of what they could sustain (utilization {utilization:.1%} of the "
+            f"planned capacity; {replicas} replica(s) for {carried:.3g} {s.unit}): {_binding(s, estimated)}"]
 
 
 def _binding(s, views) -> str:
@@ -44,7 +50,7 @@ def _binding(s, views) -> str:
     # service times at the batch the estimate chose (the SLO checks).
     if s.slo.percentile:
         values = {name: getattr(at, name, None) for name, _ in s.slo.bounds()}
-        how = f"at p{at.percentile} under the planned load"
+        how = f"at p{at.percentile} at the demand's load"
     else:
         values = {c.name: c.predicted_ms for c in worst.slo_checks}
         how = "without queueing, at the batch the bound allows"
@@ -54,7 +60,7 @@ def _binding(s, views) -> str:
         return "no latency bound is stated; check the demand and the configurations allowed"
     ratio, name, bound = max(ratios)
     return (f"the {_LABEL[name]} bound of {bound:g} ms binds ({_LABEL[name]} {values[name]:.0f} ms {how} on "
-            f"{worst.config}, {ratio:.0%} of the bound, at {at.utilization:.1%} utilization). To fix: relax "
+            f"{worst.config}, {ratio:.0%} of the bound, at {at.utilization:.1%} of its saturation rate). To fix: relax "
             f"the {_LABEL[name]} bound, shorten the requests, or allow faster GPUs or more GPUs per replica")
 
 

@@ -27,7 +27,11 @@ th, td { border: 1px solid #d5dbe3; padding: .3rem .5rem; text-align: left; vert
 th { background: #e8eef6; }
 tr:nth-child(even) td { background: #fafbfd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.status { font-weight: 600; border-radius: 3px; padding: 0 .35rem; }
+/* A status badge is one word: never broken inside it (td's overflow-wrap would split
+   "infeasible" in a narrow column), and its cell keeps the badge's width. */
+.status { font-weight: 600; border-radius: 3px; padding: 0 .35rem; white-space: nowrap; overflow-wrap: normal;
+          display: inline-block; }
+td.state { white-space: nowrap; overflow-wrap: normal; }
 .optimal { color: #14632f; background: #dff3e5; } .feasible { color: #6b5200; background: #fbf1cf; }
 .infeasible, .timeout, .invalid, .error { color: #8f0016; background: #fbe0e4; }
 figure { margin: 1.2rem 0; } figure img { max-width: 100%; border: 1px solid #d5dbe3; }
@@ -83,7 +87,7 @@ def _table(t: Table) -> str:
         cells = []
         for i, text in enumerate(row):
             if i == t.status_column:
-                cells.append(f'<td><span class="status {escape(text)}">{escape(text)}</span></td>')
+                cells.append(f'<td class="state"><span class="status {escape(text)}">{escape(text)}</span></td>')
             else:
                 cls = ' class="num"' if _is_number(text) else ""
                 cells.append(f"<td{cls}>{escape(text)}</td>")

@@ -708,7 +708,7 @@ class FleetLine(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated", "headroom_utilization")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -727,6 +727,7 @@ class ServiceResult(_message.Message):
     SERVES_FIELD_NUMBER: _ClassVar[int]
     LINK_FIELD_NUMBER: _ClassVar[int]
     SIMULATED_FIELD_NUMBER: _ClassVar[int]
+    HEADROOM_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -745,7 +746,8 @@ class ServiceResult(_message.Message):
     serves: str
     link: str
     simulated: PoolSimulation
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ...) -> None: ...
+    headroom_utilization: float
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ..., headroom_utilization: _Optional[float] = ...) -> None: ...
 
 class ServingChoice(_message.Message):
     __slots__ = ("aggregated_only_usd_per_hour", "disaggregated_only_usd_per_hour", "note")
@@ -796,7 +798,7 @@ class ConfidenceCost(_message.Message):
     def __init__(self, nominal_price_usd_per_hour: _Optional[float] = ..., margin_usd_per_hour: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load", "cap_per_replica", "cap_per_replica_nominal", "verified")
+    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load", "cap_per_replica", "cap_per_replica_nominal", "verified", "headroom_utilization")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
@@ -820,6 +822,7 @@ class Assignment(_message.Message):
     CAP_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
     CAP_PER_REPLICA_NOMINAL_FIELD_NUMBER: _ClassVar[int]
     VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    HEADROOM_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     config: str
     offer_id: str
     gpu: str
@@ -843,7 +846,8 @@ class Assignment(_message.Message):
     cap_per_replica: float
     cap_per_replica_nominal: float
     verified: Verified
-    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ..., cap_per_replica: _Optional[float] = ..., cap_per_replica_nominal: _Optional[float] = ..., verified: _Optional[_Union[Verified, _Mapping]] = ...) -> None: ...
+    headroom_utilization: float
+    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ..., cap_per_replica: _Optional[float] = ..., cap_per_replica_nominal: _Optional[float] = ..., verified: _Optional[_Union[Verified, _Mapping]] = ..., headroom_utilization: _Optional[float] = ...) -> None: ...
 
 class Verified(_message.Message):
     __slots__ = ("verdict", "rate_per_s", "requests", "seeds", "percentile", "ttft_ms_p", "tpot_ms_p", "latency_ms_p", "ci", "reason")
