@@ -673,7 +673,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 c.precision, c.source, a.replicas, [round(t, 6) for t in thr], [round(r, 6) for r in a.routed],
                 round(used * share / a.replicas, 4), worst("ttft_ms"), worst("tpot_ms"), worst("latency_ms"),
                 c.classes[0].batch, c.memory_gib_per_gpu, c.classes[0].binding_limit, c.error_band,
-                headroom_utilization=round(used * (1.0 - share) / a.replicas, 4))
+                headroom_utilization=_reserve(used * (1.0 - share) / a.replicas))
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
             check = problem.checks.get(c.key)
@@ -699,7 +699,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
         # apart); capacity at this class mix = the planned rate / the planned busy share.
         replicas = sum(v.replicas for v in views)
         busy = sum(v.utilization * v.replicas for v in views)
-        extra = sum(v.headroom_utilization * v.replicas for v in views)
+        extra = sum((v.headroom_utilization or 0.0) * v.replicas for v in views)
         utilization = busy / replicas if replicas else 0.0
         headroom_utilization = extra / replicas if replicas else 0.0
         if len(s.class_demand) == 1:
@@ -714,7 +714,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                                           round(utilization, 4), list(s.class_names), views,
                                           model=s.model_label if llm else None, engine=s.engine if llm else None,
                                           role=s.role, serves=s.feeds, link=s.link,
-                                          headroom_utilization=round(headroom_utilization, 4)))
+                                          headroom_utilization=_reserve(headroom_utilization)))
             continue
         warnings = (load_warnings(s, views) + low_utilization_warnings(s, views) + tail_notes
                     + verification_warnings(s, views))
@@ -726,7 +726,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                                       model=s.model_label if llm else None, engine=s.engine if llm else None,
                                       confidence=_confidence_view(s, problem.calibration),
                                       capacity_margin=_capacity_margin(views),
-                                      headroom_utilization=round(headroom_utilization, 4)))
+                                      headroom_utilization=_reserve(headroom_utilization)))
     return _with_pool_checks(problem, solution, catalog, _with_pool_capacity(services))
 
 
@@ -752,6 +752,13 @@ def _with_pool_checks(problem: Problem, solution: Solution, catalog: Catalog,
     return services
 
 
+def _reserve(share: float) -> float | None:
+    """headroom_utilization as reported: rounded, and None without a headroom (absent in
+    the proto, as clients that drop default values show it)."""
+    share = round(share, 4)
+    return share if share > 0 else None
+
+
 def _with_pool_capacity(services: list[ServiceResult]) -> list[ServiceResult]:
     """A service's capacity counts each disaggregated deployment it uses: per link tier, the
     smaller of its prefill and decode pools' capacity (every request takes both)."""
@@ -765,8 +772,8 @@ def _with_pool_capacity(services: list[ServiceResult]) -> list[ServiceResult]:
             r.capacity = round(r.capacity + sum(min(t.get("prefill", 0.0), t.get("decode", 0.0))
                                                 for t in tiers.values()), 6)
             r.utilization = round(r.demand / r.capacity, 4) if r.capacity > 0 else 0.0
-            r.headroom_utilization = (round((r.demand_with_headroom - r.demand) / r.capacity, 4)
-                                      if r.capacity > 0 else 0.0)
+            r.headroom_utilization = _reserve((r.demand_with_headroom - r.demand) / r.capacity
+                                              if r.capacity > 0 else 0.0)
     return services
 
 

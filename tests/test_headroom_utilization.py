@@ -34,7 +34,7 @@ def test_measured_service_with_headroom_reports_the_real_demand_over_capacity():
 
 def test_without_headroom_nothing_changes():
     s = plan(parse_workload(_measured(0.0))).services[0]
-    assert s.headroom_utilization == 0 and s.assignments[0].headroom_utilization == 0
+    assert s.headroom_utilization is None and s.assignments[0].headroom_utilization is None
     assert abs(s.utilization - s.demand / s.capacity) < 1e-3
 
 

@@ -122,7 +122,7 @@ class AssignmentView:
     verified: Verification | None = None
     # The share of this configuration's capacity that constraints.headroom holds in reserve:
     # utilization (real demand routed / capacity) + this = the planned load / capacity.
-    headroom_utilization: float = 0.0
+    headroom_utilization: float | None = None  # None: no headroom
 
 
 @dataclass
@@ -204,7 +204,7 @@ class ServiceResult:
     simulated: PoolSimulation | None = None  # pools: the simulator's replay of their deployment
     # The share of capacity constraints.headroom holds in reserve: (demand_with_headroom -
     # demand) / capacity. utilization is demand / capacity (the real demand, without it).
-    headroom_utilization: float = 0.0
+    headroom_utilization: float | None = None  # None: no headroom
 
 
 @dataclass
