@@ -199,7 +199,7 @@ def _check_worker(workload: Workload, catalog: Catalog, svc, a, offer, rep: Eval
     workload: its name parsed afresh, its link from the offer's network, its rate and
     latency from the worker physics; returns whether it may be placed."""
     from solver.catalog.network import offer_links
-    from solver.perf import PerfQuery
+    from solver.compile.disagg import worker_query
     from solver.perf.disagg import decode_worker, prefill_worker
 
     wanted = next(s for s in workload.services if s.name == svc.name)
@@ -231,14 +231,7 @@ def _check_worker(workload: Workload, catalog: Catalog, svc, a, offer, rep: Eval
         rep.violations.append(f"{a.config_key}: its {fabric or 'unknown'} link share is {share:g} Gbit/s, below the "
                               f"{speed_text} its pool's KV transfer counts on")
         return False
-    tokens = svc.class_tokens[0]
-    q = PerfQuery(model=svc.model, gpu=catalog.gpus[offer.gpu], gpus_per_replica=a.gpus_per_replica,
-                  interconnect=offer.interconnect, usable_memory_gib=catalog.usable_memory_gib(offer),
-                  precision=a.precision, engine=svc.engine, prompt_tokens=tokens.prompt_tokens,
-                  output_tokens=tokens.output_tokens, ttft_slo_ms=svc.slo.ttft_ms, tpot_slo_ms=svc.slo.tpot_ms,
-                  calibration=calibration_of(workload), kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch,
-                  kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
-                  max_num_batched_tokens=svc.max_num_batched_tokens, scheduler=svc.scheduler)
+    q = worker_query(svc, catalog, offer, a.gpus_per_replica, a.precision, calibration_of(workload))
     worker = (prefill_worker if role == "prefill" else decode_worker)(q, link_gbit_s=speed,
                                                                        percentile=svc.slo.percentile)
     if not worker.feasible:

@@ -146,9 +146,9 @@ class Formulation:
             for key in ((a.service, region_of(self.problem.offer(a.offer_id))), ("", region_of(self.problem.offer(a.offer_id)))):
                 if key in self.z:
                     values[self.z[key]] = 1.0
-        for (parent, link), i in self.split.items():  # the rate each tier's prefill pool serves
+        if self.split:
             from solver.compile.disagg import pool_name
-
+        for (parent, link), i in self.split.items():  # the rate each tier's prefill pool serves
             pre = pool_name(parent, "prefill", link)
             values[i] += sum(a.routed[0] for a in sol.assignments if a.service == pre and a.routed)
         for i, v in enumerate(self.model.variables):

@@ -272,7 +272,9 @@ def _split_bound(form, s: ServiceDemand, groups, costs, offers, stop: Stop
     replicas = {}
     if out.values is not None:
         replicas = {g.key: int(round(out.values[r[g.key]])) for g in chosen if round(out.values[r[g.key]]) > 0}
-    bound = out.objective if out.status == "optimal" else out.bound
+    # The dual bound, not the objective: "optimal" is within the solver's absolute gap, and
+    # this bound proves plans (plan.py) and drops pools, so it must never exceed the optimum.
+    bound = _dual_bound(out)
     # The same with at least one worker: what any plan that uses this service's pools costs
     # it at least (plan.py drops the pools when that cannot beat a plan in hand).
     workers = [(r[g.key], 1.0) for tier, g in served if tier is not None]
@@ -280,9 +282,15 @@ def _split_bound(form, s: ServiceDemand, groups, costs, offers, stop: Stop
     if workers:
         lm.row("uses pools", workers, lb=1.0)
         forced = backend.solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05), cancel=stop.cancel))
-        used = forced.objective if forced.status == "optimal" else \
-            (math.inf if forced.status == "infeasible" else forced.bound)
+        used = math.inf if forced.status == "infeasible" else _dual_bound(forced)
     return bound, replicas, used
+
+
+def _dual_bound(out) -> float | None:
+    """A solve's proven lower bound (None: none)."""
+    if out.bound is not None and math.isfinite(out.bound):
+        return out.bound
+    return None
 
 
 def _multi_class_bound(s: ServiceDemand, groups, costs, ubs, backend, SolveOptions, LinearModel, INF, stop: Stop):

@@ -214,7 +214,7 @@ def _pool_line(s: dict) -> str:
         return ""
     line = f"{s['role']} pool of {s['serves']} over {s['link']}"
     sim = s.get("simulated") or {}
-    if s["role"] == "prefill" and sim.get("verdict") in ("met", "missed"):
+    if s["role"] == "prefill" and sim.get("verdict") in ("met", "missed", "inconclusive"):
         ttft, tpot = sim["ttft_ms"], sim["tpot_ms"]
         shown = ", ".join(f"{name} {value:.4g} ms" for name, value in (("TTFT", ttft), ("TPOT", tpot))
                           if value is not None)

@@ -168,10 +168,10 @@ class PoolSimulation:
     it (solver/sim/disagg.py), reported on both of its pools."""
 
     rate_rps: float
-    verdict: str  # "met" | "missed" | "not checked"
-    requests: int = 0  # replayed, after warm-up
+    verdict: str  # "met" | "missed" | "inconclusive" (the 95 % interval straddles a bound) | "not checked"
+    requests: int = 0  # replayed, after warm-up, all seeds
     percentile: int = 99  # the service's SLO percentile (99 without one)
-    ttft_ms: float | None = None  # at the percentile
+    ttft_ms: float | None = None  # at the percentile, all seeds pooled
     tpot_ms: float | None = None
     kv_transfer_ms: float = 0.0  # one request's KV cache over the deployment's link
 

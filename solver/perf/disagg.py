@@ -20,6 +20,8 @@ stay linear (solver/compile/disagg.py):
   batch is lambda O tau; under a percentile SLO the batch in flight is Poisson (M/G/inf,
   the slots are rarely all full at the rates allowed), and the rate is the highest whose
   p-quantile batch is at most B*. Without a percentile: B* / (O tau(B*)).
+* **Hand-off**: the decode worker takes the request at its next step, at most one step
+  later, which the TPOT SLO bounds: TTFT counts it.
 * **Transfer**: the prompt's whole KV cache (all layers, the KV dtype) over the link that
   joins the two workers, at the calibration's link efficiency; it adds to TTFT, and the
   bytes per second bound each worker's rate by its share of the instance's network.
@@ -174,11 +176,15 @@ def prefill_over(alone: Worker, q: PerfQuery, link_gbit_s: float, percentile: fl
     prompt_s = alone.prompt_ms / 1e3
     move_s = transfer_s(q, link_gbit_s)
     link_rate = link_gbit_s * 1e9 / 8 * q.calibration.link_efficiency / max(kv_transfer_bytes(q), 1.0)
-    base_ms = (prompt_s + move_s) * 1e3
+    # The decode worker takes the request at its next step boundary: at most one step, which
+    # the TPOT SLO bounds (without one, decode steps are not bounded here: nothing is added).
+    handoff_s = (q.tpot_slo_ms or 0.0) / 1e3
+    base_ms = (prompt_s + move_s + handoff_s) * 1e3
     slo = q.ttft_slo_ms
     if slo is not None and base_ms > slo:
         return Worker("prefill", False, f"misses the TTFT SLO: {base_ms:.4g} ms > {slo:g} ms "
-                      f"(prompt {prompt_s * 1e3:.4g} ms + KV transfer {move_s * 1e3:.4g} ms)", "ttft",
+                      f"(prompt {prompt_s * 1e3:.4g} ms + KV transfer {move_s * 1e3:.4g} ms + the decode "
+                      f"step it joins {handoff_s * 1e3:.4g} ms)", "ttft",
                       prompt_ms=prompt_s * 1e3, transfer_ms=move_s * 1e3)
     if percentile is None or slo is None:
         rate, limit, ttft_ms = 1.0 / prompt_s, "saturation", base_ms

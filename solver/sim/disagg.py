@@ -11,9 +11,11 @@ than the formulas that sized it:
   the workers' queues, as Dynamo's and llm-d's routers have); the worker prefills prompts
   one at a time, FIFO, each in D seconds (its own GPU type and size).
 * The prompt's KV cache then crosses the worker's link (FIFO per prefill worker: one
-  transfer at a time over its share of the network). TTFT = arrival to KV delivered.
-* A decode worker (the one with the lowest share of its batch slots busy) takes the
-  request at its next step boundary if a slot is free (else the request waits, FIFO).
+  transfer at a time over its share of the network).
+* A decode worker (requests spread over the workers in proportion to their batch slots)
+  takes the request at its next step boundary if a slot is free (else the request waits,
+  FIFO). TTFT = arrival to that admission: a wait for a slot is seen by the user, and the
+  worker model assumes such waits are rare (its Poisson batch), which this checks.
   Each step makes one token for every running sequence and lasts step(n) seconds for n
   running (the same calibrated step the worker model uses); a sequence leaves after its
   last token. TPOT = its decode time / (output tokens - 1).
@@ -27,10 +29,13 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
+
 from solver.dataclass_repr import dataclass
 from solver.perf.api import PerfQuery
 from solver.perf.disagg import decode_worker, kv_transfer_bytes, prefill_worker
 from solver.perf.llm import _pipelined, _setup
+from solver.sim.stats import weighted_percentile
 
 
 @dataclass(frozen=True)
@@ -43,18 +48,20 @@ class PoolWorker:
 
 @dataclass(frozen=True)
 class DeploymentSim:
-    requests: int  # measured (after warm-up)
-    ttft_ms: dict  # percentile label -> ms ("p50", "p90", "p99")
-    tpot_ms: dict
+    """One replay: each measured request's TTFT and TPOT (after warm-up), in ms."""
+
+    ttft_ms: tuple[float, ...]
+    tpot_ms: tuple[float, ...]
     max_decode_wait_ms: float  # longest a request waited for a decode slot
 
+    @property
+    def requests(self) -> int:
+        return len(self.ttft_ms)
 
-def _quantile(values: list[float], p: float) -> float:
-    if not values:
-        return math.nan
-    s = sorted(values)
-    k = min(max(int(math.ceil(p / 100 * len(s))) - 1, 0), len(s) - 1)
-    return s[k]
+    def percentile(self, metric: str, p: float) -> float:
+        """The p-th percentile of "ttft_ms" or "tpot_ms" (nan without requests)."""
+        values = getattr(self, metric)
+        return weighted_percentile(np.asarray(values, dtype=float), None, p) if values else math.nan
 
 
 def _step_table(q: PerfQuery, slots: int) -> list[float]:
@@ -99,10 +106,9 @@ def simulate_deployment(prefill: list[PoolWorker], decode: list[PoolWorker], rat
         w[2] = send + xfer_s
         delivered.append((send + xfer_s, a))
     delivered.sort()
-    ttft = [(d - a) * 1e3 for d, a in delivered if a >= warmup_s]
     # 2. Decode: route each delivered request to the worker with the lowest share of its
     # slots claimed; each worker runs steps, admitting at step boundaries.
-    tpot, waits = [], []
+    ttft, tpot, waits = [], [], []
     claimed = [0] * len(dec)
     queues: list[list[tuple[float, float]]] = [[] for _ in dec]
     for d, a in delivered:
@@ -110,19 +116,18 @@ def simulate_deployment(prefill: list[PoolWorker], decode: list[PoolWorker], rat
         queues[i].append((d, a))
         claimed[i] += 1  # a routing share only (the router balances requests, not steps)
     for i, worker in enumerate(dec):
-        tpot_i, wait_i = _run_decode(queues[i], worker["slots"], worker["table"], output, warmup_s)
+        ttft_i, tpot_i, wait_i = _run_decode(queues[i], worker["slots"], worker["table"], output, warmup_s)
+        ttft.extend(ttft_i)
         tpot.extend(tpot_i)
         waits.extend(wait_i)
-    labels = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
-    return DeploymentSim(len(ttft), {k: round(_quantile(ttft, p), 3) for k, p in labels.items()},
-                         {k: round(_quantile(tpot, p), 3) for k, p in labels.items()},
-                         round(max(waits, default=0.0) * 1e3, 3))
+    return DeploymentSim(tuple(ttft), tuple(tpot), round(max(waits, default=0.0) * 1e3, 3))
 
 
 def _run_decode(requests: list[tuple[float, float]], slots: int, table: list[float], output: int,
-                warmup_s: float) -> tuple[list[float], list[float]]:
-    """One decode worker: requests (KV delivered at, arrival) in delivery order."""
-    tpot, waits = [], []
+                warmup_s: float) -> tuple[list[float], list[float], list[float]]:
+    """One decode worker: requests (KV delivered at, arrival) in delivery order. Returns the
+    measured requests' TTFT and TPOT (ms) and every request's wait for a slot (s)."""
+    ttft, tpot, waits = [], [], []
     running: list[list[float]] = []  # [tokens left, decode start, arrival, delivered]
     clock, k = 0.0, 0
     while k < len(requests) or running:
@@ -132,6 +137,8 @@ def _run_decode(requests: list[tuple[float, float]], slots: int, table: list[flo
             d, a = requests[k]
             running.append([float(output - 1), clock, a, d])
             waits.append(clock - d)
+            if a >= warmup_s:
+                ttft.append((clock - a) * 1e3)
             k += 1
         n = len(running)
         step = table[n]
@@ -145,5 +152,5 @@ def _run_decode(requests: list[tuple[float, float]], slots: int, table: list[flo
             else:
                 keep.append(r)
         running = keep
-    return tpot, waits
+    return ttft, tpot, waits
 
