@@ -240,7 +240,9 @@ def to_dict(msg: Message) -> dict:
     return _without_absent_extensions(msg, out)
 
 
-_PLAN_EXTENSIONS = [f.name for f in pb.Plan.DESCRIPTOR.fields if f.number >= _EXTENSION_FROM]
+# The multi-period fields (Plan 40-59) exist only in horizon plans; fields from 60 on are
+# every plan's (null where unset).
+_PLAN_EXTENSIONS = [f.name for f in pb.Plan.DESCRIPTOR.fields if _EXTENSION_FROM <= f.number < 60]
 
 
 def _without_absent_extensions(msg: Message, out: dict) -> dict:

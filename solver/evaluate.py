@@ -19,6 +19,7 @@ from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
+from solver.survival import Held, Survival, worst_loss
 
 TOL = 1e-6
 
@@ -46,6 +47,7 @@ class EvalReport:
     gpus: int = 0
     capacity: dict[str, list[float]] = field(default_factory=dict)  # service -> per-class capacity
     placements: list[Placement] = field(default_factory=list)
+    survival: dict[str, Survival] = field(default_factory=dict)  # service -> its worst single-domain loss
 
     @property
     def ok(self) -> bool:
@@ -62,7 +64,8 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
     offers_by_id = {o.id: o for o in offers}
     limits = offer_limits(workload, offers)
     # Compiled afresh from the raw workload: nothing of the planner's Problem is trusted.
-    demands = {s.name: compile_service(s, workload.constraints.headroom) for s in workload.services}
+    demands = {s.name: compile_service(s, workload.constraints.headroom, redundancy=workload.redundancy_of(s))
+               for s in workload.services}
     if period is not None:
         demands = {s.name: _scaled(demands[s.name], s.demand.profile.get(period, 1.0)) for s in workload.services}
     horizon = workload.horizon_mode
@@ -89,6 +92,7 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
     served = {name: [0.0] * len(d.class_demand) for name, d in demands.items()}
     replicas_per_service = {name: 0 for name in demands}
     items: dict[str, list[tuple[str, int, int]]] = {}
+    held: dict[str, list[Held]] = {}  # service -> its replicas, for the failure-domain check
     pool_rates: dict[tuple[str, str], dict[str, float]] = {}  # (service, tier) -> role -> rate served
     for a in sol.assignments:
         if "#" in a.service and a.offer_id in offers_by_id:
@@ -134,6 +138,9 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
                                   f"{catalog.usable_memory_gib(offer):.1f} GiB")
         items.setdefault((a.offer_id, a.spot), []).extend(
             [(a.config_key, a.gpus_per_replica, a.instances_per_replica)] * a.replicas)
+        held.setdefault(a.service, []).append(Held(
+            a.offer_id, (offer.provider, offer.region), offer.gpus_per_instance, a.gpus_per_replica,
+            a.instances_per_replica, a.replicas, tuple(perf.throughput for perf in config.classes)))
         rep.violations.extend(_under_load(catalog, builder.calibration, demands[a.service], config, a))
 
     for (name, tier), roles in sorted(pool_rates.items()):
@@ -169,6 +176,15 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
             rep.violations.append(f"{offer_id}: replicas do not fit on {count} {kind}instance(s)")
     if horizon:
         _spot_policy(workload, demands, sol, offers_by_id, builder, rep)
+    for name, d in demands.items():
+        if d.redundancy_domain and sum(d.redundancy_demand) > 0:
+            raw = tuple(x / d.redundancy_fraction for x in d.redundancy_demand)
+            sv = worst_loss(held.get(name, []), raw, d.redundancy_domain, d.redundancy_fraction)
+            rep.survival[name] = sv
+            if not sv.met:
+                rep.violations.append(f"{name}: after losing {sv.worst_domain or 'its only domain'} the rest serves "
+                                      f"{sv.surviving_fraction:.2%} of its demand, below redundancy.serve_fraction "
+                                      f"{d.redundancy_fraction:g}")
 
     c = workload.constraints
     for gpu, quota in c.gpu_quotas.items():

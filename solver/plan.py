@@ -29,6 +29,7 @@ from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable, un
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.tiebreak import tie_break
+from solver.optimize import redundancy
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.compile.problem import Problem
@@ -39,7 +40,7 @@ from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
 from solver.output.sanity import low_utilization_warnings, tail_class_warnings, verification_warnings
-from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult, PoolSimulation,
+from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult, PoolSimulation, RedundancyCost, RedundancyView,
                                   ServingChoice,
                                   ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
@@ -633,7 +634,9 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in sol.fleet if problem.offer(o).gpu == gpu)
         if used > quota:
             return False
-    return not region_violations(problem, sol)
+    if region_violations(problem, sol):
+        return False
+    return not (redundancy.active(problem) and redundancy.violations(problem, sol))
 
 
 def service_results(problem: Problem, solution: Solution, catalog: Catalog,
@@ -727,7 +730,40 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                                       confidence=_confidence_view(s, problem.calibration),
                                       capacity_margin=_capacity_margin(views),
                                       headroom_utilization=_reserve(headroom_utilization)))
-    return _with_pool_checks(problem, solution, catalog, _with_pool_capacity(services))
+    return _with_redundancy(problem, solution,
+                            _with_pool_checks(problem, solution, catalog, _with_pool_capacity(services)))
+
+
+def _with_redundancy(problem: Problem, solution: Solution, services: list[ServiceResult]) -> list[ServiceResult]:
+    """Each service's worst single-domain loss (services with a failure domain), and a
+    warning where min_replicas alone looks like redundancy but one instance's loss leaves
+    the service short (the replicas are not alike: one carries almost everything)."""
+    by_name = {r.name: r for r in services}
+    for name, sv in redundancy.survivals(problem, solution).items():
+        r = by_name.get(name)
+        if r is None or not sv.worst_domain:
+            continue
+        r.redundancy = RedundancyView(sv.domain, sv.serve_fraction, sv.worst_domain,
+                                      round(sv.surviving_fraction, 6), sv.exact)
+        if sv.domain == "zone":
+            r.warnings.append("redundancy by zone is planned as by region: the catalog lists offers by region, not "
+                              "zone, so the plan survives a region's loss (its cost is an upper bound on zone N+1)")
+    bare = [s for s in problem.services if not s.redundancy_domain and not s.role and s.min_replicas >= 2
+            and s.raw_demand > 0 and s.name in by_name]
+    if bare:
+        import dataclasses
+
+        shadow = dataclasses.replace(problem, services=tuple(
+            dataclasses.replace(s, redundancy_domain="instance", redundancy_fraction=1.0,
+                                redundancy_demand=tuple(d / (1 + problem.headroom) for d in s.class_demand))
+            if s in bare else s for s in problem.services))
+        for name, sv in redundancy.survivals(shadow, solution).items():
+            if sv.worst_domain and sv.surviving_fraction < 1 - 1e-6:
+                by_name[name].warnings.append(
+                    f"min_replicas {shadow.service(name).min_replicas} is not N+1 here: losing "
+                    f"{sv.worst_domain} leaves {_floor_percent(sv.surviving_fraction)} of the demand served. To "
+                    f"fix: set constraints.redundancy (e.g. {{domain: instance}}) to plan N+1 exactly")
+    return services
 
 
 def _with_pool_checks(problem: Problem, solution: Solution, catalog: Catalog,
@@ -750,6 +786,11 @@ def _with_pool_checks(problem: Problem, solution: Solution, catalog: Catalog,
         if parent is not None:
             parent.warnings.extend(check["warnings"])
     return services
+
+
+def _floor_percent(share: float) -> str:
+    """A share below 1 as a percentage that never rounds up to 100 %."""
+    return f"{math.floor(share * 1000) / 10:g} %"
 
 
 def _reserve(share: float) -> float | None:
@@ -845,6 +886,8 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         result.confidence_cost = confidence_cost(workload, catalog, problem, result.total_price_usd_per_hour,
                                                  outcome.backend, options, explain)
         result.serving_choice = serving_choice(workload, catalog, outcome.backend, options, explain)
+        result.redundancy_cost = redundancy_cost(workload, catalog, problem, result.total_price_usd_per_hour,
+                                                 outcome.backend, options, explain)
         for sr in services:
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
                                                stop=explain)
@@ -959,6 +1002,37 @@ def serving_choice(workload: Workload, catalog: Catalog, backend_name: str, opti
     names = ", ".join(workload.services[i].name for i in auto)
     notes.insert(0, f"serving: auto services ({names}) forced each way")
     return ServingChoice(prices.get("aggregated"), prices.get("disaggregated"), "; ".join(notes))
+
+
+def redundancy_cost(workload: Workload, catalog: Catalog, problem: Problem, price_usd_per_hour: float,
+                    backend_name: str, options: PlanOptions, stop: Stop) -> RedundancyCost | None:
+    """What the failure domains cost: the workload re-solved without them (exactly), against
+    this plan's price. None where no service has one. Within the explanation's budget."""
+    domains = sorted({s.redundancy_domain for s in problem.services if s.redundancy_domain})
+    if not domains:
+        return None
+    t0 = time.monotonic()
+    try:
+        stop.check("the redundancy cost's re-solve")
+        plain = compile_problem(workload, catalog)
+        plain = replace(plain, services=tuple(replace(s, redundancy_domain="", redundancy_demand=(),
+                                                      redundancy_fraction=0.0) for s in plain.services))
+        plain = add_candidates(plain, catalog, options.cache, stop)
+        quiet = replace(options, on_progress=None, on_stage=None, explain=False)
+        outcome, solution = _solve_with_exact_caps(plain, catalog, backend_name, stop.deadline, stop, quiet, False,
+                                                   {"candidates_s": time.monotonic() - t0}, t0)[2:4]
+    except (SolverTimeout, InfeasibleError) as exc:
+        if stop.cancelled:
+            stop.check("the explanation")
+        why = "the explanation's time budget ended first" if isinstance(exc, SolverTimeout) else \
+            "the workload has no plan without failure domains either"
+        return RedundancyCost(None, None, f"not computed: {why}")
+    if outcome.status != "optimal":
+        return RedundancyCost(None, None, "not computed: the re-solve without failure domains was not proven "
+                                          "optimal within the explanation's time budget")
+    without = round(solution_cost(plain, solution), 6)
+    return RedundancyCost(without, round(price_usd_per_hour - without, 6),
+                          f"N+1 by {', '.join(domains)}: the workload re-solved without constraints.redundancy")
 
 
 def confidence_cost(workload: Workload, catalog: Catalog, problem: Problem, price_usd_per_hour: float,

@@ -1275,9 +1275,14 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     # regions matter (constraints.same_region, or spot spread over regions).
     h = problem.horizon
     tiers = h.tiers if h is not None else None
-    by_location = bool(problem.same_region) or (h is not None and h.spot_min_regions is not None)
+    by_location = bool(problem.same_region) or (h is not None and h.spot_min_regions is not None) \
+        or problem.redundancy_by_location
     running = {f.offer_id for f in (h.current_fleet or ())} if h is not None else set()
-    if cache is not None:
+    if any(s.redundancy_domain == "instance" for s in problem.services):
+        # An instance's loss is bounded per offer (solver/survival.py): two offers of the
+        # same hardware are then two node pools a service can spread over, not one.
+        offers, dominated = list(problem.offers), []
+    elif cache is not None:
         offers, dominated = PRUNED_OFFERS.prune(list(problem.offers), limits, catalog, pinned | running, tiers,
                                                 by_location)
     else:  # no caches: everything recomputed
@@ -1289,7 +1294,9 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     # What whole-instance pruning reads besides the configurations and their offers.
     rules = (tuple(sorted(limits.items())), frozenset(problem.gpu_quotas), tiers, by_location, frozenset(running))
     for mine in builder.for_services(problem.services):
-        if cache is not None:
+        if mine and problem.service(mine[0].service).redundancy_domain == "instance":
+            configs.extend(mine)  # no swap across offers: it could pack more of the service on one instance
+        elif cache is not None:
             configs.extend(WHOLE_INSTANCE_PRUNING.prune(mine, offers_by_id, limits, problem.gpu_quotas, tiers,
                                                         by_location, running, rules))
         else:  # no caches: everything recomputed

@@ -15,12 +15,14 @@ from solver.compile.resolve import filter_offers, model_arch, offer_limits
 from solver.confidence import DEFAULT_CONFIDENCE, NOMINAL
 from solver.errors import InputError
 from solver.perf import Calibration
-from solver.workload.schema import Service, Workload
+from solver.workload.schema import Redundancy, Service, Workload
 
 
-def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] = ()) -> ServiceDemand:
+def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] = (),
+                    redundancy: Redundancy | None = None) -> ServiceDemand:
     """One service of the raw workload as the planner reads it (with its demand
-    multiplier per period: `demand.profile[period]`, 1.0 where the profile is silent)."""
+    multiplier per period: `demand.profile[period]`, 1.0 where the profile is silent, and
+    the failure domain it must survive: `Workload.redundancy_of`)."""
     rate = svc.demand.rate
     scale = 1.0 + headroom
     shares = (1.0,)
@@ -52,7 +54,12 @@ def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] =
         period_multipliers=tuple(float(svc.demand.profile.get(p.name, 1.0)) for p in periods),
         serving=svc.serving,
         prefill_gpu_types=tuple(svc.disaggregation.prefill_gpu_types) if svc.disaggregation.prefill_gpu_types else None,
-        decode_gpu_types=tuple(svc.disaggregation.decode_gpu_types) if svc.disaggregation.decode_gpu_types else None)
+        decode_gpu_types=tuple(svc.disaggregation.decode_gpu_types) if svc.disaggregation.decode_gpu_types else None,
+        redundancy_domain=redundancy.domain if redundancy is not None else "",
+        # serve_fraction of the demand itself: headroom is spare capacity, not what must survive
+        redundancy_demand=tuple(d / scale * redundancy.serve_fraction for d in demand) if redundancy is not None
+        else (),
+        redundancy_fraction=redundancy.serve_fraction if redundancy is not None else 0.0)
 
 
 def _confidence(slo) -> float | None:
@@ -76,7 +83,7 @@ def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
     c = workload.constraints
     periods = tuple(Period(p.name, p.hours) for p in workload.periods or ())
     return Problem(
-        services=tuple(compile_service(s, c.headroom, periods) for s in workload.services),
+        services=tuple(compile_service(s, c.headroom, periods, workload.redundancy_of(s)) for s in workload.services),
         offers=tuple(offers), configs=(), gpu_quotas=dict(c.gpu_quotas), offer_limits=offer_limits(workload, offers),
         budget_usd_per_hour=c.budget_usd_per_hour, same_region=c.same_region, headroom=c.headroom,
         relative_gap=workload.solver.relative_gap,

@@ -227,6 +227,12 @@ class ServiceDemand:
     # A pool of a disaggregated deployment is a service of its own (solver/compile/disagg.py):
     # its configurations are workers, and its demand row takes the rate its parent routes to
     # the link it sits on (class_demand is then only an upper bound, for replica bounds).
+    # Failure domains (solver/optimize/redundancy.py): after losing any one domain of this kind
+    # the surviving replicas serve redundancy_demand (serve_fraction x the demand without
+    # headroom, per class). "" : none.
+    redundancy_domain: str = ""  # "instance" | "zone" | "region" | "provider"
+    redundancy_demand: tuple[float, ...] = ()
+    redundancy_fraction: float = 0.0  # serve_fraction
     role: str = ""  # "prefill" | "decode"; "" for a service the workload names
     feeds: str = ""  # the parent service's name
     link: str = ""  # the link tier the pool's workers meet (one per provider, region, fabric and speed)
@@ -302,6 +308,12 @@ class Problem:
     def pending_config_keys(self) -> frozenset[str]:
         """Keys of the configurations whose cap is still an upper bound (lazy_caps.py)."""
         return frozenset(c.key for c in self.configs if c.pending_cap is not None)
+
+    @property
+    def redundancy_by_location(self) -> bool:
+        """Some service must survive losing a zone, region or provider: offers in different
+        places are then never interchangeable (pruning keeps one per place)."""
+        return any(s.redundancy_domain in ("zone", "region", "provider") for s in self.services)
 
     def service(self, name: str) -> ServiceDemand:
         cache = self.__dict__.get("_service_index")

@@ -97,6 +97,8 @@ def prune_configs(configs: list[Config], demand: ServiceDemand) -> list[Config]:
     """Keep configurations not dominated by another on the same offer (deterministic ties)."""
     if demand.max_replicas is not None:
         return configs  # swapping one replica for several could break max_replicas
+    if demand.redundancy_domain == "instance":
+        return configs  # a faster replica on fewer GPUs packs more of the service onto one instance to lose
     if len(configs) < 2:
         return list(configs)  # nothing to compare (most offers of a service: one or no configuration)
     first = configs[0].offer_id

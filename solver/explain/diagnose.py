@@ -285,6 +285,10 @@ def diagnose_infeasible(problem: Problem, backend, stop: Stop, known_infeasible:
         stop.check("the infeasibility diagnosis")
         return [InfeasibilityReason("time_limit", "no fleet fits, and the time limit ended before the binding "
                                     "constraint was found.", "raise the time limit to get the diagnosis")]
+    if out.values is None and any(s.redundancy_domain for s in problem.services):
+        reasons = _redundancy_reasons(problem, backend, stop)
+        if reasons:
+            return reasons
     if out.values is None:
         return [InfeasibilityReason("replicas", "no fleet fits even without budget and quotas "
                                     "(min/max replicas and demand conflict).", "check min_replicas and max_replicas")]
@@ -322,6 +326,45 @@ def diagnose_infeasible(problem: Problem, backend, stop: Stop, known_infeasible:
             f"${out.objective:.4f}/hour, above the budget of ${budget:g}/hour.",
             f"raise constraints.budget_usd_per_hour to at least {math.ceil(out.objective * 100) / 100:g}, or lower demand")]
     return []
+
+
+def _redundancy_reasons(problem: Problem, backend, stop: Stop) -> list[InfeasibilityReason]:
+    """No fleet even without budget and quotas, but one without the failure domains: they
+    bind (proven by that re-solve). Services whose configurations all sit in one place are
+    named with the place (no plan of theirs can survive losing it)."""
+    import dataclasses
+
+    from solver.optimize.backends import SolveOptions
+    from solver.optimize.formulation import build
+
+    plain = dataclasses.replace(problem, services=tuple(
+        dataclasses.replace(s, redundancy_domain="", redundancy_demand=(), redundancy_fraction=0.0)
+        for s in problem.services))
+    stop.check("the infeasibility diagnosis")
+    seconds = stop.seconds_left(RELAXED_SOLVE_CAP_S)
+    if seconds <= 0.01:
+        return []
+    out = backend.solve(build(plain, budget=False, quotas=False, stop=stop).model,
+                        SolveOptions(time_limit_s=seconds, cancel=stop.cancel))
+    if out.values is None:
+        return []
+    reasons = []
+    for s in problem.services:
+        if not s.redundancy_domain or s.redundancy_domain == "instance":
+            continue
+        places = {(problem.offer(c.offer_id).provider,) if s.redundancy_domain == "provider"
+                  else (problem.offer(c.offer_id).provider, problem.offer(c.offer_id).region)
+                  for c in problem.configs if c.service == s.name}
+        if len(places) == 1:
+            where = "/".join(next(iter(places)))
+            reasons.append(InfeasibilityReason(
+                f"redundancy[{s.name}]", f"{s.name}'s configurations all sit in one {s.redundancy_domain} ({where}): no plan survives "
+                f"losing it.", "allow more regions or providers (constraints.regions, providers, gpu_types), or lower "
+                "the service's redundancy domain", service=s.name))
+    return reasons or [InfeasibilityReason(
+        "redundancy", "a fleet meets demand, but none survives the loss of one failure domain within min/max "
+        "replicas.", "raise max_replicas, allow more regions, providers or offers, or lower "
+        "redundancy.serve_fraction")]
 
 
 def unexplained_reason() -> InfeasibilityReason:

@@ -32,6 +32,9 @@ s.t.
                                                            whole instances)
   quota[t]        sum_{o of GPU t} G_o n_o <= Q_t
   budget          sum_o price_o n_o <= B
+  survive[s,d]    (constraints.redundancy) the replicas outside failure domain d serve
+                  serve_fraction x demand: solver/optimize/redundancy.py (groups never span
+                  a place; an instance domain keeps every configuration its own group)
   same region     (constraints.same_region) binary z per region (a provider's region):
                   fleet:   n_o <= ub(n_o) z_region(o),         sum z <= 1
                   service: R_G <= ub(R_G) z_s,region(G),       sum_region z_s <= 1
@@ -62,6 +65,7 @@ from operator import attrgetter
 from solver.compile.problem import Config, Problem
 from solver.dataclass_repr import dataclass
 from solver.interrupt import NEVER, Stop
+from solver.optimize import redundancy
 from solver.optimize.linear import INF, LinearModel
 from solver.optimize.solution import Assignment, Solution, regions_used
 
@@ -456,29 +460,34 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
           quotas: bool = True, stop: Stop = NEVER, bounds: bool = True) -> Formulation:
     source = problem.configs if configs is None else configs
     needs = _NeedBounds(problem)
-    by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" else None
+    # Groups never span a region under same_region: service, nor a place a service must
+    # survive losing (constraints.redundancy); an instance domain keeps configurations apart.
+    by_region = {o.id: region_of(o) for o in problem.offers} if problem.same_region == "service" \
+        else redundancy.grouping_places(problem)
+    may_pool = not redundancy.needs_configs_apart(problem)
     if needs.all_positive and _room_for_one_replica(source, problem) and len({c.key for c in source}) == len(source):
         # Every configuration has a positive bound and its own key, so none is dropped: the
         # list's own grouping (often remembered), and each group's bound from its first
         # member's need (its members share the service and throughputs, hence the need).
-        grouping = _grouping(source, len(source) >= POOL_FROM_CONFIGS, by_region)
+        grouping = _grouping(source, may_pool and len(source) >= POOL_FROM_CONFIGS, by_region)
         configs = list(source)
-        group_ub = {g.key: _group_need_bound(g, needs.of(g.rep), problem) for g in grouping.groups}
+        group_ub = {g.key: _group_need_bound(g, redundancy.raised_bound(g.rep, needs.of(g.rep), problem), problem)
+                    for g in grouping.groups}
     else:
         ub = {}
         need_of: dict[str, int] = {}  # config key -> its need bound (before the offer's limit)
         for c in source:
-            need = needs.of(c)
+            need = redundancy.raised_bound(c, needs.of(c), problem)
             bound = _capped_bound(c, need, problem)
             if bound > 0:
                 ub[c.key] = (c, bound)
                 need_of[c.key] = need
         configs = [c for c, _ in ub.values()]
-        grouping = _grouping(configs, len(configs) >= POOL_FROM_CONFIGS, by_region)
+        grouping = _grouping(configs, may_pool and len(configs) >= POOL_FROM_CONFIGS, by_region)
         group_ub = {g.key: _group_bound(g, problem, ub, need_of) for g in grouping.groups}
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
-    pooled = len(configs) >= POOL_FROM_CONFIGS
+    pooled = may_pool and len(configs) >= POOL_FROM_CONFIGS
     f.groups, f.pools = list(grouping.groups), list(grouping.pools)
     f.by_service = {name: list(gs) for name, gs in grouping.by_service.items()}
     f.group_of = dict(grouping.group_of)
@@ -514,9 +523,13 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         _quota_rows(f)
     if problem.same_region:
         _same_region_rows(f, group_ub)
+    if redundancy.active(problem):
+        redundancy.add_rows(f)
     if budget and problem.budget_usd_per_hour is not None:
         lm.row("budget", f.cost_terms, ub=problem.budget_usd_per_hour)
-    if bounds and pooled:
+    # The services' own bounds solve each service without its survive rows: valid, but their
+    # plans would not survive; with failure domains the MIP proves its bound itself.
+    if bounds and pooled and not redundancy.active(problem):
         # Each service's integer rounding, proven service by service (solver/optimize/
         # service_bounds.py): a lower bound on any plan's cost, and plans to start from.
         from solver.optimize.service_bounds import service_lower_bounds

@@ -108,6 +108,11 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
         pool = _pool_line(s)
         if pool:
             out.append(f"    {pool}")
+        red = s.get("redundancy")
+        if red:
+            out.append(f"    N+1 by {red['domain']}: the worst loss, {red['worst_domain']}, leaves "
+                       f"{red['surviving_fraction']:.1%} of the demand served (needs {red['serve_fraction']:.0%})"
+                       + ("" if red["exact"] else "; bounded, not enumerated"))
         for warning in s.get("warnings", []):
             out.append(f"    WARNING: {warning}")
     solver = d.get("solver") or {}
@@ -126,6 +131,14 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
         else:
             out.append(f"Confidence margin: ${cost['margin_usd_per_hour']:.4f}/hour (the same workload with every "
                        f"service at slo.confidence \"nominal\": ${cost['nominal_price_usd_per_hour']:.4f}/hour)")
+    red = d.get("redundancy_cost")
+    if explain and red:
+        out.append("")
+        if red["extra_usd_per_hour"] is None:
+            out.append(f"Redundancy cost: {red['note']}")
+        else:
+            out.append(f"Redundancy cost: {red['note'].split(':')[0]} costs ${red['extra_usd_per_hour']:.4f}/hour more "
+                       f"than the same workload without failure domains (${red['without_usd_per_hour']:.4f}/hour)")
     choice = d.get("serving_choice")
     if explain and choice:
         out.append("")

@@ -177,6 +177,18 @@ class PoolSimulation:
 
 
 @dataclass
+class RedundancyView:
+    """A service's failure domain and its worst single-domain loss in the plan
+    (constraints.redundancy; solver/survival.py)."""
+
+    domain: str  # "instance" | "zone" | "region" | "provider"
+    serve_fraction: float  # required after the loss
+    worst_domain: str  # the loss that leaves the least, e.g. "aws/us-east-1", "one instance of aws/p5.48xlarge"
+    surviving_fraction: float  # of the demand (without headroom) served after that loss
+    exact: bool = True  # False: instance loss bounded as the optimizer bounds it (too many packings to list)
+
+
+@dataclass
 class ServiceResult:
     """One service in the plan: demand, capacity, assignments, alternatives and warnings."""
 
@@ -205,6 +217,17 @@ class ServiceResult:
     # The share of capacity constraints.headroom holds in reserve: (demand_with_headroom -
     # demand) / capacity. utilization is demand / capacity (the real demand, without it).
     headroom_utilization: float | None = None  # None: no headroom
+    redundancy: RedundancyView | None = None  # services with a failure domain
+
+
+@dataclass
+class RedundancyCost:
+    """What the failure domains cost (--explain): the same workload re-solved without
+    constraints.redundancy. None values: not computed (see note)."""
+
+    without_usd_per_hour: float | None
+    extra_usd_per_hour: float | None  # this plan's price - the plan without failure domains
+    note: str = ""
 
 
 @dataclass
@@ -391,6 +414,7 @@ class PlanResult:
     horizon: HorizonResult | None = None  # multi-period plans: the first period is the plan above
     confidence_cost: ConfidenceCost | None = None  # --explain, where a service sizes at a confidence
     serving_choice: ServingChoice | None = None  # --explain, where a service has serving: auto
+    redundancy_cost: RedundancyCost | None = None  # --explain, where a service has a failure domain
 
     @property
     def monthly_usd(self) -> float | None:
@@ -411,7 +435,8 @@ class PlanResult:
             d["solve_time_s"] = round(self.solver.solve_time_s, 4)
         order = ["status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd",
                  "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements",
-                 "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice"]
+                 "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice",
+                 "redundancy_cost"]  # proto declaration order (redundancy_cost is field 70, declared here)
         out = {k: d[k] for k in order if k in d}
         if self.horizon is not None:
             h = d["horizon"]

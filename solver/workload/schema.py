@@ -450,6 +450,18 @@ class Disaggregation(_Strict):
                                                "the decode pool may use; unset: any the constraints allow")
 
 
+class Redundancy(_Strict):
+    """Failure domains a service must survive (docs/redundancy.md)."""
+
+    domain: Literal["none", "instance", "zone", "region", "provider"] = Field(
+        description="the failure domain whose loss the fleet must survive: instance (any one instance, however "
+        "the replicas were packed on it), zone, region (a provider's region) or provider; none: no redundancy "
+        "(a service's override of the workload's)")
+    serve_fraction: float = Field(default=1.0, gt=0, le=1, description="after losing any one domain, the "
+                                  "surviving replicas still serve this fraction of the service's demand "
+                                  "(without headroom), within its SLOs; 1.0: all of it")
+
+
 def _disaggregation_unsupported(svc) -> str:
     """Why a service cannot be planned disaggregated ("" if it can)."""
     if svc.model is None or svc.profiles:
@@ -507,6 +519,9 @@ class Service(_Strict):
     disaggregation: Disaggregation = Field(default_factory=Disaggregation, json_schema_extra=_show_default({}),
                                            description="limits on the prefill and decode pools (with serving "
                                            "auto or disaggregated)")
+    redundancy: Redundancy | None = Field(default=None, description="this service's failure domain, "
+                                          "overriding constraints.redundancy (domain none: no redundancy for it); "
+                                          "unset: the workload's")
 
     @field_validator("engine")
     @classmethod
@@ -609,6 +624,10 @@ class Constraints(_Strict):
     budget_usd_per_month: float | None = Field(default=None, gt=0, le=1e10, description="average "
                                                "cost per month, US dollars: the horizon's cost scaled to 730 hours; "
                                                "unset: no monthly budget")
+    redundancy: Redundancy | None = Field(default=None, description="every service must still serve "
+                                          "serve_fraction of its demand after losing any one failure domain "
+                                          "(instance, zone, region or provider), exactly, in the optimization; "
+                                          "services may override it. Unset: no redundancy beyond min_replicas")
     reserved_gpus_min: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve "
                                           "at least this many GPUs (all reserved offers together); needs a reserved "
                                           "tier in pricing_tiers")
@@ -960,6 +979,35 @@ class Workload(_Strict):
                 "periods, pricing tiers or a running fleet"
             raise ValueError(f"service {split[0].name!r} asks for serving: {split[0].serving}, which is planned for "
                              f"one period without {what} for now. To fix: set serving: aggregated, or drop {what}")
+        return self
+
+    def redundancy_of(self, svc: Service) -> Redundancy | None:
+        """The failure domain `svc` must survive: its own, else the workload's; None for none."""
+        r = svc.redundancy if svc.redundancy is not None else self.constraints.redundancy
+        return None if r is None or r.domain == "none" else r
+
+    @model_validator(mode="after")
+    def _redundancy_supported(self):
+        for i, s in enumerate(self.services):
+            r = self.redundancy_of(s)
+            if r is None:
+                continue
+            where = f"services[{i}].redundancy" if s.redundancy is not None else "constraints.redundancy"
+            if self.horizon_mode:
+                raise ValueError(f"{where} (service {s.name!r}) is planned for one period at one price list without "
+                                 "a running fleet for now. To fix: drop periods, pricing_tiers and current_fleet, or "
+                                 "drop the redundancy")
+            if s.serving != "aggregated":
+                raise ValueError(f"{where}: service {s.name!r} asks for serving: {s.serving}, and disaggregated pools "
+                                 "are not planned with failure domains yet. To fix: set serving: aggregated, or "
+                                 "drop the redundancy")
+            if self.constraints.same_region and r.domain in ("zone", "region", "provider"):
+                raise ValueError(f"{where}: surviving the loss of a {r.domain} needs replicas in two "
+                                 f"{'providers' if r.domain == 'provider' else 'regions'}, but constraints.same_region "
+                                 f"keeps them in one. To fix: drop same_region, or use domain instance")
+            if s.max_replicas == 1:
+                raise ValueError(f"{where}: service {s.name!r} has max_replicas 1, so no replica can survive the "
+                                 "loss of its domain. To fix: raise max_replicas, or set its redundancy domain to none")
         return self
 
     @field_validator("periods")

@@ -438,7 +438,7 @@ class StatusCount(_message.Message):
     def __init__(self, status: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
+    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice", "redundancy_cost", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -457,6 +457,7 @@ class Plan(_message.Message):
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_COST_FIELD_NUMBER: _ClassVar[int]
     SERVING_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    REDUNDANCY_COST_FIELD_NUMBER: _ClassVar[int]
     PERIODS_FIELD_NUMBER: _ClassVar[int]
     RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     HORIZON_HOURS_FIELD_NUMBER: _ClassVar[int]
@@ -485,6 +486,7 @@ class Plan(_message.Message):
     solver: SolverInfo
     confidence_cost: ConfidenceCost
     serving_choice: ServingChoice
+    redundancy_cost: RedundancyCost
     periods: _containers.RepeatedCompositeFieldContainer[PeriodPlan]
     reservations: _containers.RepeatedCompositeFieldContainer[Reservation]
     horizon_hours: float
@@ -495,7 +497,7 @@ class Plan(_message.Message):
     changes: _containers.RepeatedCompositeFieldContainer[FleetChange]
     rollout: Rollout
     horizon_solver: HorizonSolverInfo
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., serving_choice: _Optional[_Union[ServingChoice, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., serving_choice: _Optional[_Union[ServingChoice, _Mapping]] = ..., redundancy_cost: _Optional[_Union[RedundancyCost, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
 
 class PeriodPlan(_message.Message):
     __slots__ = ("name", "hours", "fleet", "total_price_usd_per_hour", "gpus", "services", "evaluation", "unused_reservations", "expected_spot_interruptions_per_hour")
@@ -708,7 +710,7 @@ class FleetLine(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated", "headroom_utilization")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated", "headroom_utilization", "redundancy")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -728,6 +730,7 @@ class ServiceResult(_message.Message):
     LINK_FIELD_NUMBER: _ClassVar[int]
     SIMULATED_FIELD_NUMBER: _ClassVar[int]
     HEADROOM_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    REDUNDANCY_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -747,7 +750,8 @@ class ServiceResult(_message.Message):
     link: str
     simulated: PoolSimulation
     headroom_utilization: float
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ..., headroom_utilization: _Optional[float] = ...) -> None: ...
+    redundancy: Redundancy
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ..., headroom_utilization: _Optional[float] = ..., redundancy: _Optional[_Union[Redundancy, _Mapping]] = ...) -> None: ...
 
 class ServingChoice(_message.Message):
     __slots__ = ("aggregated_only_usd_per_hour", "disaggregated_only_usd_per_hour", "note")
@@ -758,6 +762,30 @@ class ServingChoice(_message.Message):
     disaggregated_only_usd_per_hour: float
     note: str
     def __init__(self, aggregated_only_usd_per_hour: _Optional[float] = ..., disaggregated_only_usd_per_hour: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
+
+class Redundancy(_message.Message):
+    __slots__ = ("domain", "serve_fraction", "worst_domain", "surviving_fraction", "exact")
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    SERVE_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    WORST_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    SURVIVING_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    EXACT_FIELD_NUMBER: _ClassVar[int]
+    domain: str
+    serve_fraction: float
+    worst_domain: str
+    surviving_fraction: float
+    exact: bool
+    def __init__(self, domain: _Optional[str] = ..., serve_fraction: _Optional[float] = ..., worst_domain: _Optional[str] = ..., surviving_fraction: _Optional[float] = ..., exact: bool = ...) -> None: ...
+
+class RedundancyCost(_message.Message):
+    __slots__ = ("without_usd_per_hour", "extra_usd_per_hour", "note")
+    WITHOUT_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    without_usd_per_hour: float
+    extra_usd_per_hour: float
+    note: str
+    def __init__(self, without_usd_per_hour: _Optional[float] = ..., extra_usd_per_hour: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class PoolSimulation(_message.Message):
     __slots__ = ("rate_rps", "verdict", "requests", "percentile", "ttft_ms", "tpot_ms", "kv_transfer_ms")
