@@ -44,6 +44,9 @@ class GpuType:
     supports_int4: bool = False  # 4-bit weight-only kernels (AWQ/GPTQ) run here
     consumer: bool = False
     llm_estimates: bool = True  # False: only measured profiles can place a service here
+    # Board power at full load, watts (NVIDIA max power / TDP, AMD TBP): an upper bound on
+    # what one GPU draws. None: no datasheet figure (power is then not reported for it).
+    board_power_w: float | None = None
     source: str = ""
     derivation: str = ""
     as_of: str = ""
@@ -106,6 +109,9 @@ class Offer:
     reserved_1y_price_usd_per_hour: float | None = None
     reserved_3y_price_usd_per_hour: float | None = None
     tier_sources: str = ""  # provenance of the tier prices (offer_tiers.csv rows, or "user")
+    # Owned hardware (workload `owned`, solver/catalog/owned.py): kW one GPU draws as the
+    # owner states it; None: the GPU type's board power.
+    power_kw_per_gpu: float | None = None
 
     @functools.cached_property
     def id(self) -> str:
