@@ -27,6 +27,7 @@ from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable, unexplained_reason
 from solver.compile.power import power_violations
+from solver.output.power import add_power
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.tiebreak import tie_break
@@ -838,6 +839,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
                         [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas]}
                          for p in (report.placements if report else [])],
                         info, catalog=catalog.description, pricing=problem.pricing)
+    add_power(result, problem, dict(solution.fleet), solution.assignments)
     if report is not None:
         result.evaluation = {"ok": report.ok, "violations": report.violations,
                              "cost_usd_per_hour": round(report.cost_usd_per_hour, 6)}

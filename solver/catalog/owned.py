@@ -76,7 +76,7 @@ def with_owned(workload, catalog: Catalog) -> Catalog:
         offers.append(Offer(
             provider=OWNED_PROVIDER, name=owned_offer_name(site.name, gpu_name, entry.gpus_per_instance),
             region=site.name, gpu=gpu_name, gpus_per_instance=entry.gpus_per_instance,
-            price_usd_per_hour=kw * site.electricity_usd_per_kwh,
+            price_usd_per_hour=round(kw * site.electricity_usd_per_kwh, 9),
             interconnect=interconnect_for(gpu, entry.gpus_per_instance),
             available_instances=entry.count // entry.gpus_per_instance,
             source=f"owned ({path}): energy {kw:g} kW x ${site.electricity_usd_per_kwh:g}/kWh at {site.name}",
