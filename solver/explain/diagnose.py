@@ -347,7 +347,7 @@ def _site_reason(problem: Problem, site, kw: float, without: str) -> Infeasibili
         f"power[{site.name}]", f"site {site.name}'s power cap of {site.cap_kw:g} kW binds: the cheapest fleet without "
         f"{without} runs owned servers there drawing {kw:.4g} kW (board power at full load), and no mix of the "
         "other allowed offers makes up for it.",
-        f"raise sites[{site.name}].power_cap_kw (to {math.ceil(kw * 100) / 100:g} kW that fleet fits), allow cloud "
+        f"raise site {site.name}'s power_cap_kw (that fleet fits in {math.ceil(kw * 100) / 100:g} kW), allow cloud "
         "offers to take the rest (constraints.providers, gpu_types, regions), or lower demand")
 
 
