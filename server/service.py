@@ -208,7 +208,7 @@ def _catalog_answer(gpu: str, provider: str, region: str) -> bytes:
 def _gpu_fields(gpu) -> dict:
     """A GPU type as the GpuType message holds it: board_power_w is not one of its fields yet
     (its field numbers are coordinated with other work on the proto); plans carry the power
-    that matters to a caller (Plan.power_kw, FleetLine.power_kw_per_gpu)."""
+    that matters to a caller (Plan.power_kw, FleetLine.power_kw_per_instance)."""
     fields = asdict(gpu)
     fields.pop("board_power_w", None)
     return fields

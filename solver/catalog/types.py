@@ -109,9 +109,6 @@ class Offer:
     reserved_1y_price_usd_per_hour: float | None = None
     reserved_3y_price_usd_per_hour: float | None = None
     tier_sources: str = ""  # provenance of the tier prices (offer_tiers.csv rows, or "user")
-    # Owned hardware (workload `owned`, solver/catalog/owned.py): kW one GPU draws as the
-    # owner states it; None: the GPU type's board power.
-    power_kw_per_gpu: float | None = None
 
     @functools.cached_property
     def id(self) -> str:
