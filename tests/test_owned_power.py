@@ -268,3 +268,45 @@ def test_a_round_trip_over_grpc_carries_power_and_sites():
                                 "gpus_owned": 16}]
     assert {f["offer_id"]: f["power_kw"] for f in remote["fleet"]} == pytest.approx(
         {"owned/dc1-H100-SXM-8gpu": 5.6, "cloud/h100x1": 4.9})
+
+
+def test_a_gpu_without_board_power_reports_no_power_and_owning_it_needs_a_figure():
+    from solver.errors import InputError
+
+    gpu = {"name": "X1", "memory_gib": 80}
+    w = {"name": "custom", "services": [{"name": "svc", "demand": {"requests_per_s": 10},
+                                         "profiles": [{"gpu": "X1", "requests_per_s": 5}]}],
+         "catalog": {"gpus": [gpu], "offers": [{"provider": "c", "name": "x1", "gpu": "X1", "gpus_per_instance": 1,
+                                                "price_usd_per_hour": 1.0}]}}
+    result = plan(parse_workload(w), FAST)
+    assert result.power_kw is None and result.fleet[0].power_kw is None  # never a partial sum
+    w["owned"] = [{"gpu": "X1", "count": 8, "site": "dc1"}]
+    w["sites"] = [{"name": "dc1", "electricity_usd_per_kwh": 0.1}]
+    with pytest.raises(InputError) as err:
+        plan(parse_workload(w), FAST)
+    assert err.value.violations[0].field == "owned[0].power_kw_per_gpu"
+    gpu["board_power_w"] = 500  # a described GPU's board power is used like the catalog's
+    result = plan(parse_workload(w), FAST)
+    assert result.power_kw == pytest.approx(8 * 0.5) and result.total_price_usd_per_hour == pytest.approx(0.4)
+
+
+def test_the_catalog_build_refuses_a_board_power_without_its_source():
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("build_catalog", ROOT / "scripts" / "build_catalog.py")
+    bc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bc)
+    import csv
+
+    with open(ROOT / "solver" / "catalog" / "data" / "gpus_supplement.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["name"] == "GB200")
+    # A blank reference row stands in for the reference data (not beside every clone).
+    blank = {k: "" for k in ("architecture", "form_factor", "memory_gib", "memory_bandwidth_gbs", "fp16_dense_tflops",
+                             "bf16_dense_tflops", "fp8_dense_tflops", "int8_dense_tops", "nvlink_gbs", "pcie_gen",
+                             "tdp_w")}
+    specs = {"ref": dict(blank, gpu="ref")}
+    assert bc.apply_gpu_supplement([], specs, [row])[0]["board_power_w"] == 1200.0
+    with pytest.raises(bc.SupplementError, match="board_power_source"):
+        bc.apply_gpu_supplement([], specs, [dict(row, board_power_source=" ")])
