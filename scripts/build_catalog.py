@@ -70,6 +70,58 @@ GPU_TYPES: dict[str, tuple[str, dict[str, object], str]] = {
     "MI300X": ("MI300X", {}, ""),
 }
 CONSUMER = {"RTX-4090", "RTX-3090"}
+
+# Board power (W, the most the board draws at full load: NVIDIA "max power" / TDP, AMD TBP)
+# per reference spec row: the figure is gpu_specs.csv's tdp_w; these strings say which
+# of the row's sources (as summarised in the reference data's specs_evidence.md) state
+# it, and where sources disagree, which figure the catalog keeps and why. Site power
+# caps (docs/owned-and-power.md) treat it as an upper bound, so the higher figure wins.
+BOARD_POWER_SOURCES: dict[str, str] = {
+    "T4": "70 W: hmc-tech.com/gpu/nvidia-l4-vs-nvidia-t4, pcpartcomparison.com/gpu/tesla-t4-vs-l4, HF RajBhope "
+          "gpu_catalog.json (gist hewumars says 75 W)",
+    "L4": "72 W: grokipedia.com/page/NVIDIA_L4_vs_L40S, hmc-tech.com/gpu/nvidia-l4-vs-nvidia-a2, "
+          "fpsbench.com/compare/gpu/nvidia-l4-vs-nvidia-tesla-m40",
+    "A10": "150 W: gist.github.com/kimbochen (A10 125 TFLOP/s, 0.6 TB/s, 150 W)",
+    "A10G": "300 W: the power limit nvidia-smi reports on AWS g5 (gist shashankprasanna/10ebe6dc1ba1d8d93db17da4e2cc890e); "
+            "the HF RajBhope gpu_catalog.json says 150 W (the A10's figure); no NVIDIA datasheet (an AWS-only part), "
+            "so the enforced limit, the higher figure, is kept as the upper bound",
+    "A40": "300 W: NVIDIA A40 datasheet text as listed on ecer.com ('max power 300 W'); hmc-tech.com "
+           "nvidia-a40-vs-nvidia-grid-a100b; huggingface.co/hardware/a40",
+    "L40": "300 W: NVIDIA L40/L40S datasheet table on mullet.se (product_id=355414, 'max power 300 W'); "
+           "cpu-gpu.alldbin.com; yobitel.com/knowledge-base/nvidia-l40",
+    "L40S": "350 W: NVIDIA L40/L40S datasheet table on mullet.se (product_id=355414, 'max power 350 W'); "
+            "omegaco.ae/shop/gpu-cards-edge-ai/nvidia-l40s; TechPowerUp-derived text says 'up to 300 W' (lower, not kept)",
+    "A100-40GB-SXM4": "400 W: glennklockwood.com/garden/processors/A100 (NVIDIA A100 datasheet r4); "
+                      "techpowerup.com/gpu-specs/a100-sxm4-40-gb.c3506; thundercompute.com A100 guide",
+    "A100-40GB-PCIe": "250 W: thundercompute.com/blog/nvidia-a100-specs-full-guide; A100 40GB PCIe product brief "
+                      "PB-10137-001_v03 (docslib.org)",
+    "A100-80GB-SXM4": "400 W: glennklockwood.com/garden/processors/A100 (NVIDIA A100 datasheet r4); thundercompute.com",
+    "A100-80GB-PCIe": "300 W: thundercompute.com/blog/nvidia-a100-specs-full-guide (nvplay.ru, citing the launch "
+                      "table, says 250 W: the higher, later datasheet figure is kept)",
+    "H100-SXM5": "700 W: glennklockwood.com/garden/processors/h100; codesota.com/hardware/h100 ('from the NVIDIA "
+                 "datasheet'); hawkvelt.id.au ('up to 700 W')",
+    "H100-PCIe": "350 W: NVIDIA H100 PCIe Product Brief PB-11133-001_v02 (manuals.plus, 'max TDP 350 W'); "
+                 "gist.github.com/kimbochen; hmc-tech.com",
+    "H100-NVL": "350 W: grokipedia.com/page/210100120 (gpu.blog: 350-400 W configurable; gpus_supplement.csv "
+                "raises it to 400 W)",
+    "H200-SXM": "700 W: lzwjava.github.io/nvidia-h200-gpu-specs-en, aiminingco.com/gpu/h200/specs, geektopia.es, "
+                "alpharomercoma/MI300X-vs-H200 REPORT.md (the PCIe/NVL variant is 600 W: saulelectric.com)",
+    "GH200 (96GB HBM3)": "1000 W for the whole superchip module (Grace CPU, H100-class GPU and their memory): "
+                         "artificial-intelligence-wiki.com nvidia-grace-hopper-guide ('up to 1000 W'); the "
+                         "host CPU is inside this figure",
+    "B200": "1000 W: glennklockwood.com/garden/processors/B200 ('HGX B200 @1000 W'); haink.org ('~1,000 W')",
+    "V100-SXM2-16GB": "300 W: io-tech.fi (V100 PCIe 250 W, 'SXM2 300 W'); HF RajBhope gpu_catalog.json",
+    "V100-SXM2-32GB": "300 W: HF RajBhope gpu_catalog.json (V100 32 GB, 300 W); io-tech.fi ('SXM2 300 W')",
+    "RTX A6000": "300 W: sysrqmts.com (RTX A6000, 300 W); reviews4000.info; HF ohdoking/gpu_spec nvidia_gpu.csv",
+    "RTX 6000 Ada": "300 W: grafikkarten.com, cputronic.com, zx8123.com; HF ohdoking/gpu_spec nvidia_gpu.csv",
+    "RTX 4090": "450 W: fpsbench.com, pcspecchart.com/pc_parts/gpu/25, techgoing.com ('450 W TBP')",
+    "RTX 3090": "350 W: HF datasets ohdoking/gpu_spec nvidia_gpu.csv",
+    "MI300X": "750 W TBP: alpharomercoma/MI300X-vs-H200 METHODOLOGY.md; mlcommons inference_results_v4.1 "
+              "8xMI300X_2xEPYC-9374F.json ('MI300X-NPS1-SPX-192GB-750W'); codesota.com; gpu.blog",
+}
+# Product GPUs whose board power differs from the spec row's tdp_w (with BOARD_POWER_SOURCES'
+# reason): AWS's A10G runs at the 300 W limit nvidia-smi reports, not the A10's 150 W.
+BOARD_POWER_OVERRIDES_W: dict[str, float] = {"A10G": 300.0}
 NO_LLM_ESTIMATE: set[str] = set()  # MI300X became estimable with its own (AMD) efficiency constants
 
 # gpu_instances.csv GPU name -> product GPU name (form factor from the instance name where stated).
@@ -127,6 +179,7 @@ def build_gpus(specs: dict[str, dict[str, str]]) -> list[dict[str, object]]:
     for name, (spec_name, overrides, derivation) in GPU_TYPES.items():
         row = _spec_fields(name, specs[spec_name])
         row.update(overrides)
+        row["board_power_w"] = BOARD_POWER_OVERRIDES_W.get(name, row["board_power_w"])
         row["spec_row"] = spec_name
         row["source"] = specs[spec_name]["source"]
         row["derivation"] = derivation
@@ -152,6 +205,8 @@ def _spec_fields(name: str, s: dict[str, str]) -> dict[str, object]:
         "nvlink_domain_gpus": None,
         "pcie_gen": int(s["pcie_gen"]) if s["pcie_gen"].strip() else None,
         "supports_int4": None,
+        "board_power_w": _num(s["tdp_w"]),
+        "board_power_source": BOARD_POWER_SOURCES.get(s["gpu"], "") if _num(s["tdp_w"]) is not None else "",
     }
 
 
@@ -202,6 +257,12 @@ def apply_gpu_supplement(rows: list[dict[str, object]], specs: dict[str, dict[st
                 row[col] = int(sup[col])
         if sup["supports_int4"].strip():
             row["supports_int4"] = sup["supports_int4"].strip().lower() == "true"
+        if sup["board_power_w"].strip():
+            if not sup["board_power_source"].strip():
+                raise SupplementError(f"{path.name} line {i} ({name}): board_power_w without board_power_source - "
+                                      "every board power names its datasheet")
+            row["board_power_w"] = float(sup["board_power_w"])
+            row["board_power_source"] = sup["board_power_source"].strip()
         row["source"] = "; ".join(x for x in (str(row["source"] or ""), sup["source"].strip()) if x)
         row["derivation"] = " ".join(x for x in (str(row["derivation"] or ""), sup["caveats"].strip()) if x)
         row["as_of"] = sup["as_of"].strip()
@@ -228,6 +289,7 @@ def finish_gpus(rows: list[dict[str, object]]) -> list[dict[str, object]]:
             "nvlink_domain_gpus": domain, "pcie_gen": r["pcie_gen"],
             "supports_fp8": r["fp8_tflops"] is not None, "supports_int4": bool(int4),
             "consumer": r["name"] in CONSUMER, "llm_estimates": r["name"] not in NO_LLM_ESTIMATE,
+            "board_power_w": r["board_power_w"], "board_power_source": r["board_power_source"],
             "spec_row": r["spec_row"], "source": r["source"], "derivation": r["derivation"], "as_of": r["as_of"],
         })
     return out

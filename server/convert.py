@@ -240,9 +240,9 @@ def to_dict(msg: Message) -> dict:
     return _without_absent_extensions(msg, out)
 
 
-# The multi-period fields (Plan 40-59) exist only in horizon plans; fields from 60 on are
-# every plan's (null where unset).
-_PLAN_EXTENSIONS = [f.name for f in pb.Plan.DESCRIPTOR.fields if _EXTENSION_FROM <= f.number < 60]
+# Plan fields from 60 on (power and energy) are in every plan, not horizon extensions.
+_EVERY_PLAN_FROM = 60
+_PLAN_EXTENSIONS = [f.name for f in pb.Plan.DESCRIPTOR.fields if _EXTENSION_FROM <= f.number < _EVERY_PLAN_FROM]
 
 
 def _without_absent_extensions(msg: Message, out: dict) -> dict:

@@ -10,6 +10,7 @@ from google.protobuf.message import DecodeError
 from server import convert
 from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.catalog.custom import catalog_from_spec
+from solver.catalog.owned import with_owned
 from solver.catalog.types import Catalog
 from solver.backend_choices import withdrawn_backend
 from solver.errors import InputError
@@ -48,6 +49,7 @@ def read_workload(msg: pb.Workload, field: str = "workload",
                                 "the service does not read files named in requests.",
                                 "send the file's content in workload.catalog_file (the Python client does when "
                                 "given base_dir or a workload path), or inline its offers under catalog.offers")
+    catalog = with_owned(workload, catalog)  # a catalog file's offers meet the owned GPUs here too
     return check_references(workload, catalog), catalog
 
 

@@ -201,8 +201,17 @@ def _catalog_answer(gpu: str, provider: str, region: str) -> bytes:
     gpus = [g for g in catalog.gpus.values() if not filtered or any(o.gpu == g.name for o in offers)]
     return pb.GetCatalogResponse(
         description=catalog.description,
-        gpus=[convert.to_message(pb.GpuType, asdict(g), "gpu") for g in gpus],
+        gpus=[convert.to_message(pb.GpuType, _gpu_fields(g), "gpu") for g in gpus],
         offers=[convert.to_message(pb.Offer, {"id": o.id, **asdict(o)}, "offer") for o in offers]).SerializeToString()
+
+
+def _gpu_fields(gpu) -> dict:
+    """A GPU type as the GpuType message holds it: board_power_w is not one of its fields yet
+    (its field numbers are coordinated with other work on the proto); plans carry the power
+    that matters to a caller (Plan.power_kw, FleetLine.power_kw_per_instance)."""
+    fields = asdict(gpu)
+    fields.pop("board_power_w", None)
+    return fields
 
 
 def add_to_server(servicer: PlannerServicer, server: grpc.Server) -> None:

@@ -15,8 +15,10 @@ from solver.compile.candidates import CandidateBuilder
 from solver.compile.compiled import calibration_of, compile_service
 from solver.dataclass_repr import dataclass
 from solver.compile.load_caps import at_load_checked, exact_cap
+from solver.catalog.owned import OWNED_PROVIDER
 from solver.catalog.types import Catalog
 from solver.compile.resolve import filter_offers, offer_limits
+from solver.evaluate_owned import owned_violations
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
 from solver.survival import Held, Survival, worst_loss
@@ -85,6 +87,9 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
     for offer_id, n in sorted(running.items()):
         if offer_id in limits and n > limits[offer_id]:
             rep.violations.append(f"{n} instances of {offer_id} exceed its limit of {limits[offer_id]}")
+    # Owned servers and site power caps, from the raw `owned` and `sites` (solver/evaluate_owned.py).
+    rep.violations.extend(owned_violations(workload, catalog, running,
+                                           {o: offers_by_id[o].price_usd_per_hour for o in running}))
     if horizon:
         rep.cost_usd_per_hour = _tier_cost(workload, offers_by_id, sol, reserved or {}, rep.violations)
 
@@ -322,7 +327,7 @@ def _tier_cost(workload: Workload, offers: dict, sol: Solution, reserved: dict[s
             continue
         above = n - (reserved.get(offer_id, (0, ""))[0])
         if above > 0:
-            if "on_demand" not in allowed:
+            if "on_demand" not in allowed and offers[offer_id].provider != OWNED_PROVIDER:
                 violations.append(f"{above} instance(s) of {offer_id} beyond its reservation, but on-demand is not allowed")
             cost += offers[offer_id].price_usd_per_hour * above
     for offer_id, n in sorted(sol.spot_fleet):

@@ -26,6 +26,8 @@ from solver.errors import Cancelled, InfeasibleError, InputError, PlannerError, 
 from solver.interrupt import Stop
 from solver.evaluate import evaluate
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable, unexplained_reason
+from solver.compile.power import power_violations
+from solver.output.power import add_power
 from solver.optimize.formulation import Formulation, build, region_violations
 from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.tiebreak import tie_break
@@ -98,6 +100,10 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     if options.verify is None:
         options = replace(options, verify=workload.solver.verify)
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
+    if options.catalog is not None:  # a caller's catalog (reviews, the server): the owned GPUs join it
+        from solver.catalog.owned import with_owned
+
+        catalog = with_owned(workload, catalog)
     if not (options.references_checked and options.catalog is not None):
         workload = check_references(workload, catalog)
     time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
@@ -634,6 +640,8 @@ def evaluate_quick(problem: Problem, sol: Solution) -> bool:
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in sol.fleet if problem.offer(o).gpu == gpu)
         if used > quota:
             return False
+    if power_violations(problem, dict(sol.fleet)):
+        return False
     if region_violations(problem, sol):
         return False
     return not (redundancy.active(problem) and redundancy.violations(problem, sol))
@@ -872,6 +880,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
                         [{"offer_id": p.offer_id, "instance": p.instance, "replicas": [list(r) for r in p.replicas]}
                          for p in (report.placements if report else [])],
                         info, catalog=catalog.description, pricing=problem.pricing)
+    add_power(result, problem, dict(solution.fleet), solution.assignments)
     if report is not None:
         result.evaluation = {"ok": report.ok, "violations": report.violations,
                              "cost_usd_per_hour": round(report.cost_usd_per_hour, 6)}

@@ -364,7 +364,19 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
                         solver_info, catalog=catalog.description, pricing=problem.pricing, horizon=horizon)
     result.evaluation = {"ok": not violations, "violations": violations,
                          "cost_usd_per_hour": round(reports[0].cost_usd_per_hour, 6)}
+    from solver.output.power import add_power
+
+    add_power(result, problem, _running(first), first.assignments,
+              [(p.hours, _running(solutions[merged[j]])) for j, p in enumerate(periods)])
     return result
+
+
+def _running(sol: Solution) -> dict[str, int]:
+    """Instances running per offer in a period, firm and spot together (what draws power)."""
+    out = dict(sol.fleet)
+    for offer_id, n in sol.spot_fleet:
+        out[offer_id] = out.get(offer_id, 0) + n
+    return out
 
 
 def _period(problem, period, spec, sol: Solution, reserved, prices, report) -> PeriodResult:

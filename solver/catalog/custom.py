@@ -19,7 +19,8 @@ def gpu_from_spec(s) -> GpuType:
                    fp16_tflops=s.fp16_tflops, bf16_tflops=s.bf16_tflops, fp8_tflops=s.fp8_tflops,
                    fp4_tflops=s.fp4_tflops, int8_tops=s.int8_tops, nvlink_gbs=s.nvlink_gbs, nvlink_domain_gpus=domain,
                    pcie_gen=s.pcie_gen, form_factor=s.form_factor, vendor=s.vendor, architecture=s.architecture,
-                   supports_fp8=fp8, supports_int4=int4, consumer=s.consumer, source=s.source or "user")
+                   supports_fp8=fp8, supports_int4=int4, consumer=s.consumer, board_power_w=s.board_power_w,
+                   source=s.source or "user")
 
 
 def catalog_from_spec(gpus_spec, offers_spec, *, include_default_gpus: bool = True,

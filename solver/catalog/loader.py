@@ -46,7 +46,8 @@ def default_gpus() -> dict[str, GpuType]:
                 pcie_gen=int(r["pcie_gen"]) if r["pcie_gen"] else None,
                 form_factor=r["form_factor"], vendor=r["vendor"], architecture=r["architecture"],
                 supports_fp8=_b(r["supports_fp8"]), supports_int4=_b(r["supports_int4"]), consumer=_b(r["consumer"]),
-                llm_estimates=_b(r["llm_estimates"]), source=r["source"], derivation=r["derivation"],
+                llm_estimates=_b(r["llm_estimates"]), board_power_w=_f(r["board_power_w"]),
+                source=r["source"], derivation=r["derivation"],
                 as_of=r["as_of"],
             )
     return gpus

@@ -44,6 +44,9 @@ class GpuType:
     supports_int4: bool = False  # 4-bit weight-only kernels (AWQ/GPTQ) run here
     consumer: bool = False
     llm_estimates: bool = True  # False: only measured profiles can place a service here
+    # Board power at full load, watts (NVIDIA max power / TDP, AMD TBP): an upper bound on
+    # what one GPU draws. None: no datasheet figure (power is then not reported for it).
+    board_power_w: float | None = None
     source: str = ""
     derivation: str = ""
     as_of: str = ""

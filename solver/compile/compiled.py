@@ -11,6 +11,7 @@ from __future__ import annotations
 from solver.catalog.types import Catalog
 from solver.compile.problem import (ClassTokens, HorizonTerms, Period, Problem, Profile, RunningInstances,
                                     RunningReplicas, ServiceDemand, Slo)
+from solver.compile.power import compile_power
 from solver.compile.resolve import filter_offers, model_arch, offer_limits
 from solver.confidence import DEFAULT_CONFIDENCE, NOMINAL
 from solver.errors import InputError
@@ -89,7 +90,7 @@ def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
         relative_gap=workload.solver.relative_gap,
         filtered_out=tuple(filtered_out),
         name=workload.name, pricing=c.pricing, calibration=calibration_of(workload),
-        periods=periods, horizon=compile_horizon(workload))
+        periods=periods, horizon=compile_horizon(workload), power=compile_power(workload, offers, catalog))
 
 
 def compile_horizon(workload: Workload) -> HorizonTerms | None:

@@ -292,6 +292,9 @@ class Problem:
     verified: dict[str, tuple[float, float]] = field(default_factory=dict)
     first_caps: dict[str, float] = field(default_factory=dict)
     checks: dict = field(default_factory=dict)  # config key -> verified_caps.Check: the final plan's
+    # Site power caps, kW per instance and the owned hardware's amortised cost
+    # (solver/compile/power.py); None: no power figures at all.
+    power: object = None
 
     def offer(self, offer_id: str) -> Offer:
         return self._offers_by_id[offer_id]

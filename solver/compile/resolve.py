@@ -12,6 +12,7 @@ from dataclasses import replace
 from solver.catalog.custom import catalog_from_spec
 from solver.catalog.gpu_names import ambiguity, resolve_gpu_name
 from solver.catalog.loader import default_catalog, load_catalog_file
+from solver.catalog.owned import OWNED_PROVIDER
 from solver.catalog.types import PRECISIONS, Catalog, Offer
 from solver.compile.horizon_checks import check_horizon
 from solver.errors import FieldViolation, InputError
@@ -23,6 +24,13 @@ from solver.suggest import did_you_mean
 
 
 def resolve_catalog(workload: Workload, base_dir: str | None = None) -> Catalog:
+    """The workload's catalog (default, file or inline), with its owned GPUs as offers."""
+    from solver.catalog.owned import with_owned
+
+    return with_owned(workload, _base_catalog(workload, base_dir))
+
+
+def _base_catalog(workload: Workload, base_dir: str | None) -> Catalog:
     ref = workload.catalog
     if ref.source == "file":
         from pathlib import Path
@@ -230,6 +238,9 @@ def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], li
     for o in catalog.offers:
         gpu = gpus[o.gpu]
         why = ""
+        # Owned servers are paid for already: no market applies to them, so neither the spot
+        # price list nor the allowed tiers filter them (they run at their energy price).
+        owned = o.provider == OWNED_PROVIDER
         if providers and o.provider.lower() not in providers:
             why = f"provider {o.provider} not in constraints.providers"
         elif regions and o.region.lower() not in regions:
@@ -244,14 +255,14 @@ def filter_offers(workload: Workload, catalog: Catalog) -> tuple[list[Offer], li
             why = "quota or availability is 0 instances"
         elif gpu_quotas and gpu_quotas.get(o.gpu, o.gpus_per_instance) < o.gpus_per_instance:
             why = f"GPU quota for {o.gpu} is below one instance ({o.gpus_per_instance} GPUs)"
-        elif spot and o.spot_price_usd_per_hour is None:
+        elif spot and o.spot_price_usd_per_hour is None and not owned:
             why = "no spot price"
-        elif tiers is not None and all(o.tier_price(t) is None for t in tiers):
+        elif tiers is not None and all(o.tier_price(t) is None for t in tiers) and not owned:
             why = f"no price for the allowed tiers ({', '.join(tiers)})"
         if why:
             dropped.append((o.id, why))
             continue
-        if spot:
+        if spot and not owned:
             o = o.with_price(o.spot_price_usd_per_hour)
         kept.append(o)
     return kept, dropped

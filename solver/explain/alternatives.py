@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from solver.compile.power import power_violations
 from solver.compile.problem import Config, Problem
 from solver.interrupt import Stop
 from solver.optimize.solution import Solution
@@ -129,6 +130,9 @@ def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> 
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in instances.items() if problem.offer(o).gpu == gpu)
         if used > quota:
             return None, f"would need {used} {gpu} GPUs; the quota is {quota}"
+    over = power_violations(problem, instances)
+    if over:
+        return None, f"would exceed a power cap: {over[0]}"
     if problem.same_region == "fleet":
         regions = {(problem.offer(o).provider, problem.offer(o).region) for o in instances}
         if len(regions) > 1:

@@ -255,9 +255,9 @@ def diagnose_infeasible(problem: Problem, backend, stop: Stop, known_infeasible:
     if replicas:
         return replicas
 
-    def relaxed(budget: bool, quotas: bool):
+    def relaxed(budget: bool, quotas: bool, power: bool | frozenset[str] = True):
         stop.check("the infeasibility diagnosis")
-        form = build(problem, budget=budget, quotas=quotas, stop=stop)
+        form = build(problem, budget=budget, quotas=quotas, stop=stop, power=power)
         seconds = stop.seconds_left(RELAXED_SOLVE_CAP_S)
         if seconds <= 0.01:
             return form, None
@@ -280,7 +280,13 @@ def diagnose_infeasible(problem: Problem, backend, stop: Stop, known_infeasible:
                 "budget", f"the cheapest fleet that meets demand and quotas {exact} ${cheapest:.4f}/hour, above the "
                 f"budget of ${problem.budget_usd_per_hour:g}/hour.",
                 f"raise constraints.budget_usd_per_hour to at least {math.ceil(cheapest * 100) / 100:g}, or lower demand")]
-    form, out = relaxed(budget=False, quotas=False)
+    if problem.power is not None and problem.power.sites:
+        # Site power caps next, with quotas and availability kept: a plan without the caps
+        # (and without the budget, which the step above cleared) proves a cap binds.
+        found = _power_caps(problem, relaxed)
+        if found:
+            return found
+    form, out = relaxed(budget=False, quotas=False, power=False)
     if out is None or (out.values is None and out.status != "infeasible"):
         stop.check("the infeasibility diagnosis")
         return [InfeasibilityReason("time_limit", "no fleet fits, and the time limit ended before the binding "
@@ -313,6 +319,9 @@ def diagnose_infeasible(problem: Problem, backend, stop: Stop, known_infeasible:
                 f"availability[{offer_id}]", f"the cheapest fleet without limits needs {used_offer[offer_id]} "
                 f"instances of {offer_id}; only {limit} are available.",
                 f"raise constraints.offer_quotas.{offer_id}, or allow other offers"))
+    if problem.power is not None:
+        reasons += [_site_reason(problem, site, kw, "quotas and power caps")
+                    for site, kw in _sites_over(problem, form, out.values)]
     if reasons:
         return reasons
     # The cheapest fleet without quotas keeps every quota and limit, so they bind nothing.
@@ -365,6 +374,43 @@ def _redundancy_reasons(problem: Problem, backend, stop: Stop) -> list[Infeasibi
         "redundancy", "a fleet meets demand, but none survives the loss of one failure domain within min/max "
         "replicas.", "raise max_replicas, allow more regions, providers or offers, or lower "
         "redundancy.serve_fraction")]
+
+
+def _sites_over(problem: Problem, form, values) -> list[tuple[object, float]]:
+    """(site, kW) for each capped site whose cap the fleet in `values` exceeds."""
+    from solver.compile.power import site_power_kw
+
+    running = {offer_id: int(round(values[i])) for offer_id, i in form.n.items()}
+    return [(site, kw) for site in problem.power.sites
+            if (kw := site_power_kw(site, running)) > site.cap_kw * (1 + 1e-9) + 1e-9]
+
+
+def _site_reason(problem: Problem, site, kw: float, without: str) -> InfeasibilityReason:
+    return InfeasibilityReason(
+        f"power[{site.name}]", f"site {site.name}'s power cap of {site.cap_kw:g} kW binds: the cheapest fleet without "
+        f"{without} runs owned servers there drawing {kw:.4g} kW (board power at full load), and no mix of the "
+        "other allowed offers makes up for it.",
+        f"raise site {site.name}'s power_cap_kw (that fleet fits in {math.ceil(kw * 100) / 100:g} kW), allow cloud "
+        "offers to take the rest (constraints.providers, gpu_types, regions), or lower demand")
+
+
+def _power_caps(problem: Problem, relaxed) -> list[InfeasibilityReason]:
+    """The capped sites to blame, each proven by a re-solve: without every cap a plan exists
+    (else [] - the caps are not the cause); then each site over its cap in that plan is
+    relaxed alone, and the sites whose cap alone blocks every plan are named; when none
+    alone does, every site the plan exceeds is named (their caps bind together)."""
+    form, out = relaxed(budget=False, quotas=True, power=False)
+    if out is None or out.values is None:
+        return []
+    over = _sites_over(problem, form, out.values)
+    if len(over) > 1:
+        alone = []
+        for site, kw in over:
+            f1, o1 = relaxed(budget=False, quotas=True, power=frozenset({site.name}))
+            if o1 is not None and o1.values is not None:
+                alone.append((site, kw))
+        over = alone or over
+    return [_site_reason(problem, site, kw, "the cap" if len(over) == 1 else "the caps") for site, kw in over]
 
 
 def unexplained_reason() -> InfeasibilityReason:

@@ -35,6 +35,9 @@ s.t.
   survive[s,d]    (constraints.redundancy) the replicas outside failure domain d serve
                   serve_fraction x demand: solver/optimize/redundancy.py (groups never span
                   a place; an instance domain keeps every configuration its own group)
+  power[site]     sum_{o at site} P_o n_o <= cap_site     (P_o = kW of one instance of o at full
+                                                           board power, host included: owned
+                                                           servers at the site, solver/compile/power.py)
   same region     (constraints.same_region) binary z per region (a provider's region):
                   fleet:   n_o <= ub(n_o) z_region(o),         sum z <= 1
                   service: R_G <= ub(R_G) z_s,region(G),       sum_region z_s <= 1
@@ -457,7 +460,11 @@ _offer_id = attrgetter("offer_id")
 
 
 def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool = True,
-          quotas: bool = True, stop: Stop = NEVER, bounds: bool = True) -> Formulation:
+          quotas: bool = True, stop: Stop = NEVER, bounds: bool = True,
+          power: bool | frozenset[str] = True) -> Formulation:
+    """The MIP of `problem`. `budget`, `quotas` and `power` False leave those rows out (the
+    infeasibility diagnosis re-solves without them); `power` may also name the sites whose
+    cap is left out."""
     source = problem.configs if configs is None else configs
     needs = _NeedBounds(problem)
     # Groups never span a region under same_region: service, nor a place a service must
@@ -527,6 +534,8 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         redundancy.add_rows(f)
     if budget and problem.budget_usd_per_hour is not None:
         lm.row("budget", f.cost_terms, ub=problem.budget_usd_per_hour)
+    if power is not False and problem.power is not None:
+        _power_rows(f, frozenset() if power is True else power)
     # The services' own bounds solve each service without its survive rows: valid, but their
     # plans would not survive; with failure domains the MIP proves its bound itself.
     if bounds and pooled and not redundancy.active(problem):
@@ -679,6 +688,16 @@ def _same_region_rows(f: Formulation, group_ub: dict[str, int]) -> None:
             lm.row(f"region[{g.key}]", [(f.r[g.key], 1.0), (f.z[key], -float(group_ub[g.key]))], ub=0.0)
         if own:
             lm.row(f"one_region[{s.name}]", own, ub=1.0)
+
+
+def _power_rows(f: Formulation, relaxed: frozenset[str]) -> None:
+    """power[site]: the site's running instances at full board power stay within its cap
+    (sites in `relaxed` left out). Only instance variables enter, so the row is the same
+    in the pooled and per-configuration models."""
+    for site in f.problem.power.sites:
+        terms = [(f.n[offer_id], kw) for offer_id, kw in site.offer_kw if offer_id in f.n]
+        if terms and site.name not in relaxed:
+            f.model.row(f"power[{site.name}]", terms, ub=site.cap_kw)
 
 
 def _quota_rows(f: Formulation) -> None:

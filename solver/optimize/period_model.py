@@ -19,6 +19,7 @@ Per period p (hours h), offer o, configuration c, class k:
   regions     sum_{c in region} t_ck q_c <= (1/K) sum_c t_ck q_c   (spot over at least K regions)
   pack        sum_c g_c r_c <= G_o F_o ;  sum_c g_c q_c <= G_o S_o
   quota/limit per GPU type and offer over F_o + S_o (running instances)
+  power[site] sum_{o at site} P_o (F_o + S_o) <= cap_site   (P_o: kW of one instance, solver/compile/power.py)
   changes     (first period, with a running fleet) a_o >= F_o - C_o, d_o >= C_o - F_o, same for spot
   cost        h (price segments of F_o + spot_o S_o) + add_usd sum a + remove_usd sum d
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from solver.catalog.owned import OWNED_PROVIDER
 from solver.compile.problem import Config, Problem, ServiceDemand
 from solver.optimize.linear import INF, LinearModel
 
@@ -54,7 +56,8 @@ def offer_prices(problem: Problem) -> dict[str, OfferPrices]:
     spot_ok = "spot" in tiers and not (h is not None and h.max_spot_share == 0)
     out = {}
     for o in problem.offers:
-        od = o.price_usd_per_hour if "on_demand" in tiers else None
+        # Owned servers run at their energy price whatever tiers the cloud is bought in.
+        od = o.price_usd_per_hour if "on_demand" in tiers or o.provider == OWNED_PROVIDER else None
         spot = o.spot_price_usd_per_hour if spot_ok else None
         reserved = [(o.tier_price(t), t) for t in RESERVED_TIERS if t in tiers and o.tier_price(t) is not None]
         best = min(reserved) if reserved else (None, None)
@@ -174,6 +177,8 @@ def add_period(lm: LinearModel, problem: Problem, configs: list[Config], spec: P
         _same_region_rows(lm, problem, pv, p)
     _pack_rows(lm, problem, pv, by_offer, p)
     _limit_rows(lm, problem, pv, p)
+    if problem.power is not None:
+        _power_rows(lm, problem, pv, p)
     if spec.first and h is not None and h.current_fleet is not None:
         _change_rows(lm, problem, pv, h, p)
     return pv
@@ -318,6 +323,15 @@ def _limit_rows(lm, problem: Problem, pv: PeriodVars, p: str) -> None:
                  for d in (pv.F, pv.S) if o.id in d]
         if terms:
             lm.row(f"quota{p}[{gpu}]", terms, ub=quota)
+
+
+def _power_rows(lm, problem: Problem, pv: PeriodVars, p: str) -> None:
+    """A site's power cap over its running instances in this period (an idle reservation
+    draws nothing; owned servers are never reserved or spot, but the row does not rely on it)."""
+    for site in problem.power.sites:
+        terms = [(d[offer_id], kw) for offer_id, kw in site.offer_kw for d in (pv.F, pv.S) if offer_id in d]
+        if terms:
+            lm.row(f"power{p}[{site.name}]", terms, ub=site.cap_kw)
 
 
 def _change_rows(lm, problem: Problem, pv: PeriodVars, h, p: str) -> None:

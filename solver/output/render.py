@@ -81,6 +81,7 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
         rows = [[f["offer_id"], f["region"], f["gpu"], str(f["gpus_per_instance"]), str(f["instances"]),
                  f"{f['price_usd_per_hour']:.4f}", f"{f['subtotal_usd_per_hour']:.4f}"] for f in d["fleet"]]
         out.append(_table(["offer", "region", "gpu", "gpus/inst", "instances", "$/h each", "$/h"], rows))
+    out.extend(_power_lines(d))
     out.append("")
     rows = []
     for s in d["services"]:
@@ -156,6 +157,30 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
             if not s.get("alternatives"):
                 out.append("    (none: this was the only configuration)")
     return "\n".join(out)
+
+
+def _power_lines(d: dict) -> list[str]:
+    """The fleet's power and energy, the owned hardware's fixed cost and each owned site."""
+    if d.get("power_kw") is None and not d.get("sites"):
+        return []
+    out = [""]
+    if d.get("power_kw") is not None:
+        energy = "" if "periods" in d else f", {number(d['power_kw'])} kWh per hour"
+        if "periods" in d and d.get("energy_kwh") is not None:
+            energy = f"; {number(d['energy_kwh'])} kWh over the {d['horizon_hours']:g}-hour horizon"
+        out.append(f"power: {number(d['power_kw'])} kW at full board power (an upper bound){energy}")
+    per_token = [f"{s['name']} {s['energy_kwh_per_million_tokens']:.4g}" for s in d["services"]
+                 if s.get("energy_kwh_per_million_tokens") is not None]
+    if per_token:
+        out.append(f"energy per million output tokens at demand, kWh: {', '.join(per_token)}")
+    if d.get("owned_amortised_usd_per_hour") is not None:
+        out.append(f"owned hardware: ${d['owned_amortised_usd_per_hour']:.4f}/hour amortised, paid whether used or "
+                   "not (not in the cost above)")
+    for site in d.get("sites") or ():
+        cap = f" of its {number(site['power_cap_kw'])} kW cap" if site["power_cap_kw"] is not None else " (no cap)"
+        out.append(f"  site {site['site']}: {number(site['power_kw'])} kW{cap}, {site['gpus_running']} of "
+                   f"{site['gpus_owned']} owned GPUs running")
+    return out
 
 
 def _util(x: dict, sep: str = " (") -> str:
@@ -304,6 +329,10 @@ def render_horizon(d: dict) -> str:
                      "ok" if p["evaluation"].get("ok") else "FAILED"])
     out.append(_table(["period", "hours", "$/hour", "GPUs", "reserved", "on-demand", "spot", "idle reserved",
                        "evaluator"], rows))
+    if d.get("energy_kwh") is not None:
+        out.append(f"energy at full board power: {number(d['energy_kwh'])} kWh over the horizon ("
+                   + ", ".join(f"{p['name']} {number(p['power_kw'])} kW x {p['hours']:g} h = {number(p['energy_kwh'])} kWh"
+                               for p in d["periods"]) + ")")
     out.append("")
     if d["reservations"]:
         out.append("Reservations (bought for the horizon, paid every hour):")

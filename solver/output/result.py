@@ -25,6 +25,21 @@ class FleetLine:
     subtotal_usd_per_hour: float
     vcpus: float | None = None  # the instance's host size, where the catalog states it
     host_memory_gib: float | None = None
+    # Board power at full load (an upper bound; owned servers' host power included):
+    # all these instances, and one of them. None: the GPU type has no board power.
+    power_kw: float | None = None
+    power_kw_per_instance: float | None = None
+
+
+@dataclass
+class SitePower:
+    """An owned site in the plan: what its running owned servers draw against its cap."""
+
+    site: str
+    power_kw: float  # board power at full load of the owned servers running, host power included
+    power_cap_kw: float | None  # None: no cap
+    gpus_running: int
+    gpus_owned: int  # at this site, of the offers the constraints allow
 
 
 @dataclass
@@ -218,6 +233,10 @@ class ServiceResult:
     # demand) / capacity. utilization is demand / capacity (the real demand, without it).
     headroom_utilization: float | None = None  # None: no headroom
     redundancy: RedundancyView | None = None  # services with a failure domain
+    # Power (solver/output/power.py): the service's replicas' GPUs at full board power, kW;
+    # LLM services: kWh per million output tokens at demand (before headroom).
+    power_kw: float | None = None
+    energy_kwh_per_million_tokens: float | None = None
 
 
 @dataclass
@@ -311,6 +330,8 @@ class PeriodResult:
     evaluation: dict  # the independent evaluator's verdict on this period: {ok, violations, cost_usd_per_hour}
     unused_reservations: list[UnusedReservation] = field(default_factory=list)
     expected_spot_interruptions_per_hour: float | None = None  # where the catalog knows the rates
+    power_kw: float | None = None  # the period's running instances at full board power
+    energy_kwh: float | None = None  # power_kw x the period's hours
 
 
 @dataclass
@@ -415,6 +436,13 @@ class PlanResult:
     confidence_cost: ConfidenceCost | None = None  # --explain, where a service sizes at a confidence
     serving_choice: ServingChoice | None = None  # --explain, where a service has serving: auto
     redundancy_cost: RedundancyCost | None = None  # --explain, where a service has a failure domain
+    # Power and energy (solver/output/power.py): the fleet's (first period's) kW at full board
+    # power; kWh over the plan's horizon (one hour for a single-hour plan); owned hardware's
+    # amortised cost, paid whether used or not and not in total_price_usd_per_hour; owned sites.
+    power_kw: float | None = None
+    energy_kwh: float | None = None
+    owned_amortised_usd_per_hour: float | None = None
+    sites: list[SitePower] = field(default_factory=list)
 
     @property
     def monthly_usd(self) -> float | None:
@@ -449,7 +477,12 @@ class PlanResult:
                 out["changes"] = h["replan"]["changes"]
                 out["rollout"] = h["replan"]["rollout"]
             out["horizon_solver"] = h["solver"]
+        for key in POWER_KEYS:  # proto Plan 60-63, after the horizon's 40-49
+            out[key] = d[key]
         return out
+
+
+POWER_KEYS = ("power_kw", "energy_kwh", "owned_amortised_usd_per_hour", "sites")
 
 
 def plain(value):

@@ -727,6 +727,10 @@ class GpuSpec(_Strict):
                                        "default: NVIDIA Volta or newer")
     consumer: bool = Field(default=False, description="a consumer card (GeForce and the like): its offers are "
                            "used only with constraints.allow_consumer_gpus")
+    board_power_w: float | None = Field(default=None, gt=0, le=10_000, description="board power at full load, "
+                                        "watts (the datasheet's max power / TDP): plans report the fleet's power "
+                                        "and energy with it, and owned GPUs of this type default to it; unset: "
+                                        "no power figure")
     source: str = Field(default="", description="where the figures come from (free text, kept as the GPU "
                         "type's provenance); empty: \"user\"")
 
@@ -947,6 +951,9 @@ class SolverOptions(_Strict):
         return v
 
 
+from solver.workload.owned import OwnedGpus, Site, check_owned_and_sites  # noqa: E402 (uses nothing above)
+
+
 class Workload(_Strict):
     name: str = Field(default="workload", description="the workload's name, shown in the plan")
     services: list[Service] = Field(min_length=1, max_length=5000, description="the services to serve, 1 to "
@@ -970,6 +977,19 @@ class Workload(_Strict):
                                              "they apply whenever a running fleet is given (current_fleet here, "
                                              "`solve --current`, or a gRPC request's current_fleet), and are "
                                              "unused without one. Unset: changes are free and unlimited")
+    # Owned hardware and its sites (solver/workload/owned.py, docs/owned-and-power.md).
+    owned: list[OwnedGpus] = Field(default_factory=list, max_length=1000, json_schema_extra=_show_default([]),
+                                   description="GPUs already owned, per site: planned as offers of provider "
+                                   "\"owned\" in region = site, at most `count` GPUs each, priced at their energy "
+                                   "while they run (their amortised cost is paid anyway and reported apart)")
+    sites: list[Site] = Field(default_factory=list, max_length=1000, json_schema_extra=_show_default([]),
+                              description="the sites owned GPUs run at: a power cap in kW and an electricity "
+                              "price per kWh each")
+
+    @model_validator(mode="after")
+    def _owned_sites(self):
+        check_owned_and_sites(self.owned, self.sites)
+        return self
 
     @model_validator(mode="after")
     def _one_period_for_pools(self):

@@ -438,7 +438,7 @@ class StatusCount(_message.Message):
     def __init__(self, status: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice", "redundancy_cost", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver")
+    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice", "redundancy_cost", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver", "power_kw", "energy_kwh", "owned_amortised_usd_per_hour", "sites")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -468,6 +468,10 @@ class Plan(_message.Message):
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_FIELD_NUMBER: _ClassVar[int]
     HORIZON_SOLVER_FIELD_NUMBER: _ClassVar[int]
+    POWER_KW_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_KWH_FIELD_NUMBER: _ClassVar[int]
+    OWNED_AMORTISED_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    SITES_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     workload: str
     total_price_usd_per_hour: float
@@ -497,10 +501,28 @@ class Plan(_message.Message):
     changes: _containers.RepeatedCompositeFieldContainer[FleetChange]
     rollout: Rollout
     horizon_solver: HorizonSolverInfo
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., serving_choice: _Optional[_Union[ServingChoice, _Mapping]] = ..., redundancy_cost: _Optional[_Union[RedundancyCost, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ...) -> None: ...
+    power_kw: float
+    energy_kwh: float
+    owned_amortised_usd_per_hour: float
+    sites: _containers.RepeatedCompositeFieldContainer[SitePower]
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., serving_choice: _Optional[_Union[ServingChoice, _Mapping]] = ..., redundancy_cost: _Optional[_Union[RedundancyCost, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ..., power_kw: _Optional[float] = ..., energy_kwh: _Optional[float] = ..., owned_amortised_usd_per_hour: _Optional[float] = ..., sites: _Optional[_Iterable[_Union[SitePower, _Mapping]]] = ...) -> None: ...
+
+class SitePower(_message.Message):
+    __slots__ = ("site", "power_kw", "power_cap_kw", "gpus_running", "gpus_owned")
+    SITE_FIELD_NUMBER: _ClassVar[int]
+    POWER_KW_FIELD_NUMBER: _ClassVar[int]
+    POWER_CAP_KW_FIELD_NUMBER: _ClassVar[int]
+    GPUS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    GPUS_OWNED_FIELD_NUMBER: _ClassVar[int]
+    site: str
+    power_kw: float
+    power_cap_kw: float
+    gpus_running: int
+    gpus_owned: int
+    def __init__(self, site: _Optional[str] = ..., power_kw: _Optional[float] = ..., power_cap_kw: _Optional[float] = ..., gpus_running: _Optional[int] = ..., gpus_owned: _Optional[int] = ...) -> None: ...
 
 class PeriodPlan(_message.Message):
-    __slots__ = ("name", "hours", "fleet", "total_price_usd_per_hour", "gpus", "services", "evaluation", "unused_reservations", "expected_spot_interruptions_per_hour")
+    __slots__ = ("name", "hours", "fleet", "total_price_usd_per_hour", "gpus", "services", "evaluation", "unused_reservations", "expected_spot_interruptions_per_hour", "power_kw", "energy_kwh")
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOURS_FIELD_NUMBER: _ClassVar[int]
     FLEET_FIELD_NUMBER: _ClassVar[int]
@@ -510,6 +532,8 @@ class PeriodPlan(_message.Message):
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
     UNUSED_RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SPOT_INTERRUPTIONS_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
+    POWER_KW_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_KWH_FIELD_NUMBER: _ClassVar[int]
     name: str
     hours: float
     fleet: _containers.RepeatedCompositeFieldContainer[TierFleetLine]
@@ -519,7 +543,9 @@ class PeriodPlan(_message.Message):
     evaluation: Evaluation
     unused_reservations: _containers.RepeatedCompositeFieldContainer[UnusedReservation]
     expected_spot_interruptions_per_hour: float
-    def __init__(self, name: _Optional[str] = ..., hours: _Optional[float] = ..., fleet: _Optional[_Iterable[_Union[TierFleetLine, _Mapping]]] = ..., total_price_usd_per_hour: _Optional[float] = ..., gpus: _Optional[int] = ..., services: _Optional[_Iterable[_Union[PeriodService, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., unused_reservations: _Optional[_Iterable[_Union[UnusedReservation, _Mapping]]] = ..., expected_spot_interruptions_per_hour: _Optional[float] = ...) -> None: ...
+    power_kw: float
+    energy_kwh: float
+    def __init__(self, name: _Optional[str] = ..., hours: _Optional[float] = ..., fleet: _Optional[_Iterable[_Union[TierFleetLine, _Mapping]]] = ..., total_price_usd_per_hour: _Optional[float] = ..., gpus: _Optional[int] = ..., services: _Optional[_Iterable[_Union[PeriodService, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., unused_reservations: _Optional[_Iterable[_Union[UnusedReservation, _Mapping]]] = ..., expected_spot_interruptions_per_hour: _Optional[float] = ..., power_kw: _Optional[float] = ..., energy_kwh: _Optional[float] = ...) -> None: ...
 
 class TierFleetLine(_message.Message):
     __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "tier", "price_usd_per_hour", "subtotal_usd_per_hour")
@@ -684,7 +710,7 @@ class HorizonSolverInfo(_message.Message):
     def __init__(self, status: _Optional[str] = ..., horizon_cost_usd: _Optional[float] = ..., bound_usd: _Optional[float] = ..., gap: _Optional[float] = ..., method: _Optional[str] = ..., distinct_periods: _Optional[int] = ..., nodes: _Optional[int] = ..., period_solves: _Optional[int] = ..., change_cost_usd: _Optional[float] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class FleetLine(_message.Message):
-    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour", "vcpus", "host_memory_gib")
+    __slots__ = ("offer_id", "provider", "name", "region", "gpu", "gpus_per_instance", "instances", "price_usd_per_hour", "subtotal_usd_per_hour", "vcpus", "host_memory_gib", "power_kw", "power_kw_per_instance")
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -696,6 +722,8 @@ class FleetLine(_message.Message):
     SUBTOTAL_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     VCPUS_FIELD_NUMBER: _ClassVar[int]
     HOST_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    POWER_KW_FIELD_NUMBER: _ClassVar[int]
+    POWER_KW_PER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     offer_id: str
     provider: str
     name: str
@@ -707,10 +735,12 @@ class FleetLine(_message.Message):
     subtotal_usd_per_hour: float
     vcpus: float
     host_memory_gib: float
-    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ...) -> None: ...
+    power_kw: float
+    power_kw_per_instance: float
+    def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ..., power_kw: _Optional[float] = ..., power_kw_per_instance: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated", "headroom_utilization", "redundancy")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated", "headroom_utilization", "redundancy", "power_kw", "energy_kwh_per_million_tokens")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -731,6 +761,8 @@ class ServiceResult(_message.Message):
     SIMULATED_FIELD_NUMBER: _ClassVar[int]
     HEADROOM_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     REDUNDANCY_FIELD_NUMBER: _ClassVar[int]
+    POWER_KW_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_KWH_PER_MILLION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -751,7 +783,9 @@ class ServiceResult(_message.Message):
     simulated: PoolSimulation
     headroom_utilization: float
     redundancy: Redundancy
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ..., headroom_utilization: _Optional[float] = ..., redundancy: _Optional[_Union[Redundancy, _Mapping]] = ...) -> None: ...
+    power_kw: float
+    energy_kwh_per_million_tokens: float
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ..., headroom_utilization: _Optional[float] = ..., redundancy: _Optional[_Union[Redundancy, _Mapping]] = ..., power_kw: _Optional[float] = ..., energy_kwh_per_million_tokens: _Optional[float] = ...) -> None: ...
 
 class ServingChoice(_message.Message):
     __slots__ = ("aggregated_only_usd_per_hour", "disaggregated_only_usd_per_hour", "note")
