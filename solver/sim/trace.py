@@ -56,8 +56,8 @@ MAX_TOKEN_COUNT = 1_000_000_000
 SERVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")  # solver/workload/schema.py Service.name
 _BLOCK_BYTES = 1 << 22  # read 4 MiB at a time
 _BATCH_ROWS = 65_536  # rows checked together
-# A blank or comment line anywhere in a block of text: then lines are filtered one by one.
-_SKIPPED_LINE = re.compile(r"(?:^|\n)[ \t\r\f\v]*(?:#|\n|$)")
+# First characters of a line that may be blank or a comment (then checked in full).
+_SKIP_STARTS = frozenset("#").union(c for c in map(chr, range(0x3001)) if c.isspace())  # str.strip's whitespace
 
 
 class TraceError(ValueError):
@@ -111,15 +111,15 @@ class ServicePolicy:
 
 @dataclass
 class Batch:
-    """Checked requests in file order; `service` indexes TraceReader.names; `model` (when
-    asked for) the raw model column, '' where a row has none."""
+    """Checked requests in file order; `service` indexes TraceReader.names, `model` (when
+    asked for) TraceReader.model_names (0: no model given)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     line: np.ndarray
     service: np.ndarray
-    model: list[str] | None = None
+    model: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -140,6 +140,8 @@ class TraceReader:
         self.read_model = read_model
         self.names: list[str] = []  # service names in order of first appearance; Batch.service indexes them
         self._code: dict[str, int] = {}
+        self.model_names: list[str] = [""]  # the model column's distinct values; Batch.model indexes them
+        self._model_code: dict[str, int] = {"": 0}
         self.problems: list[str] = []
         self.requests = 0
         self.size_bytes = 0
@@ -230,12 +232,12 @@ class TraceReader:
                     return
 
     def _decode(self, complete: bytes, line_no: int) -> list[str]:
-        parts = complete.split(b"\n")
-        if complete.endswith(b"\n"):
-            parts.pop()
         try:
             text = complete.decode("utf-8")
         except UnicodeDecodeError:
+            parts = complete.split(b"\n")
+            if complete.endswith(b"\n"):
+                parts.pop()
             lines = []
             for i, part in enumerate(parts):
                 try:
@@ -255,10 +257,14 @@ class TraceReader:
     def _meaningful(self, lines: list[str], line_no: int):
         """The rows that are neither blank nor comments, with their line numbers, in batches;
         the first such line of the file is the header (CSV) or decides the format."""
-        if _SKIPPED_LINE.search("\n".join(lines)) is not None:
-            kept = [(line_no + i, s) for i, s in enumerate(lines) if s.strip() and not s.lstrip().startswith("#")]
-            numbers: Sequence[int] = [no for no, _ in kept]
-            rows = [s for _, s in kept]
+        # Candidates by their first character only (no string is copied): most blocks have none.
+        maybe = [i for i, s in enumerate(lines) if not s or s[0] in _SKIP_STARTS]
+        skip = [i for i in maybe if not lines[i].strip() or lines[i].lstrip().startswith("#")]
+        if skip:
+            keep = np.ones(len(lines), dtype=bool)
+            keep[skip] = False
+            numbers: Sequence[int] = (np.flatnonzero(keep) + line_no).tolist()
+            rows = [s for s, k in zip(lines, keep.tolist()) if k]
         else:
             numbers, rows = range(line_no, line_no + len(lines)), lines
         if self._header is None and not self._jsonl and rows:
@@ -358,9 +364,10 @@ class TraceReader:
         models = None
         if self.read_model:
             if model is None:
-                models = [""] * n
+                models = np.zeros(n, dtype=np.int32)
             elif set(map(type, model)) <= {str, type(None)}:
-                models = [m.strip() if m else "" for m in model] if strip else [m or "" for m in model]
+                lookup = {m: self._model_of(m.strip() if m else "") for m in set(model)}
+                models = np.fromiter(map(lookup.__getitem__, model), dtype=np.int32, count=n)
             else:
                 return None
         self._last = float(t[-1])
@@ -394,6 +401,12 @@ class TraceReader:
             return None
         lookup = {raw: self._code[s] for raw, s in names.items()}
         return np.fromiter(map(lookup.__getitem__, service), dtype=np.int32, count=n)
+
+    def _model_of(self, name: str) -> int:
+        if name not in self._model_code:
+            self._model_code[name] = len(self.model_names)
+            self.model_names.append(name)
+        return self._model_code[name]
 
     def _accepts(self, name: str) -> bool:
         if self.policy.free:
@@ -460,12 +473,12 @@ class TraceReader:
                     output.append(o)
                     lines.append(line_no)
                     codes.append(self._register([name])[name])
-                    models.append(model)
+                    models.append(self._model_of(model) if self.read_model else 0)
             if self._check_stop():
                 break
         return Batch(np.asarray(arrival, dtype=np.float64), np.asarray(prompt, dtype=np.int64),
                      np.asarray(output, dtype=np.int64), np.asarray(lines, dtype=np.int64),
-                     np.asarray(codes, dtype=np.int32), models if self.read_model else None)
+                     np.asarray(codes, dtype=np.int32), np.asarray(models, dtype=np.int32) if self.read_model else None)
 
     def _check_row(self, line_no: int, row: dict):
         """(arrival_s, prompt_tokens, output_tokens, service, model) of a good row; each

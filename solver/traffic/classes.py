@@ -18,8 +18,9 @@ From histograms (Prometheus, which has each length's distribution but not which 
 went with which output) the same quantile ranges are used on each length separately, the
 longest prompts paired with the longest outputs (the pairing that puts the most tokens in
 the tail class); within a bucket lengths are taken as evenly spread, the open last bucket
-(+Inf) as the bucket's lower bound, and the tail class is then given whatever the exact
-sum of lengths (the histogram's _sum) leaves, so the work is kept there too.
+(+Inf) as the bucket's lower bound; then the exact sum of lengths (the histogram's _sum)
+is kept: the tail class takes what the body classes leave, or, where evenly spread lengths
+overstate the body (wide buckets), the body classes are scaled down to fit, the tail never.
 """
 
 from __future__ import annotations
@@ -135,8 +136,13 @@ def classes_from_histograms(prompt: tuple[np.ndarray, np.ndarray, float, float],
         means = [_quantile_mean(np.asarray(bounds, dtype=np.float64), cum, a, b) for a, b in zip(cuts, cuts[1:])]
         body_sum = sum(mean * (b - a) for mean, a, b in zip(means[:-1], cuts, cuts[1:]))
         tail_share = 1.0 - tail_quantile
-        # The tail takes what the exact mean (sum / count) leaves after the body, and at least its estimate.
-        means[-1] = max(means[-1], (total / count - body_sum) / tail_share)
+        exact = total / count  # the histogram's _sum is exact: the classes keep it
+        if body_sum + tail_share * means[-1] <= exact:
+            means[-1] = (exact - body_sum) / tail_share  # the tail takes what the body leaves
+        elif body_sum > 0:
+            # Evenly spread lengths overstate the body in wide buckets: scale it down, never the tail.
+            scale = max(exact - tail_share * means[-1], 0.0) / body_sum
+            means[:-1] = [m * scale for m in means[:-1]]
         reps.append([max(1, math.ceil(x - 1e-9)) for x in means])
     out = []
     for j, (a, b) in enumerate(zip(cuts, cuts[1:])):

@@ -99,14 +99,14 @@ def derive_from_trace(path: str | Path, options: DeriveOptions = DeriveOptions()
             counts.append(ServiceCounts(options.cv_window_s))
         order = np.argsort(batch.service, kind="stable")  # each service's rows, in arrival order
         split = np.flatnonzero(np.diff(batch.service[order])) + 1
-        models = batch.model if batch.model is not None and any(batch.model) else None
+        models = batch.model if batch.model is not None and batch.model.any() else None
         for idx in np.split(order, split):
             acc = counts[int(batch.service[idx[0]])]
             if acc.first_line is None:
                 acc.first_line = int(batch.line[idx[0]])
             acc.add(batch.arrival_s[idx], batch.prompt_tokens[idx], batch.output_tokens[idx])
             if models is not None:
-                _count_models(acc, [models[i] for i in idx.tolist()], batch.line[idx])
+                _count_models(acc, models[idx], batch.line[idx], reader.model_names)
     reader.finish()
     span_s = max(c.last_arrival_s for c in counts)
     if span_s <= 0:
@@ -119,16 +119,17 @@ def derive_from_trace(path: str | Path, options: DeriveOptions = DeriveOptions()
     return d
 
 
-def _count_models(acc: ServiceCounts, models: list[str], lines: np.ndarray) -> None:
-    for m in set(models):
-        if m:
-            seen = acc.models.setdefault(m, [0, int(lines[models.index(m)])])
-            seen[0] += models.count(m)
+def _count_models(acc: ServiceCounts, models: np.ndarray, lines: np.ndarray, names: list[str]) -> None:
+    codes, first, counts = np.unique(models, return_index=True, return_counts=True)
+    for code, i, n in zip(codes.tolist(), first.tolist(), counts.tolist()):
+        if code:  # 0: no model given
+            seen = acc.models.setdefault(names[code], [0, int(lines[i])])
+            seen[0] += n
 
 
 def _service(name: str, acc: ServiceCounts, span_s: float, seconds: int, o: DeriveOptions) -> ServiceTraffic:
-    count, psum, osum = acc.total_columns
-    classes = classes_from_lengths(acc.total_keys, count, psum, osum, o.body_classes, o.tail_quantile)
+    total_keys, (count, psum, osum) = acc.totals.table()
+    classes = classes_from_lengths(total_keys, count, psum, osum, o.body_classes, o.tail_quantile)
     per_second = acc.counts_per_second(seconds)
     peak = peak_rate(per_second, span_s, o.peak_window_s)
     cv = arrival_cv(acc.gap_n, acc.gap_sum, acc.gap_sq)
@@ -147,15 +148,16 @@ def _service(name: str, acc: ServiceCounts, span_s: float, seconds: int, o: Deri
         if len(acc.models) > 1:
             notes.append("model column names " + ", ".join(f"{m!r} ({v[0]:,} requests)" for m, v in acc.models.items())
                          + f": {model!r}, the most frequent, is used")
-    pc, oc = acc.prompt_counts[0], acc.output_counts[0]
+    prompt_keys, (pc,) = acc.prompts.table()
+    output_keys, (oc,) = acc.outputs.table()
     return ServiceTraffic(
         name=name, requests=acc.requests, mean_rate_per_s=acc.requests / span_s, peak=peak, cv=cv, classes=classes,
         rate_per_s=ceil_sig(peak.rate_per_s), arrival_cv=written_cv,
-        prompt={"p50": quantile_of(acc.prompt_keys, pc, 0.5), "p99": quantile_of(acc.prompt_keys, pc, 0.99),
-                "max": int(acc.prompt_keys[-1])},
-        output={"p50": quantile_of(acc.output_keys, oc, 0.5), "p99": quantile_of(acc.output_keys, oc, 0.99),
-                "max": int(acc.output_keys[-1])},
-        longest_total=int(acc.total_keys[-1]), model=model, models=acc.models, first_line=acc.first_line,
+        prompt={"p50": quantile_of(prompt_keys, pc, 0.5), "p99": quantile_of(prompt_keys, pc, 0.99),
+                "max": int(prompt_keys[-1])},
+        output={"p50": quantile_of(output_keys, oc, 0.5), "p99": quantile_of(output_keys, oc, 0.99),
+                "max": int(output_keys[-1])},
+        longest_total=int(total_keys[-1]), model=model, models=acc.models, first_line=acc.first_line,
         levels=hourly_levels(per_second, o.peak_window_s, o.bin_s) if seconds >= o.peak_window_s else None,
         notes=notes)
 
