@@ -82,7 +82,7 @@ def cut_into_periods(levels: np.ndarray, hours: np.ndarray, start_hour: np.ndarr
 
 
 def _hour(h: float) -> str:
-    return f"{int(round(h)):02d}" if abs(h - round(h)) < 1e-9 else f"{h:.2f}".rstrip("0")
+    return f"{int(round(h)):02d}" if abs(h - round(h)) < 1e-6 else f"{h:.2f}".rstrip("0").rstrip(".")
 
 
 def profile(levels: np.ndarray, periods: list[Period], rate_per_s: float) -> dict[str, float]:

@@ -5,8 +5,9 @@ second of the trace, divided by `window_s` (a sliding window, so a burst is not 
 between two fixed windows). A trace shorter than the window has one window: all of it.
 
 Hourly levels: for each bin of `bin_s` seconds from the trace's start, the peak rate of
-the windows that start in it; the peak rate is the highest level. A last bin too short to
-start a window is merged into the bin before it.
+the windows centred in it (a window across two hours counts for the hour that holds its
+middle, so a rise is neither moved early nor late); the peak rate is the highest level.
+A last stretch where no window is centred is merged into the bin before it.
 
 Arrival CV: within each window of `cv_window_s`, the gaps between consecutive arrivals are
 compared with that window's own mean gap, so a rate that changes over the day (a daily
@@ -55,16 +56,17 @@ def peak_rate(per_second: np.ndarray, span_s: float, window_s: int) -> Peak:
 
 
 def hourly_levels(per_second: np.ndarray, window_s: int, bin_s: int) -> Levels:
-    """Peak rate of the windows starting in each bin (see the module docstring)."""
+    """Peak rate of the windows centred in each bin (see the module docstring)."""
     sums = sliding_counts(per_second, window_s)
-    starts = list(range(0, len(sums), bin_s))  # a bin where no window starts is merged into the one before
-    edges = starts + [len(sums)]
-    rates = np.array([sums[a:b].max() for a, b in zip(edges[:-1], edges[1:])], dtype=np.float64) / window_s
-    # The bins' lengths in hours: every bin is bin_s, except the last, which runs to the trace's end;
-    # a last stretch too short to start a window belongs to the last bin that could.
-    ends = np.array(edges[1:-1] + [len(per_second)], dtype=np.float64)
-    hours = (ends - np.array(starts, dtype=np.float64)) / 3600.0
-    return Levels(rates, np.array(starts, dtype=np.float64), hours)
+    mid_bin = (np.arange(len(sums)) + window_s / 2) // bin_s  # the bin of each window's midpoint
+    bins = int(mid_bin[-1]) + 1
+    first = np.searchsorted(mid_bin, np.arange(bins))  # every bin up to the last holds midpoints
+    rates = np.maximum.reduceat(sums, first).astype(np.float64) / window_s
+    starts = np.arange(bins, dtype=np.float64) * bin_s
+    # Each bin is bin_s long, the last one too (the trace's end is its last arrival, not a
+    # boundary), or longer: a last stretch where no window is centred belongs to it.
+    ends = np.append(starts[1:], max(starts[-1] + bin_s, float(len(per_second))))
+    return Levels(rates, starts, (ends - starts) / 3600.0)
 
 
 @dataclass(frozen=True)

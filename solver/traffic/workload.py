@@ -94,7 +94,7 @@ def description(d: Derivation, command: str, slo_given: bool) -> list[str]:
         lines.append(f"Periods: {len(d.periods)} from hourly peak rates"
                      + (" folded onto the hours of a day (the highest of each hour over the days)" if d.folded else "")
                      + f", cut so that sizing each for its peak over-provisions {100 * (d.period_waste or 0):.1f} % "
-                     f"(at most {100 * o.period_waste:g} %, at most {o.max_periods} periods); hours count from the "
+                     f"(target {100 * o.period_waste:g} % or less, with at most {o.max_periods} periods); hours count from the "
                      "trace's start. demand.profile = each period's peak / requests_per_s, rounded up.")
     lines += [f"Note: {n}" for n in d.notes]
     if not slo_given:
