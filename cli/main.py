@@ -352,7 +352,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_catalog)
 
     for module, name in (("cli.estimate_cmd", "estimate"), ("cli.serve_cmd", "serve"), ("cli.review_cmd", "review"),
-                         ("cli.export_cmd", "export"), ("cli.simulate_cmd", "simulate")):
+                         ("cli.export_cmd", "export"), ("cli.simulate_cmd", "simulate"), ("cli.workload_cmd", "workload")):
         if command == "solve":
             sub.add_parser(name, add_help=False)
             continue

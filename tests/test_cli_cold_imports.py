@@ -13,6 +13,7 @@ from conftest import EXAMPLES, ROOT
 
 NOT_NEEDED = (
     "cli.estimate_cmd", "cli.serve_cmd", "cli.review_cmd", "cli.export_cmd", "cli.simulate_cmd",  # other commands
+    "cli.workload_cmd", "solver.traffic",
     "solver.plan_horizon",  # multi-period plans
     "solver.optimize.service_bounds",  # formulations with service bounds
     "solver.review", "solver.explain.alternatives",  # reviews, --explain
