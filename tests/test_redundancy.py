@@ -267,3 +267,23 @@ def test_one_region_only_is_infeasible_and_says_why(tmp_path, solver_cli) -> Non
     run = subprocess.run([solver_cli, "solve", str(path)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 3, run.stdout + run.stderr
     assert "redundancy" in (run.stdout + run.stderr)
+
+
+def test_review_sweeps_redundancy_levels(tmp_path) -> None:
+    from solver.review import parse_review, run_review
+
+    base = _workload([_service("s", 20, 10)], [_offer("a1", "r1", 1, 1.0), _offer("b1", "r2", 1, 1.5)],
+                     {"domain": "none"})
+    review = parse_review({
+        "name": "n-plus-one", "base": {"workload": base}, "time_limit_per_scenario_s": 20,
+        "scenarios": [{"name": "by region", "changes": [{"redundancy": {"domain": "region"}}]},
+                      {"name": "s by instance", "changes": [{"redundancy": {"service": "s", "domain": "instance"}}]}],
+        "sweeps": [{"name": "fraction", "change": "redundancy", "fixed": {"domain": "region"},
+                    "values": [0.5, 1.0]}]})
+    got = {r.id: r.usd_per_hour for r in run_review(review, tmp_path, workers=1)}
+    # none: 2 x a1; region: 2 + 2 in each region; half: 1 + 1; instance: 3 x a1
+    assert got["base"] == pytest.approx(2.0)
+    assert got["by-region"] == pytest.approx(2 * 1.0 + 2 * 1.5)
+    assert got["fraction-0.5"] == pytest.approx(1.0 + 1.5)
+    assert got["fraction-1"] == pytest.approx(5.0)
+    assert got["s-by-instance"] == pytest.approx(3.0)

@@ -122,6 +122,7 @@ class Formulation:
     x: dict[tuple[str, int], int] = field(default_factory=dict)  # (group key, class) -> var index
     z: dict[tuple[str, tuple[str, str]], int] = field(default_factory=dict)  # (service or "", region) -> binary
     split: dict[tuple[str, str], int] = field(default_factory=dict)  # (service, link tier) -> disaggregated rate
+    lost: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # group key -> (u, b, m): redundancy.py
     cost_terms: list[tuple[int, float]] = field(default_factory=list)
     gpu_terms: list[tuple[int, float]] = field(default_factory=list)
     by_service: dict[str, list[Group]] = field(default_factory=dict)
@@ -158,6 +159,7 @@ class Formulation:
         for (parent, link), i in self.split.items():  # the rate each tier's prefill pool serves
             pre = pool_name(parent, "prefill", link)
             values[i] += sum(a.routed[0] for a in sol.assignments if a.service == pre and a.routed)
+        redundancy.complete_hint(self, values)
         for i, v in enumerate(self.model.variables):
             if values[i] > v.ub + 1e-9:
                 return None
@@ -536,9 +538,8 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         lm.row("budget", f.cost_terms, ub=problem.budget_usd_per_hour)
     if power is not False and problem.power is not None:
         _power_rows(f, frozenset() if power is True else power)
-    # The services' own bounds solve each service without its survive rows: valid, but their
-    # plans would not survive; with failure domains the MIP proves its bound itself.
-    if bounds and pooled and not redundancy.active(problem):
+    # Large models: each service's own bound (with its survive rows, where it has a domain).
+    if bounds and len(configs) >= POOL_FROM_CONFIGS:
         # Each service's integer rounding, proven service by service (solver/optimize/
         # service_bounds.py): a lower bound on any plan's cost, and plans to start from.
         from solver.optimize.service_bounds import service_lower_bounds

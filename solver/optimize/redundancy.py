@@ -25,6 +25,8 @@ worst case by enumeration, and the evaluator re-checks it from the raw workload.
 
 from __future__ import annotations
 
+import math
+
 from solver.compile.problem import Config, Problem
 from solver.optimize.linear import INF
 from solver.survival import LOCATION_DOMAINS, Held, Survival, domain_key, worst_loss
@@ -59,10 +61,11 @@ def raised_bound(c: Config, need: int, problem: Problem) -> int:
     return need + per_instance(c, problem)
 
 
-def add_rows(f) -> None:
-    """The survive rows of every service with a failure domain (formulation.build)."""
+def add_rows(f, services=None) -> None:
+    """The survive rows of every service with a failure domain (formulation.build), or of
+    `services` only (a service's own bound, service_bound)."""
     p, lm = f.problem, f.model
-    for s in p.services:
+    for s in (p.services if services is None else services):
         groups = f.by_service.get(s.name, [])
         if not s.redundancy_domain or sum(s.redundancy_demand) <= 0:
             continue
@@ -93,7 +96,8 @@ def add_rows(f) -> None:
 
 
 def _lost_var(f, g) -> int:
-    """u_G >= min(R_G, m_G): R_G itself when the bound never exceeds m_G."""
+    """u_G >= min(R_G, m_G): R_G itself when the bound never exceeds m_G. Remembered in
+    f.lost (group key -> (u, b, m, ub)) so that hints can set them (complete_hint)."""
     lm = f.model
     r = f.r[g.key]
     m = per_instance(g.rep, f.problem)
@@ -104,7 +108,67 @@ def _lost_var(f, g) -> int:
     b = lm.var(f"lost_all[{g.key}]", 0, 1, integer=True)
     lm.row(f"lost_many[{g.key}]", [(u, 1.0), (r, -1.0), (b, float(ub))], lb=0.0)
     lm.row(f"lost_few[{g.key}]", [(u, 1.0), (b, -float(m))], lb=0.0)
+    f.lost[g.key] = (u, b, m)
     return u
+
+
+def complete_hint(f, values: list[float] | None) -> list[float] | None:
+    """A plan's values with the instance domains' u_G and b_G set from its replicas (a hint
+    without them breaks the lost rows, and the solver drops it)."""
+    if values is None or not getattr(f, "lost", None):
+        return values
+    for key, (u, b, m) in f.lost.items():
+        r = values[f.r[key]]
+        values[b] = 1.0 if r > m else 0.0
+        values[u] = float(min(r, m))
+    return values
+
+
+def service_bound(form, s, groups, costs: dict[str, float], ubs: dict[str, int], stop):
+    """LB_s of a service with a failure domain (solver/optimize/service_bounds.py): its own
+    MIP - replicas at c_G each, demand, min/max replicas and its survive rows - on HiGHS.
+    Returns (a valid lower bound or None, replicas and routed traffic of its best plan)."""
+    from types import SimpleNamespace
+
+    from solver.optimize.backends import SolveOptions, get_backend
+    from solver.optimize.linear import LinearModel
+
+    lm = LinearModel()
+    r = {g.key: lm.var(f"r{j}", 0, ubs[g.key], integer=True) for j, g in enumerate(groups)}
+    x = {}
+    if len(s.class_demand) == 1 or s.mixed_routing:
+        if s.total_demand > 0:
+            lm.row("d", [(r[g.key], g.rep.classes[0].throughput) for g in groups], lb=s.total_demand)
+    else:
+        for k, d in enumerate(s.class_demand):
+            terms = []
+            for g in groups:
+                if g.rep.classes[k].throughput > 0:
+                    x[(g.key, k)] = lm.var(f"x{len(x)}", 0, INF)
+                    terms.append((x[(g.key, k)], 1.0))
+            if d > 0:
+                lm.row(f"d{k}", terms, lb=d)
+        for g in groups:
+            share = [(x[(g.key, k)], 1.0 / g.rep.classes[k].throughput) for k in range(len(s.class_demand))
+                     if (g.key, k) in x]
+            lm.row(f"c{len(lm.rows)}", share + [(r[g.key], -1.0)], ub=0.0)
+    every = [(v, 1.0) for v in r.values()]
+    if s.min_replicas:
+        lm.row("min", every, lb=s.min_replicas)
+    if s.max_replicas is not None:
+        lm.row("max", every, ub=s.max_replicas)
+    add_rows(SimpleNamespace(problem=form.problem, model=lm, r=r, by_service={s.name: groups}, lost={}),
+             services=(s,))
+    lm.objective = {r[g.key]: costs[g.key] for g in groups}
+    out = get_backend("highs").solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05),
+                                                      cancel=stop.cancel))
+    replicas, routed = {}, {}
+    if out.values is not None:
+        replicas = {g.key: int(round(out.values[r[g.key]])) for g in groups if round(out.values[r[g.key]]) > 0}
+        routed = {key: out.values[i] for key, i in x.items() if out.values[i] > 0}
+    # The dual bound, not the objective: it proves plans (plan.py), so it never exceeds the optimum.
+    bound = out.bound if out.bound is not None and math.isfinite(out.bound) else None
+    return bound, replicas, routed
 
 
 def _rerouted(f, s, kept, lost: dict[str, int], tag: str) -> None:

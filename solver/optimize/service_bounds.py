@@ -211,7 +211,11 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
         ubs = {g.key: int(form.model.variables[form.r[g.key]].ub) for g in groups}
         replicas: dict[str, int] = {}
         routed: dict[tuple[str, int], float] = {}
-        if len(s.class_demand) == 1:
+        if s.redundancy_domain and sum(s.redundancy_demand) > 0:
+            from solver.optimize.redundancy import service_bound
+
+            bound, replicas, routed = service_bound(form, s, groups, costs, ubs, stop)
+        elif len(s.class_demand) == 1:
             bound, counts = single_class_solution(
                 s.class_demand[0], [(costs[g.key], g.rep.classes[0].throughput, ubs[g.key]) for g in groups],
                 s.min_replicas, s.max_replicas)
@@ -373,4 +377,6 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
     for i, v in enumerate(form.model.variables):
         if values[i] > v.ub + 1e-9:
             return None
-    return values
+    from solver.optimize.redundancy import complete_hint
+
+    return complete_hint(form, values)

@@ -21,7 +21,7 @@ from solver.workload.schema import OfferSpec, Workload
 from solver.suggest import did_you_mean
 
 WORKLOAD_KINDS = {"demand", "slo", "gpu_quota", "offer_quota", "budget", "headroom", "constraints", "reservation",
-                  "spot_share", "serving"}
+                  "spot_share", "serving", "redundancy"}
 
 
 def apply_changes(workload: Workload, catalog: Catalog, changes: Iterable[Change]) -> tuple[Workload, Catalog]:
@@ -105,6 +105,12 @@ def _apply_to_workload(data: dict, change: Change, where: str) -> None:
             if body.service is None and svc.get("model") is None:
                 continue  # every service: the LLM services (measured-profile services are served whole)
             svc["serving"] = body.serving
+    elif change.kind == "redundancy":
+        value = {"domain": body.domain, "serve_fraction": body.serve_fraction}
+        if body.service is None:
+            cons["redundancy"] = value
+        else:
+            _services(data, body.service, where)[0]["redundancy"] = value
     elif change.kind == "constraints":
         defaults = {"exclude_gpu_types": [], "allow_consumer_gpus": False, "pricing": "on_demand"}
         for name in body.model_fields_set:

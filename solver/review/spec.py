@@ -140,6 +140,18 @@ class ServingChange(_Strict):
                                                                      "auto: the optimizer picks")
 
 
+class RedundancyChange(_Strict):
+    """Set the failure domain every service (or one service) must survive losing
+    (constraints.redundancy; docs/redundancy.md). A sweep varies serve_fraction."""
+
+    service: str | None = Field(default=None, description="the service (a name in the base workload); omitted: "
+                                "the workload's constraints.redundancy")
+    domain: Literal["none", "instance", "zone", "region", "provider"] = Field(description="the failure domain; "
+                                                                               "none: no redundancy")
+    serve_fraction: float = Field(default=1.0, gt=0, le=1, description="the share of demand served after the "
+                                  "loss")
+
+
 class Change(_Strict):
     """Exactly one kind of change."""
 
@@ -158,6 +170,8 @@ class Change(_Strict):
     constraints: ConstraintChange | None = Field(default=None, description="widen or narrow the offer filters")
     serving: ServingChange | None = Field(default=None, description="serve a service aggregated, disaggregated or "
                                           "as the optimizer picks")
+    redundancy: RedundancyChange | None = Field(default=None, description="set the failure domain to survive "
+                                                "(N+1 by instance, zone, region or provider)")
     add_gpus: list[GpuSpec] | None = Field(default=None, min_length=1, description="new GPU types for the catalog")
     add_offers: list[OfferSpec] | None = Field(default=None, min_length=1, description="new offers for the catalog")
     remove_gpus: list[str] | None = Field(default=None, min_length=1, description="remove every offer of these GPU types")
@@ -188,7 +202,7 @@ CHANGE_KINDS = tuple(Change.model_fields)
 # The field a sweep varies when it does not name one.
 SWEEP_DEFAULT_PARAMETER = {"demand": "factor", "price": "factor", "gpu_quota": "gpus", "offer_quota": "instances",
                            "availability": "instances", "budget": "usd_per_hour", "headroom": "fraction",
-                           "reservation": "gpus", "spot_share": "share"}
+                           "reservation": "gpus", "spot_share": "share", "redundancy": "serve_fraction"}
 
 
 # ---------------------------------------------------------------- scenarios and sweeps
@@ -229,7 +243,7 @@ class SweepSpec(_Strict):
     name: str = Field(min_length=1, max_length=80, description="the sweep's name; each point is the scenario "
                       "`name=value`")
     change: Literal["demand", "price", "gpu_quota", "offer_quota", "availability", "slo", "budget", "headroom",
-                    "reservation", "spot_share"] = Field(description="the change kind swept")
+                    "reservation", "spot_share", "redundancy"] = Field(description="the change kind swept")
     parameter: str | None = Field(default=None, description="the field varied; default: the kind's main number "
                                   "(demand/price: factor, gpu_quota: gpus, slo: required, e.g. tpot_ms)")
     fixed: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_show_default({}),
