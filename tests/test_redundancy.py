@@ -287,3 +287,24 @@ def test_review_sweeps_redundancy_levels(tmp_path) -> None:
     assert got["fraction-0.5"] == pytest.approx(1.0 + 1.5)
     assert got["fraction-1"] == pytest.approx(5.0)
     assert got["s-by-instance"] == pytest.approx(3.0)
+
+
+def test_redundancy_and_its_cost_cross_grpc_unchanged() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from grpc_support import running_server, without_timings
+    from planner_client import PlannerClient
+
+    w = _workload([_service("s", 25, 10)],
+                  [_offer("a1", "r1", 1, 1.0), _offer("a2", "r2", 1, 1.2), _offer("a4", "r3", 4, 3.0)],
+                  {"domain": "region"})
+    local = plan(parse_workload(w)).to_dict()
+    with running_server() as (_, target), PlannerClient(target) as client:
+        remote = client.solve(w, explain=True)
+    assert without_timings(remote)["services"] == without_timings(local)["services"]
+    assert remote["services"][0]["redundancy"] == {"domain": "region", "serve_fraction": 1.0,
+                                                   "worst_domain": "synth/r1", "surviving_fraction": 1.2,
+                                                   "exact": True}
+    assert remote["redundancy_cost"]["extra_usd_per_hour"] == pytest.approx(3.0)
