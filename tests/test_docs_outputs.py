@@ -1,0 +1,39 @@
+"""Docs that cannot go stale (issue 25): every output block annotated in README.md and
+docs/*.md is what its command prints now (scripts/docs_outputs.py: wall times masked,
+`(trimmed)` blocks line by line in order). A change that moves a figure fails here until
+`python scripts/docs_outputs.py --write` (or a hand edit of a trimmed block) moves the docs."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("docs_outputs", ROOT / "scripts" / "docs_outputs.py")
+docs_outputs = importlib.util.module_from_spec(_spec)
+sys.modules["docs_outputs"] = docs_outputs  # its dataclasses look their module up
+_spec.loader.exec_module(docs_outputs)
+
+BLOCKS = [b for path in docs_outputs.documents() for b in docs_outputs.blocks(path)]
+
+
+def test_the_readme_shows_command_outputs_that_are_checked() -> None:
+    assert any(b.path.name == "README.md" and not b.trimmed for b in BLOCKS)
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
+def test_shown_output_is_what_the_command_prints(block) -> None:
+    why = docs_outputs.difference(block, docs_outputs.run(block.cmd))
+    assert not why, f"{block.name} is stale: {why}\nTo fix: python scripts/docs_outputs.py --write"
+
+
+def test_a_moved_figure_is_caught() -> None:
+    block = next(b for b in BLOCKS if not b.trimmed)
+    _, lines = docs_outputs.shown(block)
+    changed = [line.replace("$", "$1", 1) if "$" in line else line for line in lines]
+    assert changed != lines
+    assert docs_outputs.difference(block, changed)
+    assert not docs_outputs.difference(block, lines)
