@@ -124,6 +124,46 @@ def complete_hint(f, values: list[float] | None) -> list[float] | None:
     return values
 
 
+def start_replicas(form, s) -> dict[str, int] | None:
+    """A plan for one service that survives its domain, to start the MIP from when its own
+    MIP had no time (one class, or its mix on every replica; else None): for an instance
+    domain the cheapest single configuration with max(ceil(D/t), ceil(N/t) + m) replicas;
+    for a place, the two cheapest places (by price per throughput), each carrying
+    max(N, D/2). Priced at the group's cheapest price per GPU."""
+    from solver.optimize.service_bounds import group_cost
+
+    if not (len(s.class_demand) == 1 or s.mixed_routing):
+        return None
+    p = form.problem
+    groups = [g for g in form.by_service.get(s.name, []) if g.rep.classes[0].throughput > 0]
+    need, demand = sum(s.redundancy_demand), s.total_demand
+    ub = {g.key: form.model.variables[form.r[g.key]].ub for g in groups}
+    if s.redundancy_domain == "instance":
+        best = None
+        for g in groups:
+            t = g.rep.classes[0].throughput
+            r = max(math.ceil(demand / t - 1e-9), math.ceil(need / t - 1e-9) + per_instance(g.rep, p), s.min_replicas)
+            if r <= ub[g.key] and (best is None or group_cost(g, p) * r < best[0]):
+                best = (group_cost(g, p) * r, {g.key: r})
+        return best[1] if best else None
+    by_place: dict[tuple, tuple[float, object]] = {}
+    for g in groups:
+        place = _place(g.rep, p, s.redundancy_domain)
+        per = group_cost(g, p) / g.rep.classes[0].throughput
+        if place not in by_place or per < by_place[place][0]:
+            by_place[place] = (per, g)
+    two = sorted(by_place.values(), key=lambda x: x[0])[:2]
+    if len(two) < 2:
+        return None
+    out = {}
+    for _, g in two:
+        r = math.ceil(max(need, demand / 2) / g.rep.classes[0].throughput - 1e-9)
+        if r > ub[g.key]:
+            return None
+        out[g.key] = r
+    return out
+
+
 def service_bound(form, s, groups, costs: dict[str, float], ubs: dict[str, int], stop):
     """LB_s of a service with a failure domain (solver/optimize/service_bounds.py): its own
     MIP - replicas at c_G each, demand, min/max replicas and its survive rows - on HiGHS.
@@ -160,7 +200,7 @@ def service_bound(form, s, groups, costs: dict[str, float], ubs: dict[str, int],
     add_rows(SimpleNamespace(problem=form.problem, model=lm, r=r, by_service={s.name: groups}, lost={}),
              services=(s,))
     lm.objective = {r[g.key]: costs[g.key] for g in groups}
-    out = get_backend("highs").solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05),
+    out = get_backend("highs").solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(1.0), 0.05),
                                                       cancel=stop.cancel))
     replicas, routed = {}, {}
     if out.values is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from dataclasses import dataclass, field
 
 from solver.compile.problem import ServiceDemand
@@ -201,6 +202,7 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
     for s in p.services:
         if s.role:
             pools_of.setdefault(s.feeds, set()).add(s.name)
+    red_stop: Stop | None = None  # the budget of the services with failure domains
     for i, s in enumerate(p.services):
         if i % 64 == 0:
             stop.check("model building")
@@ -214,7 +216,16 @@ def service_lower_bounds(form, stop: Stop = NEVER) -> dict[str, ServiceBound]:
         if s.redundancy_domain and sum(s.redundancy_demand) > 0:
             from solver.optimize.redundancy import service_bound
 
-            bound, replicas, routed = service_bound(form, s, groups, costs, ubs, stop)
+            if red_stop is None:
+                # A service's own MIP with its survive rows takes ~1 s where it has many
+                # configurations (instance domains keep them all): together at most a quarter
+                # of the time left, each at most 1 s (a bound cut short is still valid; past
+                # the quarter a service has none, and the sum over the others still holds).
+                share = stop.seconds_left(3600.0) * 0.25
+                red_stop = Stop(stop.cancel, time.monotonic() + share)
+            if red_stop.seconds_left(1.0) <= 0.01:
+                continue
+            bound, replicas, routed = service_bound(form, s, groups, costs, ubs, red_stop)
         elif len(s.class_demand) == 1:
             bound, counts = single_class_solution(
                 s.class_demand[0], [(costs[g.key], g.rep.classes[0].throughput, ubs[g.key]) for g in groups],
@@ -343,9 +354,14 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
         if s.role or (s.total_demand <= 0 and not s.min_replicas):
             continue  # disaggregated pools start empty: the plan serves their parent with replicas
         b = bounds.get(s.name)
-        if b is None or not b.replicas:
+        replicas = b.replicas if b is not None else None
+        if not replicas and s.redundancy_domain:
+            from solver.optimize.redundancy import start_replicas
+
+            replicas = start_replicas(form, s)  # its own MIP had no time: a simple plan of its own
+        if not replicas:
             return None
-        for key, count in b.replicas.items():
+        for key, count in replicas.items():
             group = by_key.get(key)
             if group is None:  # a pool left out of this model (plan.py: it cannot pay)
                 return None
@@ -356,7 +372,7 @@ def bound_plan_values(form, bounds: dict[str, ServiceBound]) -> list[float] | No
             if (pool.key, config.offer_id) in form.y:
                 values[form.y[(pool.key, config.offer_id)]] += count
             gpus[config.offer_id] = gpus.get(config.offer_id, 0) + count * config.gpus_per_replica
-        for (key, k), traffic in b.routed.items():
+        for (key, k), traffic in (b.routed.items() if b is not None else ()):
             if (key, k) in form.x:
                 values[form.x[(key, k)]] = traffic
     # Disaggregated tiers: each carries what its smaller pool serves (rates matched).
