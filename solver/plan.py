@@ -1020,28 +1020,36 @@ def redundancy_cost(workload: Workload, catalog: Catalog, problem: Problem, pric
     domains = sorted({s.redundancy_domain for s in problem.services if s.redundancy_domain})
     if not domains:
         return None
+    price, why = _variant_price(workload, catalog, backend_name, options, stop, "without failure domains",
+                                lambda s: replace(s, redundancy_domain="", redundancy_demand=(),
+                                                  redundancy_fraction=0.0))
+    if price is None:
+        return RedundancyCost(None, None, f"not computed: {why}")
+    return RedundancyCost(price, round(price_usd_per_hour - price, 6),
+                          f"N+1 by {', '.join(domains)}: the workload re-solved without constraints.redundancy")
+
+
+def _variant_price(workload: Workload, catalog: Catalog, backend_name: str, options: PlanOptions, stop: Stop,
+                   what: str, change) -> tuple[float | None, str]:
+    """The proven optimum of the workload with `change` applied to every compiled service,
+    or (None, why not): no plan, not proven, or the explanation's budget ended first."""
     t0 = time.monotonic()
     try:
-        stop.check("the redundancy cost's re-solve")
-        plain = compile_problem(workload, catalog)
-        plain = replace(plain, services=tuple(replace(s, redundancy_domain="", redundancy_demand=(),
-                                                      redundancy_fraction=0.0) for s in plain.services))
-        plain = add_candidates(plain, catalog, options.cache, stop)
+        stop.check(f"the re-solve {what}")
+        variant = compile_problem(workload, catalog)
+        variant = add_candidates(replace(variant, services=tuple(change(s) for s in variant.services)), catalog,
+                                 options.cache, stop)
         quiet = replace(options, on_progress=None, on_stage=None, explain=False)
-        outcome, solution = _solve_with_exact_caps(plain, catalog, backend_name, stop.deadline, stop, quiet, False,
+        outcome, solution = _solve_with_exact_caps(variant, catalog, backend_name, stop.deadline, stop, quiet, False,
                                                    {"candidates_s": time.monotonic() - t0}, t0)[2:4]
     except (SolverTimeout, InfeasibleError) as exc:
         if stop.cancelled:
             stop.check("the explanation")
-        why = "the explanation's time budget ended first" if isinstance(exc, SolverTimeout) else \
-            "the workload has no plan without failure domains either"
-        return RedundancyCost(None, None, f"not computed: {why}")
+        return None, ("the explanation's time budget ended first" if isinstance(exc, SolverTimeout)
+                      else f"the workload has no plan {what}")
     if outcome.status != "optimal":
-        return RedundancyCost(None, None, "not computed: the re-solve without failure domains was not proven "
-                                          "optimal within the explanation's time budget")
-    without = round(solution_cost(plain, solution), 6)
-    return RedundancyCost(without, round(price_usd_per_hour - without, 6),
-                          f"N+1 by {', '.join(domains)}: the workload re-solved without constraints.redundancy")
+        return None, f"the re-solve {what} was not proven optimal within the explanation's time budget"
+    return round(solution_cost(variant, solution), 6), ""
 
 
 def confidence_cost(workload: Workload, catalog: Catalog, problem: Problem, price_usd_per_hour: float,
@@ -1052,27 +1060,9 @@ def confidence_cost(workload: Workload, catalog: Catalog, problem: Problem, pric
     a re-solve it cuts short reports no figure, with the reason."""
     if all(s.slo.confidence is None for s in problem.services):
         return None
-    t0 = time.monotonic()
-    try:
-        stop.check("the confidence margin's re-solve")
-        nominal = compile_problem(workload, catalog)
-        nominal = replace(nominal, services=tuple(replace(s, slo=replace(s.slo, confidence=None))
-                                                  for s in nominal.services))
-        nominal = add_candidates(nominal, catalog, options.cache, stop)
-        quiet = replace(options, on_progress=None, on_stage=None)
-        timings = {"candidates_s": time.monotonic() - t0}
-        outcome, solution = _solve_with_exact_caps(nominal, catalog, backend_name, stop.deadline, stop,
-                                                   quiet, False, timings, t0)[2:4]
-    except (SolverTimeout, InfeasibleError) as exc:
-        if stop.cancelled:
-            stop.check("the explanation")
-        why = "the explanation's time budget ended first" if isinstance(exc, SolverTimeout) else \
-            "the workload has no plan at nominal confidence"
+    price, why = _variant_price(workload, catalog, backend_name, options, stop, "at nominal confidence",
+                                lambda s: replace(s, slo=replace(s.slo, confidence=None)))
+    if price is None:
         return ConfidenceCost(None, None, f"not computed: {why}")
-    if outcome.status != "optimal":
-        return ConfidenceCost(None, None, "not computed: the re-solve at nominal confidence was not proven optimal "
-                                          "within the explanation's time budget")
-    nominal_price = round(solution_cost(nominal, solution), 6)
-    return ConfidenceCost(nominal_price, round(price_usd_per_hour - nominal_price, 6),
+    return ConfidenceCost(price, round(price_usd_per_hour - price, 6),
                           "every service re-solved at slo.confidence \"nominal\"")
-

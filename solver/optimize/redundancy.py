@@ -171,41 +171,15 @@ def service_bound(form, s, groups, costs: dict[str, float], ubs: dict[str, int],
     from types import SimpleNamespace
 
     from solver.optimize.backends import SolveOptions, get_backend
-    from solver.optimize.linear import LinearModel
+    from solver.optimize.service_bounds import best_found, service_model
 
-    lm = LinearModel()
-    r = {g.key: lm.var(f"r{j}", 0, ubs[g.key], integer=True) for j, g in enumerate(groups)}
-    x = {}
-    if len(s.class_demand) == 1 or s.mixed_routing:
-        if s.total_demand > 0:
-            lm.row("d", [(r[g.key], g.rep.classes[0].throughput) for g in groups], lb=s.total_demand)
-    else:
-        for k, d in enumerate(s.class_demand):
-            terms = []
-            for g in groups:
-                if g.rep.classes[k].throughput > 0:
-                    x[(g.key, k)] = lm.var(f"x{len(x)}", 0, INF)
-                    terms.append((x[(g.key, k)], 1.0))
-            if d > 0:
-                lm.row(f"d{k}", terms, lb=d)
-        for g in groups:
-            share = [(x[(g.key, k)], 1.0 / g.rep.classes[k].throughput) for k in range(len(s.class_demand))
-                     if (g.key, k) in x]
-            lm.row(f"c{len(lm.rows)}", share + [(r[g.key], -1.0)], ub=0.0)
-    every = [(v, 1.0) for v in r.values()]
-    if s.min_replicas:
-        lm.row("min", every, lb=s.min_replicas)
-    if s.max_replicas is not None:
-        lm.row("max", every, ub=s.max_replicas)
+    lm, r, x = service_model(s, groups, ubs, one_row=len(s.class_demand) == 1 or s.mixed_routing)
     add_rows(SimpleNamespace(problem=form.problem, model=lm, r=r, by_service={s.name: groups}, lost={}),
              services=(s,))
     lm.objective = {r[g.key]: costs[g.key] for g in groups}
     out = get_backend("highs").solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(1.0), 0.05),
                                                       cancel=stop.cancel))
-    replicas, routed = {}, {}
-    if out.values is not None:
-        replicas = {g.key: int(round(out.values[r[g.key]])) for g in groups if round(out.values[r[g.key]]) > 0}
-        routed = {key: out.values[i] for key, i in x.items() if out.values[i] > 0}
+    replicas, routed = best_found(out, groups, r, x)
     # The dual bound, not the objective: it proves plans (plan.py), so it never exceeds the optimum.
     bound = out.bound if out.bound is not None and math.isfinite(out.bound) else None
     return bound, replicas, routed

@@ -308,34 +308,53 @@ def _dual_bound(out) -> float | None:
     return None
 
 
-def _multi_class_bound(s: ServiceDemand, groups, costs, ubs, backend, SolveOptions, LinearModel, INF, stop: Stop):
-    """LB_s for a service with several request classes: its own MIP (time-shared replicas)."""
+def service_model(s: ServiceDemand, groups, ubs, one_row: bool = False):
+    """One service's own rows over its groups: (model, replica vars, routed vars). Demand
+    per class with time-shared replicas (`one_row`: one demand row on the first class's
+    rate, for one class or the service's mix on every replica), min and max replicas."""
+    from solver.optimize.linear import INF, LinearModel
+
     lm = LinearModel()
     r = {g.key: lm.var(f"r{j}", 0, ubs[g.key], integer=True) for j, g in enumerate(groups)}
     x = {}
-    for k, d in enumerate(s.class_demand):
-        terms = []
+    if one_row:
+        if s.total_demand > 0:
+            lm.row("d", [(r[g.key], g.rep.classes[0].throughput) for g in groups], lb=s.total_demand)
+    else:
+        for k, d in enumerate(s.class_demand):
+            terms = []
+            for g in groups:
+                if g.rep.classes[k].throughput > 0:
+                    x[(g.key, k)] = lm.var(f"x{len(x)}", 0, INF)
+                    terms.append((x[(g.key, k)], 1.0))
+            if d > 0:
+                lm.row(f"d{k}", terms, lb=d)
         for g in groups:
-            if g.rep.classes[k].throughput > 0:
-                x[(g.key, k)] = lm.var(f"x{len(x)}", 0, INF)
-                terms.append((x[(g.key, k)], 1.0))
-        if d > 0:
-            lm.row(f"d{k}", terms, lb=d)
-    for g in groups:
-        share = [(x[(g.key, k)], 1.0 / g.rep.classes[k].throughput) for k in range(len(s.class_demand))
-                 if (g.key, k) in x]
-        lm.row(f"c{len(lm.rows)}", share + [(r[g.key], -1.0)], ub=0.0)
+            share = [(x[(g.key, k)], 1.0 / g.rep.classes[k].throughput) for k in range(len(s.class_demand))
+                     if (g.key, k) in x]
+            lm.row(f"c{len(lm.rows)}", share + [(r[g.key], -1.0)], ub=0.0)
     every = [(v, 1.0) for v in r.values()]
     if s.min_replicas:
         lm.row("min", every, lb=s.min_replicas)
     if s.max_replicas is not None:
         lm.row("max", every, ub=s.max_replicas)
+    return lm, r, x
+
+
+def best_found(out, groups, r, x) -> tuple[dict[str, int], dict]:
+    """The replicas (and routed traffic) of a sub-solve's best plan; empty without one."""
+    if out.values is None:
+        return {}, {}
+    replicas = {g.key: int(round(out.values[r[g.key]])) for g in groups if round(out.values[r[g.key]]) > 0}
+    return replicas, {key: out.values[i] for key, i in x.items() if out.values[i] > 0}
+
+
+def _multi_class_bound(s: ServiceDemand, groups, costs, ubs, backend, SolveOptions, LinearModel, INF, stop: Stop):
+    """LB_s for a service with several request classes: its own MIP (time-shared replicas)."""
+    lm, r, x = service_model(s, groups, ubs)
     lm.objective = {r[g.key]: costs[g.key] for g in groups}
     out = backend.solve(lm, SolveOptions(time_limit_s=max(stop.seconds_left(5.0), 0.05), cancel=stop.cancel))
-    replicas, routed = {}, {}
-    if out.values is not None:
-        replicas = {g.key: int(round(out.values[r[g.key]])) for g in groups if round(out.values[r[g.key]]) > 0}
-        routed = {key: out.values[i] for key, i in x.items() if out.values[i] > 0}
+    replicas, routed = best_found(out, groups, r, x)
     bound = out.objective if out.status == "optimal" else out.bound  # a valid lower bound (None: no cut)
     return bound, replicas, routed
 
