@@ -1,6 +1,10 @@
 """Validate SkyPilot YAML files with SkyPilot's own code; run as a subprocess by test_export.py.
 
     python tests/skypilot_check.py FILE...   ->  one JSON object per file on stdout
+    python tests/skypilot_check.py --serve   ->  per line of stdin (a JSON list of files),
+                                                 one JSON object per file, then a line "END"
+
+The --serve form pays for importing SkyPilot (seconds) once for all of a test module's files.
 
 Per file: the task schema (sky.utils.schemas.get_task_schema, SkyPilot's validator, which
 also checks cloud names), then sky.Task.from_yaml_config, which builds the Resources and
@@ -33,9 +37,19 @@ def main(paths: list[str]) -> int:
                        readiness_path=task.service.readiness_path if task.service else None, run=task.run)
         except Exception as exc:  # report every file, whatever SkyPilot raises
             out["error"] = f"{type(exc).__name__}: {exc}"
-        print(json.dumps(out, default=str))
+        print(json.dumps(out, default=str), flush=True)
+    return 0
+
+
+def serve() -> int:
+    import sky  # noqa: F401  (loaded before the first request)
+
+    print("READY", flush=True)
+    for line in sys.stdin:
+        main(json.loads(line))
+        print("END", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1:]))

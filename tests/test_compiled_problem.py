@@ -91,7 +91,11 @@ def test_every_process_cache_warm_from_another_workload_gives_identical_plans(se
     from solver.caches import clear_all
 
     rng = random.Random(50 + seed)
-    doc = generate(6, 20 + seed)
+    # Seeds whose p99 services take the caps' whole loop (measured cold: 37 - a cap round, 6
+    # probes, 5 MIPs, a simulator round, 2.6 s; 41 - a cap round, 2 probes, 4 MIPs, a
+    # simulator round, 5.2 s). The seeds 20 and 21 took 12 s each, most of it in queueing
+    # models of a few slow configurations, and 21's plan needed no cap round, probe or check.
+    doc = generate(6, (37, 41)[seed])
     doc["solver"]["time_limit_s"] = 60
     for i, s in enumerate(doc["services"]):
         if i % 2 == 0 and s.get("slo"):

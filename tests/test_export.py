@@ -16,8 +16,10 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -151,13 +153,65 @@ def validate_k8s(docs: list[dict]) -> None:
                 kv.validate(doc, version, strict=True)
 
 
-def validate_skypilot(files: list[Path], home: Path) -> list[dict]:
+class _SkyPilotChecker:
+    """tests/skypilot_check.py --serve: one subprocess for the module's SkyPilot checks
+    (importing SkyPilot takes seconds; a process per check paid it a dozen times), with HOME
+    a temporary directory of its own (SkyPilot writes state under ~/.sky)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+
+    def check(self, files: list[Path]) -> list[dict]:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        self.proc.stdin.write(json.dumps([str(f) for f in files]) + "\n")
+        self.proc.stdin.flush()
+        lines = []
+        for line in self.proc.stdout:
+            if line.rstrip("\n") == "END":
+                return [json.loads(x) for x in lines if x.startswith("{")]
+            lines.append(line)
+        raise AssertionError(f"the SkyPilot checker ended (exit {self.proc.wait()}): {self._stderr()[-3000:]}")
+
+    def _start(self) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix="skyhome-"))
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "skypilot_check.py"), "--serve"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                     env={**os.environ, "HOME": str(self.home)})
+        if self.proc.stdout.readline().rstrip("\n") != "READY":
+            raise AssertionError(f"the SkyPilot checker did not start (exit {self.proc.wait()}): "
+                                 f"{self._stderr()[-3000:]}")
+
+    def _stderr(self) -> str:
+        self.err.seek(0)
+        return self.err.read()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.err.close()
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.proc = None
+
+
+_SKYPILOT = _SkyPilotChecker()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _skypilot_checker():
+    yield
+    _SKYPILOT.close()
+
+
+def validate_skypilot(files: list[Path]) -> list[dict]:
     _need("sky", "skypilot", load=False)  # SkyPilot runs in the subprocess only
-    home.mkdir(exist_ok=True)
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "skypilot_check.py"), *map(str, files)],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "HOME": str(home)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return _SKYPILOT.check(files)
 
 
 # ------------------------------------------------------------------ every example, both targets
@@ -189,7 +243,7 @@ def test_every_example_plan_exports_and_validates(solver_cli, example_plans, tar
             assert sorted(d["metadata"]["name"] for d in routes) == sorted(several), name
             assert sum(d["spec"]["replicas"] for d in workloads) == sum(a["replicas"] for _, a in units)
         else:
-            results = validate_skypilot(files, tmp_path / "skyhome")
+            results = validate_skypilot(files)
             assert [r for r in results if not r["ok"]] == [], name
             assert len(results) == len(units), name
             assert sum(r["min_replicas"] for r in results) == sum(a["replicas"] for _, a in units)
@@ -205,7 +259,7 @@ def test_llm_platform_exports_carry_the_plans_decisions(solver_cli, example_plan
                                                                "kubernetes", tmp_path / "k"))
             if d["kind"] in ("Deployment", "LeaderWorkerSet")}
     sky = {Path(r["file"]).stem: r for r in validate_skypilot(
-        export(solver_cli, example_plans["llm-platform"], "skypilot", tmp_path / "s"), tmp_path / "home")}
+        export(solver_cli, example_plans["llm-platform"], "skypilot", tmp_path / "s"))}
     for a in chat["assignments"]:
         line = fleet[a["offer_id"]]
         (name,) = [n for n in docs if n.startswith("chat-") and docs[n]["metadata"]["annotations"]
@@ -244,7 +298,7 @@ def test_measured_profile_service_gets_a_placeholder_not_a_fake_server(solver_cl
     # The seed catalog's provider is no cloud: no instance-type selector, a note instead of a cloud.
     assert "nodeSelector" not in deploy["spec"]["template"]["spec"]
     sky_files = export(solver_cli, example_plans["s1-throughput"], "skypilot", tmp_path / "s")
-    (r,) = validate_skypilot(sky_files, tmp_path / "home")
+    (r,) = validate_skypilot(sky_files)
     assert r["ok"] and r["cloud"] is None and r["run"].rstrip().endswith("exit 1")
     assert "is not a SkyPilot cloud" in sky_files[0].read_text()
 
@@ -270,7 +324,7 @@ def test_multi_instance_replica_becomes_a_multi_node_spec(solver_cli, multi_node
         else:
             assert "--tensor-parallel-size 8 --pipeline-parallel-size 2" in words and "ray" in words
             assert "worker --ray_address=$(LWS_LEADER_ADDRESS)" in " ".join(worker["command"])
-    results = validate_skypilot(export(solver_cli, multi_node_plan, "skypilot", tmp_path / "s"), tmp_path / "home")
+    results = validate_skypilot(export(solver_cli, multi_node_plan, "skypilot", tmp_path / "s"))
     assert len(results) == 2
     for r in results:
         assert r["ok"], r
@@ -285,7 +339,7 @@ def test_packed_replicas_keep_their_gpus_and_skypilot_says_why_no_instance_type(
     assert deploy["spec"]["replicas"] == 2
     assert deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     files = export(solver_cli, packed_plan, "skypilot", tmp_path / "s")
-    (r,) = validate_skypilot(files, tmp_path / "home")
+    (r,) = validate_skypilot(files)
     assert r["ok"] and r["instance_type"] is None and r["accelerators"] == {"A10G": 1} and r["region"] == "us-east-1"
     assert "packs replicas onto g5.12xlarge-two" in " ".join(files[0].read_text().split())
 
@@ -327,7 +381,7 @@ def test_validators_reject_broken_files(solver_cli, example_plans, multi_node_pl
     config = yaml.safe_load(good.read_text())
     config["resources"]["cloud"] = "seed"
     broken.write_text(yaml.safe_dump(config))
-    (r,) = validate_skypilot([broken], tmp_path / "home")
+    (r,) = validate_skypilot([broken])
     assert not r["ok"] and "seed" in r["error"]
 
 
@@ -755,7 +809,7 @@ def test_each_period_exports_its_own_fleet(solver_cli, periods_plan, target, tmp
             assert sum(d["spec"]["replicas"] for d in workloads) == sum(a["replicas"] for _, a in planned)
             assert len(workloads) == len(planned)  # on-demand and spot replicas of one configuration: two units
         else:
-            results = validate_skypilot(files, tmp_path / "home")
+            results = validate_skypilot(files)
             assert [r for r in results if not r["ok"]] == []
             assert sum(r["min_replicas"] for r in results) == sum(a["replicas"] for _, a in planned)
         spot_files = [f for f in files if f.stem.endswith("-spot")]

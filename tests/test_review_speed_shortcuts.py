@@ -44,9 +44,11 @@ def _bench_review(seed: int, scenarios: int):
     return parse_review(bench.review(scenarios, 20, seed, 30.0))
 
 
-@pytest.mark.parametrize("seed", [0, 5])
-def test_a_tie_break_point_bounds_the_lp_and_plans_are_unchanged(seed, monkeypatch):
-    review = _bench_review(seed, 6)
+# Seed 5's sixth scenario (s0004) alone took 5.8 s of its 9 s per pass (two passes, and an LP
+# per shortcut): five of its scenarios, each taking the shortcut, besides seed 0's six.
+@pytest.mark.parametrize("seed, scenarios", [(0, 6), (5, 5)])
+def test_a_tie_break_point_bounds_the_lp_and_plans_are_unchanged(seed, scenarios, monkeypatch):
+    review = _bench_review(seed, scenarios)
     base = BaseCase(review.workload, review.catalog)
     real = tiebreak._fewer_gpus_point
     checked = []
