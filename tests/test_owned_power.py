@@ -310,3 +310,30 @@ def test_the_catalog_build_refuses_a_board_power_without_its_source():
     assert bc.apply_gpu_supplement([], specs, [row])[0]["board_power_w"] == 1200.0
     with pytest.raises(bc.SupplementError, match="board_power_source"):
         bc.apply_gpu_supplement([], specs, [dict(row, board_power_source=" ")])
+
+
+def test_review_sweeps_a_site_power_cap(tmp_path):
+    from solver.review import parse_review, run_review
+
+    base = json.loads((EXAMPLES / "owned-and-cloud.json").read_text())
+    base.setdefault("solver", {})["verify"] = False
+    review = parse_review({"name": "power", "base": {"workload": base}, "time_limit_per_scenario_s": 60,
+                           "sweeps": [{"name": "cap", "change": "site_power", "fixed": {"site": "dc-east"},
+                                       "values": [25, 40]}]})
+    got = {r.id: r.usd_per_hour for r in run_review(review, tmp_path, workers=1)}
+    # A higher cap lets a third owned server run instead of cloud capacity (docs/owned-and-power.md).
+    assert got["cap-40"] < got["cap-25"]
+    assert got["cap-25"] == pytest.approx(got["base"])
+    bad = {"name": "x", "base": {"workload": base},
+           "scenarios": [{"name": "s", "changes": [{"site_power": {"site": "nowhere", "power_cap_kw": 1}}]}]}
+    try:
+        outcome = list(run_review(parse_review(bad), tmp_path / "x", workers=1))
+    except InputError as exc:  # refused up front, naming the site
+        assert "nowhere" in str(exc)
+    else:  # or recorded as the scenario's reason, the rest going on
+        by_id = {r.id: r for r in outcome}
+        assert by_id["s"].status == "invalid" and by_id["base"].status == "optimal"
+        assert by_id["s"].reasons[0]["constraint"] == "changes[0].site_power.site"
+        # the base plan's sensitivity never asks for one more owned server from the market
+        assert all(r.status != "invalid" for key, r in by_id.items() if key != "s"), \
+            {key: r.reasons for key, r in by_id.items() if r.status == "invalid"}

@@ -21,7 +21,7 @@ from solver.workload.schema import OfferSpec, Workload
 from solver.suggest import did_you_mean
 
 WORKLOAD_KINDS = {"demand", "slo", "gpu_quota", "offer_quota", "budget", "headroom", "constraints", "reservation",
-                  "spot_share", "serving", "redundancy"}
+                  "spot_share", "serving", "redundancy", "site_power"}
 
 
 def apply_changes(workload: Workload, catalog: Catalog, changes: Iterable[Change]) -> tuple[Workload, Catalog]:
@@ -111,6 +111,15 @@ def _apply_to_workload(data: dict, change: Change, where: str) -> None:
             cons["redundancy"] = value
         else:
             _services(data, body.service, where)[0]["redundancy"] = value
+    elif change.kind == "site_power":
+        sites = data.get("sites") or []
+        found = [s for s in sites if s.get("name") == body.site]
+        if not found:
+            names = [s.get("name") for s in sites]
+            raise InputError.single(f"{where}.site", unknown_name("site", body.site, names),
+                                    f"use one of {', '.join(map(str, names[:10]))}" if names else
+                                    "the base workload has no sites: add sites (docs/owned-and-power.md)")
+        found[0]["power_cap_kw"] = body.power_cap_kw
     elif change.kind == "constraints":
         defaults = {"exclude_gpu_types": [], "allow_consumer_gpus": False, "pricing": "on_demand"}
         for name in body.model_fields_set:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from solver.catalog.owned import OWNED_PROVIDER
 from solver.catalog.types import Catalog
 from solver.output.result import HOURS_PER_MONTH
 from solver.review.expand import Scenario, slug
@@ -53,7 +54,10 @@ def relaxations(workload: Workload, catalog: Catalog, spec: SensitivitySpec) -> 
             continue
         add(f"offer_quota[{offer_id}]", "offer_quota", {"offer": offer_id, "instances": quota + n}, quota + n,
             f"{n} more {offer_id} instance{'s' if n > 1 else ''} of quota ({quota} -> {quota + n})")
-    limited = sorted((o for o in catalog.offers if o.available_instances is not None),
+    # Owned servers are not a market to buy one more from (their count is the workload's
+    # owned[].count, and the catalog offer is made from it): not relaxed here.
+    limited = sorted((o for o in catalog.offers if o.available_instances is not None
+                      and o.provider != OWNED_PROVIDER),
                      key=lambda o: (o.price_usd_per_gpu_hour, o.id))[:MAX_AVAILABILITY_RELAXATIONS]
     for o in limited:
         n = spec.quota_step_instances

@@ -152,6 +152,14 @@ class RedundancyChange(_Strict):
                                   "loss")
 
 
+class SitePowerChange(_Strict):
+    """Set an owned site's power cap (docs/owned-and-power.md). A sweep varies power_cap_kw."""
+
+    site: str = Field(min_length=1, description="the site (a name in the base workload's sites)")
+    power_cap_kw: float | None = Field(gt=0, le=1e7, description="the most the site's owned servers may draw, kW; "
+                                       "null: no cap")
+
+
 class Change(_Strict):
     """Exactly one kind of change."""
 
@@ -172,6 +180,7 @@ class Change(_Strict):
                                           "as the optimizer picks")
     redundancy: RedundancyChange | None = Field(default=None, description="set the failure domain to survive "
                                                 "(N+1 by instance, zone, region or provider)")
+    site_power: SitePowerChange | None = Field(default=None, description="set an owned site's power cap")
     add_gpus: list[GpuSpec] | None = Field(default=None, min_length=1, description="new GPU types for the catalog")
     add_offers: list[OfferSpec] | None = Field(default=None, min_length=1, description="new offers for the catalog")
     remove_gpus: list[str] | None = Field(default=None, min_length=1, description="remove every offer of these GPU types")
@@ -202,7 +211,8 @@ CHANGE_KINDS = tuple(Change.model_fields)
 # The field a sweep varies when it does not name one.
 SWEEP_DEFAULT_PARAMETER = {"demand": "factor", "price": "factor", "gpu_quota": "gpus", "offer_quota": "instances",
                            "availability": "instances", "budget": "usd_per_hour", "headroom": "fraction",
-                           "reservation": "gpus", "spot_share": "share", "redundancy": "serve_fraction"}
+                           "reservation": "gpus", "spot_share": "share", "redundancy": "serve_fraction",
+                           "site_power": "power_cap_kw"}
 
 
 # ---------------------------------------------------------------- scenarios and sweeps
@@ -243,7 +253,8 @@ class SweepSpec(_Strict):
     name: str = Field(min_length=1, max_length=80, description="the sweep's name; each point is the scenario "
                       "`name=value`")
     change: Literal["demand", "price", "gpu_quota", "offer_quota", "availability", "slo", "budget", "headroom",
-                    "reservation", "spot_share", "redundancy"] = Field(description="the change kind swept")
+                    "reservation", "spot_share", "redundancy", "site_power"] = Field(
+        description="the change kind swept")
     parameter: str | None = Field(default=None, description="the field varied; default: the kind's main number "
                                   "(demand/price: factor, gpu_quota: gpus, slo: required, e.g. tpot_ms)")
     fixed: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_show_default({}),
