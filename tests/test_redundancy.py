@@ -308,3 +308,25 @@ def test_redundancy_and_its_cost_cross_grpc_unchanged() -> None:
                                                    "worst_domain": "synth/r1", "surviving_fraction": 1.2,
                                                    "exact": True}
     assert remote["redundancy_cost"]["extra_usd_per_hour"] == pytest.approx(3.0)
+
+
+def test_kubernetes_export_spreads_services_with_an_instance_domain() -> None:
+    import yaml
+
+    from conftest import EXAMPLES
+    from solver.export import render_plan
+    from solver.workload.documents import load_document
+
+    result = plan(parse_workload(load_document(EXAMPLES / "n-plus-one.json")))
+    files = render_plan(result.to_dict(), "kubernetes")
+    spread = {}
+    for name, text in files.items():
+        for doc in yaml.safe_load_all(text):
+            if isinstance(doc, dict) and doc.get("kind") == "Deployment":
+                pod = doc["spec"]["template"]["spec"]
+                spread[doc["metadata"]["annotations"]["fleet-planner/service"]] = pod.get("topologySpreadConstraints")
+    assert spread["chat-api"] == [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                   "whenUnsatisfiable": "ScheduleAnyway",
+                                   "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "chat-api"}}}]
+    # a region is a cluster of its own (nothing to spread within one); none: nothing asked
+    assert spread["search"] is None and spread["batch-embed"] is None

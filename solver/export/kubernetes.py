@@ -104,6 +104,11 @@ def _header(summary: PlanSummary, u: Unit) -> list[str]:
     return lines
 
 
+# The well-known node labels of a failure domain a cluster can spread pods over (a region or
+# provider is a cluster of its own: the plan's units there are separate deployments).
+SPREAD_KEYS = {"instance": "kubernetes.io/hostname", "zone": "topology.kubernetes.io/zone"}
+
+
 def _pod_spec(u: Unit, containers: list[dict]) -> dict:
     spec: dict = {}
     # A custom catalog's instance name need not be a valid label value; no node could carry it then.
@@ -118,6 +123,14 @@ def _pod_spec(u: Unit, containers: list[dict]) -> dict:
             "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": values}]}]}}}
     spec["tolerations"] = [{"key": k8s_gpu_resource(u.gpu), "operator": "Exists", "effect": "NoSchedule"},
                            *(spot[1] if spot else [])]
+    spread = SPREAD_KEYS.get(u.redundancy_domain)
+    if spread:
+        # The plan survives losing any one instance (or zone) however the replicas are
+        # packed; spreading the service's pods over them is cheap insurance beyond it, soft so
+        # that a cluster without spare nodes still schedules them.
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": spread, "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": u.service_slug}}}]
     spec["terminationGracePeriodSeconds"] = 60
     spec["containers"] = containers
     memory_gib = pod_size(u).memory_gib

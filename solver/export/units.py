@@ -47,6 +47,8 @@ class Unit:
     routed_share: float  # this unit's share of the service's planned traffic, 0..1
     shares_instances: bool  # the plan packs this unit's replicas with other replicas on one instance
     name_notes: tuple[str, ...] = ()  # why a name carries a hash (written as comments)
+    # The failure domain the plan sized the service for (constraints.redundancy): "" none.
+    redundancy_domain: str = ""
 
     @property
     def tensor_parallel(self) -> int:
@@ -217,7 +219,8 @@ def plan_units(plan: object) -> PlanSummary:
                 host_memory_gib=line.get("host_memory_gib"),
                 spot=plan_spot or a.get("spot") is True,  # a period's assignment says per configuration
                 routed_share=routed / total_routed if total_routed > 0 else 1.0 / len(svc["assignments"]),
-                shares_instances=a["config"] in packed))
+                shares_instances=a["config"] in packed,
+                redundancy_domain=_redundancy_domain(svc)))
     if errors:
         raise InputError(errors)
     if not units:
@@ -226,6 +229,13 @@ def plan_units(plan: object) -> PlanSummary:
     units = _distinct_unit_names(units, unit_keys, frozenset(service_labels.values()))
     return PlanSummary(str(plan.get("workload", "workload")), status, plan.get("total_price_usd_per_hour"),
                        str(plan.get("pricing", "on_demand")), tuple(units), tuple(warnings))
+
+
+def _redundancy_domain(svc: dict) -> str:
+    """The plan's `redundancy.domain` of a service ("" without one, or not a known domain)."""
+    red = svc.get("redundancy")
+    domain = red.get("domain") if isinstance(red, dict) else None
+    return domain if domain in ("instance", "zone", "region", "provider") else ""
 
 
 def _service_labels(services: list) -> tuple[dict[str, str], dict[str, tuple[str, ...]], list[str]]:
