@@ -124,22 +124,13 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
                    f"{size['integer_variables']} integer vars, {size['constraints']} constraints, "
                    f"{solver['candidates']} candidate configurations ({solver['rejected']} ruled out); "
                    f"ties: {solver['tie_break']}; evaluator: {'ok' if d['evaluation'].get('ok') else 'FAILED'}")
-    cost = d.get("confidence_cost")
-    if explain and cost:
-        out.append("")
-        if cost["margin_usd_per_hour"] is None:
-            out.append(f"Confidence margin: {cost['note']}")
-        else:
-            out.append(f"Confidence margin: ${cost['margin_usd_per_hour']:.4f}/hour (the same workload with every "
-                       f"service at slo.confidence \"nominal\": ${cost['nominal_price_usd_per_hour']:.4f}/hour)")
-    red = d.get("redundancy_cost")
-    if explain and red:
-        out.append("")
-        if red["extra_usd_per_hour"] is None:
-            out.append(f"Redundancy cost: {red['note']}")
-        else:
-            out.append(f"Redundancy cost: {red['note'].split(':')[0]} costs ${red['extra_usd_per_hour']:.4f}/hour more "
-                       f"than the same workload without failure domains (${red['without_usd_per_hour']:.4f}/hour)")
+    if explain:
+        out.extend(_priced_difference(d.get("confidence_cost"), "margin_usd_per_hour", lambda c: (
+            f"Confidence margin: ${c['margin_usd_per_hour']:.4f}/hour (the same workload with every service at "
+            f"slo.confidence \"nominal\": ${c['nominal_price_usd_per_hour']:.4f}/hour)"), "Confidence margin"))
+        out.extend(_priced_difference(d.get("redundancy_cost"), "extra_usd_per_hour", lambda c: (
+            f"Redundancy cost: {c['note'].split(':')[0]} costs ${c['extra_usd_per_hour']:.4f}/hour more than the "
+            f"same workload without failure domains (${c['without_usd_per_hour']:.4f}/hour)"), "Redundancy cost"))
     choice = d.get("serving_choice")
     if explain and choice:
         out.append("")
@@ -228,6 +219,14 @@ def _confidence(s: dict) -> str:
                 f"traffic)")
     margin = s.get("capacity_margin")
     return text + ("" if margin is None else f": capacity margin {margin * 100:.0f} %")
+
+
+def _priced_difference(cost: dict | None, key: str, text, label: str) -> list[str]:
+    """An explanation's re-solved price (confidence margin, redundancy cost): a blank line
+    and its sentence, or why it was not computed; nothing where the plan has none."""
+    if not cost:
+        return []
+    return ["", text(cost) if cost[key] is not None else f"{label}: {cost['note']}"]
 
 
 def _serving_choice_text(choice: dict, price: float | None) -> str:
