@@ -337,3 +337,19 @@ def test_review_sweeps_a_site_power_cap(tmp_path):
         # the base plan's sensitivity never asks for one more owned server from the market
         assert all(r.status != "invalid" for key, r in by_id.items() if key != "s"), \
             {key: r.reasons for key, r in by_id.items() if r.status == "invalid"}
+
+
+def test_a_running_owned_server_kept_idle_counts_against_its_site_cap():
+    # Two owned 8-GPU A100 servers run today, but the service runs on H100s only: they can
+    # only idle. Removing one costs $1,000, so keeping both would be cheapest - but an idle
+    # server still draws its power, and the cap (1.5 servers' worth) allows one.
+    server_kw = 8 * 0.4  # A100-80GB board power 400 W (catalog)
+    w = workload(5, [{"gpu": "A100-80GB", "count": 16, "site": "dc1", "power_kw_per_gpu": 0.4}],
+                 [{"name": "dc1", "electricity_usd_per_kwh": 0.1, "power_cap_kw": 1.5 * server_kw}],
+                 [cloud("h100x1", 1, 2.5)],
+                 current_fleet=[{"offer_id": "owned/dc1-A100-80GB-8gpu", "instances": 2}],
+                 change_costs={"remove_instance_usd": 1000})
+    result = plan(parse_workload(w), FAST)
+    assert result.evaluation["ok"], result.evaluation
+    assert [(f.offer_id, f.instances) for f in result.fleet if f.offer_id.startswith("owned/")] == \
+        [("owned/dc1-A100-80GB-8gpu", 1)]

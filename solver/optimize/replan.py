@@ -134,6 +134,7 @@ def _add_changes(form: Formulation, problem: Problem, running: dict[str, int], h
                 row.terms.append((i, o.price_usd_per_hour))
         if o.gpu in problem.gpu_quotas and not any(r.name == f"quota[{o.gpu}]" for r in lm.rows):
             lm.row(f"quota[{o.gpu}]", [(i, float(o.gpus_per_instance))], ub=problem.gpu_quotas[o.gpu])
+        _add_to_power_rows(form, offer_id, i)
     terms, changed = [], []
     forced = _forced(problem, running)
     for offer_id, i in sorted(form.n.items()):
@@ -153,6 +154,24 @@ def _add_changes(form: Formulation, problem: Problem, running: dict[str, int], h
     for i, c in form.cost_terms:
         lm.objective[i] = lm.objective.get(i, 0.0) + c
     return terms, changed
+
+
+def _add_to_power_rows(form: Formulation, offer_id: str, i: int) -> None:
+    """A running owned instance kept idle still draws its site's power: its variable joins
+    the site's power row (made here if the site had no other instance in the model)."""
+    power = form.problem.power
+    if power is None:
+        return
+    lm = form.model
+    for site in power.sites:
+        kw = dict(site.offer_kw).get(offer_id)
+        if kw is None or site.cap_kw is None:
+            continue
+        row = next((r for r in lm.rows if r.name == f"power[{site.name}]"), None)
+        if row is None:
+            lm.row(f"power[{site.name}]", [(i, kw)], ub=site.cap_kw)
+        else:
+            row.terms.append((i, kw))
 
 
 def _hint(form: Formulation, greedy: Solution, running: dict[str, int]) -> list[float] | None:
