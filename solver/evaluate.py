@@ -305,7 +305,8 @@ def _under_load(catalog, calibration, svc, config, a) -> list[str]:
 
 def _scaled(d, multiplier: float):
     from dataclasses import replace
-    return replace(d, class_demand=tuple(x * multiplier for x in d.class_demand), raw_demand=d.raw_demand * multiplier)
+    return replace(d, class_demand=tuple(x * multiplier for x in d.class_demand), raw_demand=d.raw_demand * multiplier,
+                   redundancy_demand=tuple(x * multiplier for x in d.redundancy_demand))
 
 
 def _tier_cost(workload: Workload, offers: dict, sol: Solution, reserved: dict[str, tuple[int, str]],

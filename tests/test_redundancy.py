@@ -234,7 +234,6 @@ def test_min_replicas_without_redundancy_warns_when_one_replica_carries_it() -> 
     ({"domain": "region", "serve_fraction": "1"}, {}, "constraints.redundancy.serve_fraction"),
     ({"domain": "region", "spare": 1}, {}, "constraints.redundancy.spare"),
     ({"domain": "region"}, {"same_region": "service"}, "same_region"),
-    ({"domain": "region"}, {"pricing_tiers": ["on_demand", "spot"]}, "constraints.redundancy"),
 ])
 def test_bad_redundancy_names_the_field(redundancy, extra, field) -> None:
     w = _workload([_service("s", 20, 10)], [_offer("a1", "r1", 1, 1.0)], redundancy, **extra)
@@ -330,3 +329,58 @@ def test_kubernetes_export_spreads_services_with_an_instance_domain() -> None:
                                    "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "chat-api"}}}]
     # a region is a cluster of its own (nothing to spread within one); none: nothing asked
     assert spread["search"] is None and spread["batch-embed"] is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_periods_cost_the_sum_of_their_single_hour_optima(seed: int) -> None:
+    """On-demand prices only: periods are independent, so a horizon's optimum is each
+    period's single-hour optimum (enumeration-tested above) times its hours."""
+    w = _random_case(100 + seed)
+    w["periods"] = [{"name": "day", "hours": 14}, {"name": "night", "hours": 10}]
+    for s in w["services"]:
+        s["demand"]["profile"] = {"night": 0.5}
+    try:
+        result = plan(parse_workload(json.loads(json.dumps(w))))
+    except InfeasibleError:
+        result = None
+    want, feasible = 0.0, True
+    for period, hours, factor in (("day", 14, 1.0), ("night", 10, 0.5)):
+        single = json.loads(json.dumps(w))
+        del single["periods"]
+        for s in single["services"]:
+            del s["demand"]["profile"]
+            s["demand"]["items_per_min"] *= factor
+        price = enumerate_optimum(single)
+        if price is None:
+            feasible = False
+            break
+        want += hours * price
+    if not feasible:
+        assert result is None
+        return
+    assert result is not None and result.evaluation["ok"]
+    assert result.horizon.horizon_cost_usd == pytest.approx(want, abs=1e-6), json.dumps(w)
+
+
+def test_spot_and_reserved_tiers_keep_the_domains(tmp_path) -> None:
+    offers = [{**_offer("a1", "r1", 1, 1.0), "spot_price_usd_per_hour": 0.3, "reserved_1y_price_usd_per_hour": 0.6},
+              {**_offer("b1", "r2", 1, 1.2), "spot_price_usd_per_hour": 0.4}]
+    w = _workload([_service("s", 20, 10)], offers, {"domain": "region"},
+                  pricing_tiers=["on_demand", "spot", "reserved_1y"])
+    w["periods"] = [{"name": "day", "hours": 12}, {"name": "night", "hours": 12}]
+    w["services"][0]["demand"]["profile"] = {"night": 0.5}
+    result = plan(parse_workload(w))
+    assert result.evaluation["ok"]
+    for period in result.horizon.periods:
+        regions = {a.offer_id for s in period.services for a in s.assignments if a.replicas}
+        assert regions == {"synth/a1", "synth/b1"}, period  # both regions in every period
+
+
+def test_a_running_fleet_is_replanned_to_survive(tmp_path) -> None:
+    w = _workload([_service("s", 20, 10)], [_offer("a1", "r1", 1, 1.0), _offer("b1", "r2", 1, 1.2)],
+                  {"domain": "region"})
+    w["current_fleet"] = [{"offer_id": "synth/a1", "instances": 2}]
+    w["change_costs"] = {"add_instance_usd": 1, "remove_instance_usd": 1}
+    result = plan(parse_workload(w))
+    assert result.evaluation["ok"]
+    assert dict((f.offer_id, f.instances) for f in result.fleet) == {"synth/a1": 2, "synth/b1": 2}

@@ -245,7 +245,8 @@ class ServiceDemand:
     def in_period(self, index: int) -> "ServiceDemand":
         """This service with its demand scaled to period `index` (performance is unchanged)."""
         m = self.period_multipliers[index] if self.period_multipliers else 1.0
-        return replace(self, class_demand=tuple(d * m for d in self.class_demand), raw_demand=self.raw_demand * m)
+        return replace(self, class_demand=tuple(d * m for d in self.class_demand), raw_demand=self.raw_demand * m,
+                       redundancy_demand=tuple(d * m for d in self.redundancy_demand))
 
     def performance_key(self) -> tuple:
         """Everything but the name and demand levels that decides a configuration's

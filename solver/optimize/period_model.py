@@ -126,6 +126,10 @@ def replica_bound(c: Config, s: ServiceDemand, problem: Problem) -> int:
     ub = max(need, s.min_replicas, 1 if s.total_demand > 0 or s.min_replicas else 0)
     if s.max_replicas is not None:
         ub = min(ub, s.max_replicas)
+    if s.redundancy_domain == "instance" and ub > 0:
+        from solver.optimize.redundancy import per_instance
+
+        ub += per_instance(c, problem)  # one instance's worth more, that a loss can take
     limit = problem.offer_limits.get(c.offer_id)
     if limit is not None:
         ub = min(ub, limit * problem.offer(c.offer_id).gpus_per_instance // c.gpus_per_replica)
@@ -179,6 +183,8 @@ def add_period(lm: LinearModel, problem: Problem, configs: list[Config], spec: P
     _limit_rows(lm, problem, pv, p)
     if problem.power is not None:
         _power_rows(lm, problem, pv, p)
+    if any(s.redundancy_domain for s in spec.services):
+        _survive_rows(lm, problem, pv, spec.services, p)
     if spec.first and h is not None and h.current_fleet is not None:
         _change_rows(lm, problem, pv, h, p)
     return pv
@@ -240,6 +246,34 @@ def _demand_rows(lm, pv: PeriodVars, services, share: float | None, p: str) -> N
                            for k in range(len(s.class_names)) if (c.key, spot, k) in pv.x]
             lm.row(f"capacity{p}[{c.key},{'spot' if spot else 'firm'}]",
                    share_terms + [(pv.r[(c.key, spot)], -1.0)], ub=0.0)
+
+
+@dataclass(frozen=True)
+class _Replicas:
+    """Firm or spot replicas of one configuration in one period, as the survive rows see a
+    group (solver/optimize/redundancy.py): a key, its configuration, its service."""
+
+    key: str
+    rep: Config
+    service: str
+
+
+def _survive_rows(lm, problem: Problem, pv: PeriodVars, services, p: str) -> None:
+    """constraints.redundancy in this period, firm and spot replicas alike (a spot instance
+    is an instance; one of each on an offer is counted lost at once, a safe over-count)."""
+    from types import SimpleNamespace
+
+    from solver.optimize import redundancy
+
+    groups: dict[str, list[_Replicas]] = {}
+    r: dict[str, int] = {}
+    for (key, spot), i in pv.r.items():
+        c = next(c for c in pv.configs if c.key == key)
+        g = _Replicas(f"{p}|{key}|{'spot' if spot else 'firm'}", c, c.service)
+        groups.setdefault(c.service, []).append(g)
+        r[g.key] = i
+    redundancy.add_rows(SimpleNamespace(problem=problem, model=lm, r=r, by_service=groups, lost={}),
+                        services=tuple(services))
 
 
 def _region_rows(lm, problem: Problem, pv: PeriodVars, services, regions: int, p: str) -> None:

@@ -1013,10 +1013,6 @@ class Workload(_Strict):
             if r is None:
                 continue
             where = f"services[{i}].redundancy" if s.redundancy is not None else "constraints.redundancy"
-            if self.horizon_mode:
-                raise ValueError(f"{where} (service {s.name!r}) is planned for one period at one price list without "
-                                 "a running fleet for now. To fix: drop periods, pricing_tiers and current_fleet, or "
-                                 "drop the redundancy")
             if s.serving != "aggregated":
                 raise ValueError(f"{where}: service {s.name!r} asks for serving: {s.serving}, and disaggregated pools "
                                  "are not planned with failure domains yet. To fix: set serving: aggregated, or "
