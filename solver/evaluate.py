@@ -143,9 +143,10 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
                                   f"{catalog.usable_memory_gib(offer):.1f} GiB")
         items.setdefault((a.offer_id, a.spot), []).extend(
             [(a.config_key, a.gpus_per_replica, a.instances_per_replica)] * a.replicas)
-        held.setdefault(a.service, []).append(Held(
-            a.offer_id, (offer.provider, offer.region), offer.gpus_per_instance, a.gpus_per_replica,
-            a.instances_per_replica, a.replicas, tuple(perf.throughput for perf in config.classes)))
+        if demands[a.service].redundancy_domain:  # only what the failure-domain check reads
+            held.setdefault(a.service, []).append(Held(
+                a.offer_id, (offer.provider, offer.region), offer.gpus_per_instance, a.gpus_per_replica,
+                a.instances_per_replica, a.replicas, tuple(perf.throughput for perf in config.classes)))
         rep.violations.extend(_under_load(catalog, builder.calibration, demands[a.service], config, a))
 
     for (name, tier), roles in sorted(pool_rates.items()):
