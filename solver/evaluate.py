@@ -21,7 +21,7 @@ from solver.compile.resolve import filter_offers, offer_limits
 from solver.evaluate_owned import owned_violations
 from solver.workload.schema import Workload
 from solver.optimize.solution import Solution
-from solver.survival import Held, Survival, worst_loss
+from solver.survival import Held, Survival, worst_loss, worst_spot_loss
 
 TOL = 1e-6
 
@@ -50,6 +50,7 @@ class EvalReport:
     capacity: dict[str, list[float]] = field(default_factory=dict)  # service -> per-class capacity
     placements: list[Placement] = field(default_factory=list)
     survival: dict[str, Survival] = field(default_factory=dict)  # service -> its worst single-domain loss
+    spot_survival: dict[str, Survival] = field(default_factory=dict)  # service -> its worst reclaimed spot pool
 
     @property
     def ok(self) -> bool:
@@ -66,7 +67,8 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
     offers_by_id = {o.id: o for o in offers}
     limits = offer_limits(workload, offers)
     # Compiled afresh from the raw workload: nothing of the planner's Problem is trusted.
-    demands = {s.name: compile_service(s, workload.constraints.headroom, redundancy=workload.redundancy_of(s))
+    demands = {s.name: compile_service(s, workload.constraints.headroom, redundancy=workload.redundancy_of(s),
+                                       spot_cover=workload.spot_cover_of(s))
                for s in workload.services}
     if period is not None:
         demands = {s.name: _scaled(demands[s.name], s.demand.profile.get(period, 1.0)) for s in workload.services}
@@ -143,10 +145,10 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
                                   f"{catalog.usable_memory_gib(offer):.1f} GiB")
         items.setdefault((a.offer_id, a.spot), []).extend(
             [(a.config_key, a.gpus_per_replica, a.instances_per_replica)] * a.replicas)
-        if demands[a.service].redundancy_domain:  # only what the failure-domain check reads
+        if demands[a.service].redundancy_domain or demands[a.service].spot_cover_demand:  # what the loss checks read
             held.setdefault(a.service, []).append(Held(
                 a.offer_id, (offer.provider, offer.region), offer.gpus_per_instance, a.gpus_per_replica,
-                a.instances_per_replica, a.replicas, tuple(perf.throughput for perf in config.classes)))
+                a.instances_per_replica, a.replicas, tuple(perf.throughput for perf in config.classes), a.spot))
         rep.violations.extend(_under_load(catalog, builder.calibration, demands[a.service], config, a))
 
     for (name, tier), roles in sorted(pool_rates.items()):
@@ -191,6 +193,14 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
                 rep.violations.append(f"{name}: after losing {sv.worst_domain or 'its only domain'} the rest serves "
                                       f"{sv.surviving_fraction:.2%} of its demand, below redundancy.serve_fraction "
                                       f"{d.redundancy_fraction:g}")
+        if sum(d.spot_cover_demand) > 0:
+            raw = tuple(x / d.spot_cover_fraction for x in d.spot_cover_demand)
+            sv = worst_spot_loss(held.get(name, []), raw, d.spot_cover_fraction)
+            rep.spot_survival[name] = sv
+            if not sv.met:
+                rep.violations.append(f"{name}: after losing {sv.worst_domain} the rest serves "
+                                      f"{sv.surviving_fraction:.2%} of its demand, below "
+                                      f"spot_interruptions.serve_fraction {d.spot_cover_fraction:g}")
 
     c = workload.constraints
     for gpu, quota in c.gpu_quotas.items():
@@ -307,7 +317,8 @@ def _under_load(catalog, calibration, svc, config, a) -> list[str]:
 def _scaled(d, multiplier: float):
     from dataclasses import replace
     return replace(d, class_demand=tuple(x * multiplier for x in d.class_demand), raw_demand=d.raw_demand * multiplier,
-                   redundancy_demand=tuple(x * multiplier for x in d.redundancy_demand))
+                   redundancy_demand=tuple(x * multiplier for x in d.redundancy_demand),
+                   spot_cover_demand=tuple(x * multiplier for x in d.spot_cover_demand))
 
 
 def _tier_cost(workload: Workload, offers: dict, sol: Solution, reserved: dict[str, tuple[int, str]],

@@ -31,8 +31,8 @@ from solver.optimize.replan import solve_replan
 from solver.optimize.rollout import Target, changes, plan_rollout
 from solver.optimize.solution import Assignment, Solution
 from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolverInfo, PeriodAssignment,
-                                  PeriodResult, PeriodService, PlanResult, Replan, Reservation, Rollout, RolloutStep,
-                                  Savings, SolverInfo, TierFleetLine, UnusedReservation)
+                                  PeriodResult, PeriodService, PlanResult, RedundancyView, Replan, Reservation, Rollout,
+                                  RolloutStep, Savings, SolverInfo, TierFleetLine, UnusedReservation)
 from solver.workload.schema import Workload
 
 PEAK_SHARE = 0.15  # of the time left after candidates, at most, for the peak fleet (baseline and fallback)
@@ -262,6 +262,12 @@ def _why_infeasible(problem, specs, periods, merged, backend, stop) -> list[Infe
                                                                    ("spot_min_regions", h.spot_min_regions))
                                          if v is not None) + ") leaves too little capacity in the allowed tiers.", "raise constraints.max_spot_share, lower spot_min_regions, or allow "
          "an on-demand or reserved tier"),
+        ("spot_interruptions", any(sum(s.spot_cover_demand) > 0 for s in problem.services), {},
+         {"services": tuple(replace(s, spot_cover_demand=(), spot_cover_fraction=0.0) for s in problem.services)},
+         "no plan still serves spot_interruptions.serve_fraction of each covered service's demand after the spot "
+         "instances of any one offer (a spot capacity pool) are reclaimed.",
+         "allow an on-demand or reserved tier, allow spot on more offers (instance types or regions), or lower "
+         "constraints.spot_interruptions.serve_fraction"),
         ("budget", any(b is not None for b in (problem.budget_usd_per_hour, h.budget_usd_per_day,
                                                 h.budget_usd_per_month)),
          {"budget_usd_per_day": None, "budget_usd_per_month": None}, {"budget_usd_per_hour": None},
@@ -295,9 +301,9 @@ def _why_infeasible(problem, specs, periods, merged, backend, stop) -> list[Infe
 def _unexplained() -> InfeasibilityReason:
     return InfeasibilityReason(
         "horizon", "no plan meets the multi-period terms, and no single family of them (change limit, spot policy, "
-        "budgets, reservation bounds) relaxed alone gives one: they conflict together.",
-        "relax constraints.max_spot_share, spot_min_regions, change_costs.max_changed_instances, "
-        "reserved_gpus_min/max or the budgets")
+        "spot interruptions, budgets, reservation bounds) relaxed alone gives one: they conflict together.",
+        "relax constraints.max_spot_share, spot_min_regions, spot_interruptions, "
+        "change_costs.max_changed_instances, reserved_gpus_min/max or the budgets")
 
 
 # ---------------------------------------------------------------------- the answer
@@ -334,6 +340,9 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
                        f.price_usd_per_hour, f.subtotal_usd_per_hour, problem.offer(f.offer_id).vcpus,
                        problem.offer(f.offer_id).host_memory_gib) for f in period_results[0].fleet]
     services = service_results(scaled, _merged_markets(first), catalog, options.answer_by, options.cancel)
+    covered = _spot_cover_views(problem, first_spec.services, first)  # spot apart: the merged plan has no spot
+    for r in services:
+        r.spot_interruptions = covered.get(r.name)
     if peak is None:
         peak = _peak_plan(problem, specs, backend.name, deadline, options, BASELINE_SHARE)
     savings = _savings(problem, peak, horizon_cost, hours)
@@ -416,6 +425,7 @@ def _period(problem, period, spec, sol: Solution, reserved, prices, report) -> P
 
 def _services(problem, spec, sol: Solution) -> list[PeriodService]:
     by_key = {c.key: c for c in problem.configs}
+    covered = _spot_cover_views(problem, spec.services, sol)
     out = []
     for s in spec.services:
         mine = [a for a in sol.assignments if a.service == s.name]
@@ -428,8 +438,17 @@ def _services(problem, spec, sol: Solution) -> list[PeriodService]:
                     firm[k] += perf.throughput * a.replicas
         out.append(PeriodService(s.name, s.unit, round(s.raw_demand, 6), round(s.total_demand, 6),
                                  [round(x, 6) for x in cap], [round(x, 6) for x in firm], sum(a.replicas for a in mine),
-                                 [PeriodAssignment(a.config_key, a.offer_id, a.spot, a.replicas) for a in mine]))
+                                 [PeriodAssignment(a.config_key, a.offer_id, a.spot, a.replicas) for a in mine],
+                                 covered.get(s.name)))
     return out
+
+
+def _spot_cover_views(problem, services, sol: Solution) -> dict[str, RedundancyView]:
+    """Each covered service's worst reclaimed spot pool in one period (constraints.spot_interruptions)."""
+    from solver.optimize import spot_cover
+
+    return {name: RedundancyView(sv.domain, sv.serve_fraction, sv.worst_domain, round(sv.surviving_fraction, 6))
+            for name, sv in spot_cover.survivals(problem, services, sol).items()}
 
 
 def _merged_markets(sol: Solution) -> Solution:

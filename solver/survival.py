@@ -10,6 +10,9 @@ guarantee; the plan warns). `instance` is any one instance: the replicas of the 
 that one instance can hold, however a scheduler packed them - the worst case over every
 packing (a bounded knapsack over the service's replicas on that offer), so the guarantee
 does not depend on the placement the plan's deployment ends up with.
+
+Reclaimed spot (`worst_spot_loss`): a provider takes back a spot capacity pool at once; one
+offer's spot instances are one pool (offers are listed by region, not zone).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 LOCATION_DOMAINS = ("zone", "region", "provider")
+SPOT_POOL = "spot_pool"  # constraints.spot_interruptions: one offer's spot instances, reclaimed at once
 # Loss patterns of one instance enumerated before the instance check falls back to the
 # bound the optimizer uses (each configuration loses min(replicas, per instance) at once).
 MAX_LOSS_PATTERNS = 20_000
@@ -35,6 +39,7 @@ class Held:
     instances_per_replica: int
     replicas: int
     throughput: tuple[float, ...]  # per class, per replica (SLO-capped)
+    spot: bool = False  # on spot instances (constraints.spot_interruptions loses them a pool at a time)
 
     @property
     def per_instance(self) -> int:
@@ -134,6 +139,24 @@ def worst_loss(held: list[Held], demand: tuple[float, ...], domain: str, serve_f
                 if f < worst:
                     worst, name = f, f"one instance of {offer_id}"
     return Survival(domain, serve_fraction, name, worst, exact)
+
+
+def worst_spot_loss(held: list[Held], demand: tuple[float, ...], serve_fraction: float) -> Survival:
+    """The reclaimed spot pool that leaves the least of `demand` served: every spot replica
+    of one offer lost at once (constraints.spot_interruptions)."""
+    held = [h for h in held if h.replicas > 0]
+    if sum(demand) <= 0:
+        return Survival(SPOT_POOL, serve_fraction, "", math.inf)
+    pools = sorted({h.offer_id for h in held if h.spot})
+    if not pools:  # nothing to reclaim: the fleet serves what it serves
+        return Survival(SPOT_POOL, serve_fraction, "", servable_fraction([(h, h.replicas) for h in held], demand))
+    worst, name = math.inf, ""
+    for pool in pools:
+        left = [(h, 0 if h.spot and h.offer_id == pool else h.replicas) for h in held]
+        f = servable_fraction(left, demand)
+        if f < worst:
+            worst, name = f, f"the spot instances of {pool}"
+    return Survival(SPOT_POOL, serve_fraction, name, worst)
 
 
 def _instance_losses(here: list[Held]) -> tuple[list[dict[int, int]], bool]:

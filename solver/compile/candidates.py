@@ -1278,9 +1278,10 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     by_location = bool(problem.same_region) or (h is not None and h.spot_min_regions is not None) \
         or problem.redundancy_by_location
     running = {f.offer_id for f in (h.current_fleet or ())} if h is not None else set()
-    if any(s.redundancy_domain == "instance" for s in problem.services):
-        # An instance's loss is bounded per offer (solver/survival.py): two offers of the
-        # same hardware are then two node pools a service can spread over, not one.
+    if any(s.redundancy_domain == "instance" for s in problem.services) or problem.spot_cover:
+        # An instance's loss is bounded per offer (solver/survival.py), and a reclaimed spot
+        # pool is one offer's spot instances: two offers of the same hardware are then two
+        # pools a service can spread over, not one.
         offers, dominated = list(problem.offers), []
     elif cache is not None:
         offers, dominated = PRUNED_OFFERS.prune(list(problem.offers), limits, catalog, pinned | running, tiers,
@@ -1294,8 +1295,8 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     # What whole-instance pruning reads besides the configurations and their offers.
     rules = (tuple(sorted(limits.items())), frozenset(problem.gpu_quotas), tiers, by_location, frozenset(running))
     for mine in builder.for_services(problem.services):
-        if mine and problem.service(mine[0].service).redundancy_domain == "instance":
-            configs.extend(mine)  # no swap across offers: it could pack more of the service on one instance
+        if mine and problem.keeps_offers_apart(problem.service(mine[0].service)):
+            configs.extend(mine)  # no swap across offers: it could pack more of the service on one instance or pool
         elif cache is not None:
             configs.extend(WHOLE_INSTANCE_PRUNING.prune(mine, offers_by_id, limits, problem.gpu_quotas, tiers,
                                                         by_location, running, rules))

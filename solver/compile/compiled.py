@@ -20,10 +20,11 @@ from solver.workload.schema import Redundancy, Service, Workload
 
 
 def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] = (),
-                    redundancy: Redundancy | None = None) -> ServiceDemand:
+                    redundancy: Redundancy | None = None, spot_cover: float = 0.0) -> ServiceDemand:
     """One service of the raw workload as the planner reads it (with its demand
-    multiplier per period: `demand.profile[period]`, 1.0 where the profile is silent, and
-    the failure domain it must survive: `Workload.redundancy_of`)."""
+    multiplier per period: `demand.profile[period]`, 1.0 where the profile is silent, the
+    failure domain it must survive: `Workload.redundancy_of`, and the share of its demand
+    that must outlive a reclaimed spot pool: `Workload.spot_cover_of`)."""
     rate = svc.demand.rate
     scale = 1.0 + headroom
     shares = (1.0,)
@@ -60,7 +61,9 @@ def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] =
         # serve_fraction of the demand itself: headroom is spare capacity, not what must survive
         redundancy_demand=tuple(d / scale * redundancy.serve_fraction for d in demand) if redundancy is not None
         else (),
-        redundancy_fraction=redundancy.serve_fraction if redundancy is not None else 0.0)
+        redundancy_fraction=redundancy.serve_fraction if redundancy is not None else 0.0,
+        spot_cover_demand=tuple(d / scale * spot_cover for d in demand) if spot_cover > 0 else (),
+        spot_cover_fraction=spot_cover)
 
 
 def _confidence(slo) -> float | None:
@@ -84,7 +87,8 @@ def compile_problem(workload: Workload, catalog: Catalog) -> Problem:
     c = workload.constraints
     periods = tuple(Period(p.name, p.hours) for p in workload.periods or ())
     return Problem(
-        services=tuple(compile_service(s, c.headroom, periods, workload.redundancy_of(s)) for s in workload.services),
+        services=tuple(compile_service(s, c.headroom, periods, workload.redundancy_of(s), workload.spot_cover_of(s))
+                       for s in workload.services),
         offers=tuple(offers), configs=(), gpu_quotas=dict(c.gpu_quotas), offer_limits=offer_limits(workload, offers),
         budget_usd_per_hour=c.budget_usd_per_hour, same_region=c.same_region, headroom=c.headroom,
         relative_gap=workload.solver.relative_gap,

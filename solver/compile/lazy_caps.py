@@ -179,7 +179,7 @@ def solve_configs(problem: Problem) -> list[Config]:
             out.extend(mine)  # nothing exact: nothing can be dominated
             continue
         kept = prune_configs(mine, s)
-        if s.redundancy_domain != "instance":  # see add_candidates
+        if not problem.keeps_offers_apart(s):  # see add_candidates
             kept = prune_whole_instance_configs(kept, offers, problem.offer_limits, problem.gpu_quotas,
                                                 by_location=by_location)
         keep = {id(c) for c in kept}

@@ -233,6 +233,11 @@ class ServiceDemand:
     redundancy_domain: str = ""  # "instance" | "zone" | "region" | "provider"
     redundancy_demand: tuple[float, ...] = ()
     redundancy_fraction: float = 0.0  # serve_fraction
+    # Reclaimed spot capacity (solver/optimize/spot_cover.py): after losing every spot
+    # replica of any one offer the rest serve spot_cover_demand (serve_fraction x the demand
+    # without headroom, per class). (): no cover.
+    spot_cover_demand: tuple[float, ...] = ()
+    spot_cover_fraction: float = 0.0  # serve_fraction
     role: str = ""  # "prefill" | "decode"; "" for a service the workload names
     feeds: str = ""  # the parent service's name
     link: str = ""  # the link tier the pool's workers meet (one per provider, region, fabric and speed)
@@ -246,7 +251,8 @@ class ServiceDemand:
         """This service with its demand scaled to period `index` (performance is unchanged)."""
         m = self.period_multipliers[index] if self.period_multipliers else 1.0
         return replace(self, class_demand=tuple(d * m for d in self.class_demand), raw_demand=self.raw_demand * m,
-                       redundancy_demand=tuple(d * m for d in self.redundancy_demand))
+                       redundancy_demand=tuple(d * m for d in self.redundancy_demand),
+                       spot_cover_demand=tuple(d * m for d in self.spot_cover_demand))
 
     def performance_key(self) -> tuple:
         """Everything but the name and demand levels that decides a configuration's
@@ -318,6 +324,19 @@ class Problem:
         """Some service must survive losing a zone, region or provider: offers in different
         places are then never interchangeable (pruning keeps one per place)."""
         return any(s.redundancy_domain in ("zone", "region", "provider") for s in self.services)
+
+    @property
+    def spot_cover(self) -> bool:
+        """Some service must outlive a reclaimed spot pool: every offer is then a pool of its
+        own, so pruning never swaps one offer for another (solver/optimize/spot_cover.py)."""
+        return (self.horizon is not None and "spot" in self.horizon.tiers
+                and any(sum(s.spot_cover_demand) > 0 for s in self.services))
+
+    def keeps_offers_apart(self, s: ServiceDemand) -> bool:
+        """`s`'s configurations on one offer may not stand in for another offer's: an instance
+        domain (one instance's loss is per offer) or spot cover (one offer's spot instances
+        are a pool that is lost at once)."""
+        return s.redundancy_domain == "instance" or (self.spot_cover and sum(s.spot_cover_demand) > 0)
 
     def service(self, name: str) -> ServiceDemand:
         cache = self.__dict__.get("_service_index")

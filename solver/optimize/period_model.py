@@ -17,6 +17,8 @@ Per period p (hours h), offer o, configuration c, class k:
   demand      sum_c t_ck (r_c + q_c) >= D_sk (one class)  or  sum_c (x_ck + y_ck) >= D_sk
   firm share  sum_c t_c r_c >= (1 - share) D_s           (max_spot_share: spot may carry at most `share`)
   regions     sum_{c in region} t_ck q_c <= (1/K) sum_c t_ck q_c   (spot over at least K regions)
+  survive     the redundancy rows (solver/optimize/redundancy.py) over r and q alike, and the spot
+              cover rows (solver/optimize/spot_cover.py): every q of one offer lost at once
   pack        sum_c g_c r_c <= G_o F_o ;  sum_c g_c q_c <= G_o S_o
   quota/limit per GPU type and offer over F_o + S_o (running instances)
   power[site] sum_{o at site} P_o (F_o + S_o) <= cap_site   (P_o: kW of one instance, solver/compile/power.py)
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 
 from solver.catalog.owned import OWNED_PROVIDER
 from solver.compile.problem import Config, Problem, ServiceDemand
+from solver.optimize import spot_cover
 from solver.optimize.linear import INF, LinearModel
 
 RESERVED_TIERS = ("reserved_1y", "reserved_3y")
@@ -183,7 +186,7 @@ def add_period(lm: LinearModel, problem: Problem, configs: list[Config], spec: P
     _limit_rows(lm, problem, pv, p)
     if problem.power is not None:
         _power_rows(lm, problem, pv, p)
-    if any(s.redundancy_domain for s in spec.services):
+    if any(s.redundancy_domain for s in spec.services) or spot_cover.active(spec.services):
         _survive_rows(lm, problem, pv, spec.services, p)
     if spec.first and h is not None and h.current_fleet is not None:
         _change_rows(lm, problem, pv, h, p)
@@ -260,20 +263,25 @@ class _Replicas:
 
 def _survive_rows(lm, problem: Problem, pv: PeriodVars, services, p: str) -> None:
     """constraints.redundancy in this period, firm and spot replicas alike (a spot instance
-    is an instance; one of each on an offer is counted lost at once, a safe over-count)."""
+    is an instance; one of each on an offer is counted lost at once, a safe over-count), and
+    constraints.spot_interruptions (one offer's spot replicas lost at once)."""
     from types import SimpleNamespace
 
     from solver.optimize import redundancy
 
     groups: dict[str, list[_Replicas]] = {}
     r: dict[str, int] = {}
+    is_spot: dict[str, bool] = {}
+    config = {c.key: c for c in pv.configs}
     for (key, spot), i in pv.r.items():
-        c = next(c for c in pv.configs if c.key == key)
+        c = config[key]
         g = _Replicas(f"{p}|{key}|{'spot' if spot else 'firm'}", c, c.service)
         groups.setdefault(c.service, []).append(g)
         r[g.key] = i
+        is_spot[g.key] = spot
     redundancy.add_rows(SimpleNamespace(problem=problem, model=lm, r=r, by_service=groups, lost={}),
                         services=tuple(services))
+    spot_cover.add_rows(lm, groups, r, is_spot, services, p)
 
 
 def _region_rows(lm, problem: Problem, pv: PeriodVars, services, regions: int, p: str) -> None:

@@ -74,12 +74,7 @@ def add_rows(f, services=None) -> None:
             places = sorted({_place(g.rep, p, s.redundancy_domain) for g in groups})
             for place in places:
                 kept = [g for g in groups if _place(g.rep, p, s.redundancy_domain) != place]
-                tag = f"{s.name},{'/'.join(place)}"
-                if mixed:
-                    lm.row(f"survive[{tag}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in kept],
-                           lb=sum(s.redundancy_demand))
-                else:
-                    _rerouted(f, s, kept, {}, tag)
+                survive_rows(f, s, kept, f"{s.name},{'/'.join(place)}", s.redundancy_demand)
             continue
         lost = {g.key: _lost_var(f, g) for g in groups}
         for offer_id in sorted({g.rep.offer_id for g in groups}):
@@ -92,7 +87,16 @@ def add_rows(f, services=None) -> None:
                         terms.append((lost[g.key], -g.rep.classes[0].throughput))
                 lm.row(f"survive[{tag}]", terms, lb=sum(s.redundancy_demand))
             else:
-                _rerouted(f, s, groups, {k: lost[k] for k in here}, tag)
+                _rerouted(f, s, groups, {k: lost[k] for k in here}, tag, s.redundancy_demand)
+
+
+def survive_rows(f, s, kept, tag: str, need: tuple[float, ...], row: str = "survive") -> None:
+    """The `kept` groups alone serve `need` (per class) with their SLO-capped rates: one row
+    where every replica serves the service's mix, else the survivors' own routing."""
+    if len(s.class_demand) == 1 or s.mixed_routing:
+        f.model.row(f"{row}[{tag}]", [(f.r[g.key], g.rep.classes[0].throughput) for g in kept], lb=sum(need))
+    else:
+        _rerouted(f, s, kept, {}, tag, need, row)
 
 
 def _lost_var(f, g) -> int:
@@ -185,14 +189,14 @@ def service_bound(form, s, groups, costs: dict[str, float], ubs: dict[str, int],
     return bound, replicas, routed
 
 
-def _rerouted(f, s, kept, lost: dict[str, int], tag: str) -> None:
+def _rerouted(f, s, kept, lost: dict[str, int], tag: str, need: tuple[float, ...], row: str = "survive") -> None:
     """Several classes: the survivors' own routing x^d (capacity reduced by `lost` replicas)."""
     lm = f.model
     routed: dict[int, list] = {k: [] for k in range(len(s.class_demand))}
     for g in kept:
         share = []
         for k, perf in enumerate(g.rep.classes):
-            if perf.throughput > 0 and s.redundancy_demand[k] > 0:
+            if perf.throughput > 0 and need[k] > 0:
                 x = lm.var(f"x[{g.key},{s.class_names[k]}|{tag}]", 0, INF)
                 routed[k].append((x, 1.0))
                 share.append((x, 1.0 / perf.throughput))
@@ -201,10 +205,10 @@ def _rerouted(f, s, kept, lost: dict[str, int], tag: str) -> None:
         terms = share + [(f.r[g.key], -1.0)]
         if g.key in lost:
             terms.append((lost[g.key], 1.0))
-        lm.row(f"survive_capacity[{g.key}|{tag}]", terms, ub=0.0)
-    for k, need in enumerate(s.redundancy_demand):
-        if need > 0:
-            lm.row(f"survive[{tag},{s.class_names[k]}]", routed[k], lb=need)
+        lm.row(f"{row}_capacity[{g.key}|{tag}]", terms, ub=0.0)
+    for k, n in enumerate(need):
+        if n > 0:
+            lm.row(f"{row}[{tag},{s.class_names[k]}]", routed[k], lb=n)
 
 
 def _place(c: Config, p: Problem, domain: str) -> tuple[str, ...]:

@@ -114,6 +114,12 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
             out.append(f"    N+1 by {red['domain']}: the worst loss, {red['worst_domain']}, leaves "
                        f"{red['surviving_fraction']:.1%} of the demand served (needs {red['serve_fraction']:.0%})"
                        + ("" if red["exact"] else "; bounded, not enumerated"))
+        cover = s.get("spot_interruptions")
+        if cover:
+            out.append(f"    spot reclaimed: " + (
+                f"the worst pool, {cover['worst_domain']}, leaves {cover['surviving_fraction']:.1%} of the demand "
+                f"served" if cover["worst_domain"] else "no spot instances to reclaim")
+                + f" (needs {cover['serve_fraction']:.0%})")
         for warning in s.get("warnings", []):
             out.append(f"    WARNING: {warning}")
     solver = d.get("solver") or {}

@@ -196,7 +196,7 @@ class RedundancyView:
     """A service's failure domain and its worst single-domain loss in the plan
     (constraints.redundancy; solver/survival.py)."""
 
-    domain: str  # "instance" | "zone" | "region" | "provider"
+    domain: str  # "instance" | "zone" | "region" | "provider"; "spot_pool" for spot_interruptions
     serve_fraction: float  # required after the loss
     worst_domain: str  # the loss that leaves the least, e.g. "aws/us-east-1", "one instance of aws/p5.48xlarge"
     surviving_fraction: float  # of the demand (without headroom) served after that loss
@@ -233,6 +233,9 @@ class ServiceResult:
     # demand) / capacity. utilization is demand / capacity (the real demand, without it).
     headroom_utilization: float | None = None  # None: no headroom
     redundancy: RedundancyView | None = None  # services with a failure domain
+    # constraints.spot_interruptions (multi-period plans: the first period's; each period's in
+    # horizon.periods[].services): the reclaimed spot pool that leaves the least served.
+    spot_interruptions: RedundancyView | None = None
     # Power (solver/output/power.py): the service's replicas' GPUs at full board power, kW;
     # LLM services: kWh per million output tokens at demand (before headroom).
     power_kw: float | None = None
@@ -311,6 +314,9 @@ class PeriodService:
     firm_capacity: list[float]  # per class, on on-demand and reserved instances (spot left out)
     replicas: int
     assignments: list[PeriodAssignment]
+    # constraints.spot_interruptions: the reclaimed spot pool that leaves the least served in
+    # this period (domain "spot_pool"). None: no cover asked for this service.
+    spot_interruptions: RedundancyView | None = None
 
 
 @dataclass

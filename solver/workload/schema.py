@@ -462,6 +462,16 @@ class Redundancy(_Strict):
                                   "(without headroom), within its SLOs; 1.0: all of it")
 
 
+class SpotInterruptions(_Strict):
+    """What the fleet must still serve when a provider reclaims spot capacity (docs/redundancy.md)."""
+
+    serve_fraction: float = Field(default=1.0, ge=0, le=1, description="after a provider reclaims every spot "
+                                  "instance of any one offer at once (one instance type in one region: a spot "
+                                  "capacity pool), the rest of the fleet - on-demand, reserved and the other "
+                                  "offers' spot instances - still serves this fraction of the service's demand "
+                                  "(without headroom), within its SLOs; 0: no cover (a service's override)")
+
+
 def _disaggregation_unsupported(svc) -> str:
     """Why a service cannot be planned disaggregated ("" if it can)."""
     if svc.model is None or svc.profiles:
@@ -522,6 +532,9 @@ class Service(_Strict):
     redundancy: Redundancy | None = Field(default=None, description="this service's failure domain, "
                                           "overriding constraints.redundancy (domain none: no redundancy for it); "
                                           "unset: the workload's")
+    spot_interruptions: SpotInterruptions | None = Field(
+        default=None, description="this service's cover for reclaimed spot capacity, overriding "
+        "constraints.spot_interruptions (serve_fraction 0: none for it); unset: the workload's")
 
     @field_validator("engine")
     @classmethod
@@ -628,6 +641,11 @@ class Constraints(_Strict):
                                           "serve_fraction of its demand after losing any one failure domain "
                                           "(instance, zone, region or provider), exactly, in the optimization; "
                                           "services may override it. Unset: no redundancy beyond min_replicas")
+    spot_interruptions: SpotInterruptions | None = Field(
+        default=None, description="spot capacity is reclaimed a capacity pool at a time: every service must "
+        "still serve serve_fraction of its demand after all spot instances of any one offer are lost, exactly, "
+        "in the optimization; needs spot among the allowed tiers; services may override it. Unset: spot "
+        "capacity counts in full")
     reserved_gpus_min: int | None = Field(default=None, ge=0, le=10_000_000, description="reserve "
                                           "at least this many GPUs (all reserved offers together); needs a reserved "
                                           "tier in pricing_tiers")
@@ -648,6 +666,9 @@ class Constraints(_Strict):
         if self.max_spot_share is not None and "spot" not in allowed:
             raise ValueError("constraints.max_spot_share is set but spot is not an allowed pricing tier. To fix: "
                              "add spot to constraints.pricing_tiers, or remove max_spot_share")
+        if self.spot_interruptions is not None and "spot" not in allowed:
+            raise ValueError("constraints.spot_interruptions is set but spot is not an allowed pricing tier. To fix: "
+                             "add spot to constraints.pricing_tiers, or remove spot_interruptions")
         if self.spot_min_regions is not None and "spot" not in allowed:
             raise ValueError("constraints.spot_min_regions is set but spot is not an allowed pricing tier. To fix: "
                              "add spot to constraints.pricing_tiers, or remove spot_min_regions")
@@ -671,6 +692,7 @@ class Constraints(_Strict):
     def uses_tiers(self) -> bool:
         """Anything beyond today's single price list (on-demand, or every offer at spot)."""
         return any(v is not None for v in (self.pricing_tiers, self.max_spot_share, self.spot_min_regions,
+                                           self.spot_interruptions,
                                            self.budget_usd_per_day, self.budget_usd_per_month,
                                            self.reserved_gpus_min, self.reserved_gpus_max))
 
@@ -1006,6 +1028,21 @@ class Workload(_Strict):
         r = svc.redundancy if svc.redundancy is not None else self.constraints.redundancy
         return None if r is None or r.domain == "none" else r
 
+    def spot_cover_of(self, svc: Service) -> float:
+        """The serve_fraction `svc` must keep after a spot pool is reclaimed (0: none)."""
+        r = svc.spot_interruptions if svc.spot_interruptions is not None else self.constraints.spot_interruptions
+        return 0.0 if r is None else r.serve_fraction
+
+    @model_validator(mode="after")
+    def _spot_cover_supported(self):
+        allowed = self.constraints.allowed_tiers
+        for i, s in enumerate(self.services):
+            if s.spot_interruptions is not None and s.spot_interruptions.serve_fraction > 0 and "spot" not in allowed:
+                raise ValueError(f"services[{i}].spot_interruptions: service {s.name!r} asks for cover of reclaimed "
+                                 "spot capacity, but spot is not an allowed pricing tier. To fix: add spot to "
+                                 "constraints.pricing_tiers, or remove spot_interruptions")
+        return self
+
     @model_validator(mode="after")
     def _redundancy_supported(self):
         for i, s in enumerate(self.services):
@@ -1041,7 +1078,9 @@ class Workload(_Strict):
         """Periods, tiers beyond one price list, or a running fleet: the multi-period planner.
         change_costs alone are not: without a running fleet there is nothing to change (they
         wait in the file for `--current` or a request's fleet), so they must not switch planners."""
-        return self.periods is not None or self.current_fleet is not None or self.constraints.uses_tiers
+        return (self.periods is not None or self.current_fleet is not None or self.constraints.uses_tiers
+                # spot cover has rows in the multi-period model only (firm and spot replicas apart)
+                or any(s.spot_interruptions is not None for s in self.services))
 
     @field_validator("services")
     @classmethod

@@ -572,7 +572,7 @@ class TierFleetLine(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., tier: _Optional[str] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ...) -> None: ...
 
 class PeriodService(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "firm_capacity", "replicas", "assignments")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "firm_capacity", "replicas", "assignments", "spot_interruptions")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -581,6 +581,7 @@ class PeriodService(_message.Message):
     FIRM_CAPACITY_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    SPOT_INTERRUPTIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     unit: str
     demand: float
@@ -589,7 +590,8 @@ class PeriodService(_message.Message):
     firm_capacity: _containers.RepeatedScalarFieldContainer[float]
     replicas: int
     assignments: _containers.RepeatedCompositeFieldContainer[PeriodAssignment]
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[_Iterable[float]] = ..., firm_capacity: _Optional[_Iterable[float]] = ..., replicas: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[PeriodAssignment, _Mapping]]] = ...) -> None: ...
+    spot_interruptions: Redundancy
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[_Iterable[float]] = ..., firm_capacity: _Optional[_Iterable[float]] = ..., replicas: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[PeriodAssignment, _Mapping]]] = ..., spot_interruptions: _Optional[_Union[Redundancy, _Mapping]] = ...) -> None: ...
 
 class PeriodAssignment(_message.Message):
     __slots__ = ("config", "offer_id", "spot", "replicas")
@@ -740,7 +742,7 @@ class FleetLine(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., provider: _Optional[str] = ..., name: _Optional[str] = ..., region: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_instance: _Optional[int] = ..., instances: _Optional[int] = ..., price_usd_per_hour: _Optional[float] = ..., subtotal_usd_per_hour: _Optional[float] = ..., vcpus: _Optional[float] = ..., host_memory_gib: _Optional[float] = ..., power_kw: _Optional[float] = ..., power_kw_per_instance: _Optional[float] = ...) -> None: ...
 
 class ServiceResult(_message.Message):
-    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated", "headroom_utilization", "redundancy", "power_kw", "energy_kwh_per_million_tokens")
+    __slots__ = ("name", "unit", "demand", "demand_with_headroom", "capacity", "utilization", "classes", "assignments", "alternatives", "model", "engine", "warnings", "confidence", "capacity_margin", "role", "serves", "link", "simulated", "headroom_utilization", "redundancy", "spot_interruptions", "power_kw", "energy_kwh_per_million_tokens")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
@@ -761,6 +763,7 @@ class ServiceResult(_message.Message):
     SIMULATED_FIELD_NUMBER: _ClassVar[int]
     HEADROOM_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     REDUNDANCY_FIELD_NUMBER: _ClassVar[int]
+    SPOT_INTERRUPTIONS_FIELD_NUMBER: _ClassVar[int]
     POWER_KW_FIELD_NUMBER: _ClassVar[int]
     ENERGY_KWH_PER_MILLION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     name: str
@@ -783,9 +786,10 @@ class ServiceResult(_message.Message):
     simulated: PoolSimulation
     headroom_utilization: float
     redundancy: Redundancy
+    spot_interruptions: Redundancy
     power_kw: float
     energy_kwh_per_million_tokens: float
-    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ..., headroom_utilization: _Optional[float] = ..., redundancy: _Optional[_Union[Redundancy, _Mapping]] = ..., power_kw: _Optional[float] = ..., energy_kwh_per_million_tokens: _Optional[float] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., unit: _Optional[str] = ..., demand: _Optional[float] = ..., demand_with_headroom: _Optional[float] = ..., capacity: _Optional[float] = ..., utilization: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., alternatives: _Optional[_Iterable[_Union[Alternative, _Mapping]]] = ..., model: _Optional[str] = ..., engine: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., confidence: _Optional[_Union[ServiceConfidence, _Mapping]] = ..., capacity_margin: _Optional[float] = ..., role: _Optional[str] = ..., serves: _Optional[str] = ..., link: _Optional[str] = ..., simulated: _Optional[_Union[PoolSimulation, _Mapping]] = ..., headroom_utilization: _Optional[float] = ..., redundancy: _Optional[_Union[Redundancy, _Mapping]] = ..., spot_interruptions: _Optional[_Union[Redundancy, _Mapping]] = ..., power_kw: _Optional[float] = ..., energy_kwh_per_million_tokens: _Optional[float] = ...) -> None: ...
 
 class ServingChoice(_message.Message):
     __slots__ = ("aggregated_only_usd_per_hour", "disaggregated_only_usd_per_hour", "note")

@@ -1,0 +1,269 @@
+"""Reclaimed spot capacity (constraints.spot_interruptions): exact in the MIP, checked
+against enumeration.
+
+The enumerator below shares no code with the planner or with solver/survival.py: it reads
+the workload dict, tries every firm and spot replica count per (service, offer), keeps the
+vectors that serve the demand and still serve serve_fraction of it after every spot
+replica of any one offer is lost, and prices the cheapest instances that hold them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import subprocess
+
+import pytest
+
+from solver.errors import InfeasibleError, InputError
+from solver.evaluate import evaluate
+from solver.optimize.solution import Assignment, Solution
+from solver.plan import plan
+from solver.workload.documents import parse_workload
+from solver.compile.resolve import resolve_catalog
+
+TOL = 1e-6
+
+
+def _offer(name, region, gpus, price, spot, provider="synth"):
+    return {"provider": provider, "name": name, "region": region, "gpu": "GA", "gpus_per_instance": gpus,
+            "price_usd_per_hour": price, "spot_price_usd_per_hour": spot}
+
+
+def _workload(services, offers, cover, tiers=("on_demand", "spot")):
+    constraints = {"pricing_tiers": list(tiers)}
+    if cover is not None:
+        constraints["spot_interruptions"] = cover
+    return {"name": "spot-cover", "services": services, "constraints": constraints,
+            "catalog": {"source": "inline", "gpus": [{"name": "GA", "memory_gib": 80}], "offers": offers}}
+
+
+def _service(name, demand, rate, gpus=1, **extra):
+    return {"name": name, "demand": {"items_per_min": demand},
+            "profiles": [{"gpu": "GA", "items_per_min": rate, "gpus_per_replica": gpus}], **extra}
+
+
+def _service_vectors(s, offers, tiers, fraction):
+    """Every (firm per offer, spot per offer) replica vector of one service that serves its
+    demand and survives each offer's spot loss, as Pareto-minimal GPU usage.
+
+    Bounds: ceil(D/t) replicas of one offer and tier serve everything; more firm ones add
+    nothing, and more spot ones on one offer are lost with the rest of that pool."""
+    rate = s["profiles"][0]["items_per_min"]
+    g = s["profiles"][0]["gpus_per_replica"]
+    demand = s["demand"]["items_per_min"]
+    need = fraction * demand
+    top = math.ceil(demand / rate - 1e-9)
+    fits = [o["gpus_per_instance"] >= g for o in offers]
+    firm_ranges = [range(top + 1) if ok and "on_demand" in tiers else range(1) for ok in fits]
+    spot_ranges = [range(top + 1) if ok and "spot" in tiers else range(1) for ok in fits]
+    usages = set()
+    for firm in itertools.product(*firm_ranges):
+        for spot in itertools.product(*spot_ranges):
+            total = (sum(firm) + sum(spot)) * rate
+            if total < demand - TOL:
+                continue
+            if fraction > 0 and not all((sum(firm) + sum(spot) - q) * rate >= need - TOL for q in spot if q):
+                continue
+            usages.add(tuple(r * g for r in firm) + tuple(q * g for q in spot))
+    return _pareto(usages)
+
+
+def _pareto(points):
+    """The points no other point is at or below in every coordinate (a dominating point has
+    a smaller sum, so it is kept before the points it dominates are seen)."""
+    kept: list[tuple] = []
+    for p in sorted(set(points), key=lambda p: (sum(p), p)):
+        if not any(all(a <= b for a, b in zip(q, p)) for q in kept):
+            kept.append(p)
+    return kept
+
+
+def enumerate_optimum(w) -> float | None:
+    """Services share instances of one tier: the Minkowski sum of their usage sets, each
+    priced as ceil(GPUs / G_o) instances per offer and tier."""
+    services, offers = w["services"], w["catalog"]["offers"]
+    c = w["constraints"]
+    tiers = c["pricing_tiers"]
+    default = c.get("spot_interruptions", {}).get("serve_fraction", 0.0) if c.get("spot_interruptions") else 0.0
+    combined = {tuple(0 for _ in range(2 * len(offers)))}
+    for s in services:
+        fraction = s["spot_interruptions"]["serve_fraction"] if "spot_interruptions" in s else default
+        vectors = _service_vectors(s, offers, tiers, fraction)
+        if not vectors:
+            return None
+        combined = set(_pareto({tuple(a + b for a, b in zip(u, v)) for u in combined for v in vectors}))
+    n = len(offers)
+    return min(sum(math.ceil(use[i] / o["gpus_per_instance"]) * o["price_usd_per_hour"]
+                   + math.ceil(use[n + i] / o["gpus_per_instance"]) * o["spot_price_usd_per_hour"]
+                   for i, o in enumerate(offers))
+               for use in combined)
+
+
+def _random_case(seed: int):
+    rng = random.Random(seed)
+    offers = []
+    for i in range(rng.randint(2, 3)):
+        gpus = rng.choice([1, 2, 4])
+        price = round(gpus * rng.uniform(0.8, 1.6), 2)
+        offers.append(_offer(f"o{i}", rng.choice(["r1", "r2"]), gpus, price,
+                             round(price * rng.uniform(0.25, 0.7), 2)))
+    services = []
+    for j in range(rng.randint(1, 2)):
+        g = rng.choice([1, 1, 2]) if all(o["gpus_per_instance"] >= 2 for o in offers) else 1
+        s = _service(f"s{j}", rng.choice([8, 20, 30, 35]), rng.choice([10, 15, 20]), gpus=g)
+        if j == 1 and rng.random() < 0.3:
+            s["spot_interruptions"] = {"serve_fraction": rng.choice([0.0, 0.5])}
+        services.append(s)
+    tiers = rng.choice([("on_demand", "spot"), ("on_demand", "spot"), ("spot",)])
+    return _workload(services, offers, {"serve_fraction": rng.choice([1.0, 0.5, 0.75])}, tiers)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_spot_cover_matches_enumeration(seed: int) -> None:
+    w = _random_case(seed)
+    want = enumerate_optimum(w)
+    try:
+        result = plan(parse_workload(json.loads(json.dumps(w))))
+    except InfeasibleError:
+        assert want is None, f"planner says infeasible, enumeration found ${want}"
+        return
+    assert result.evaluation["ok"], result.evaluation["violations"]
+    assert want is not None, f"planner found ${result.total_price_usd_per_hour}, enumeration none"
+    assert result.status == "optimal"
+    assert result.total_price_usd_per_hour == pytest.approx(want, abs=1e-6), json.dumps(w)
+    for s in result.services:
+        cover = s.spot_interruptions
+        fraction = next((x.get("spot_interruptions") or w["constraints"]["spot_interruptions"])["serve_fraction"]
+                        for x in w["services"] if x["name"] == s.name)
+        if fraction == 0:
+            assert cover is None
+        else:
+            assert cover is not None and cover.domain == "spot_pool"
+            assert cover.surviving_fraction >= fraction - 1e-6
+
+
+def test_cover_spreads_spot_over_two_pools_or_buys_firm() -> None:
+    offers = [_offer("a", "r1", 1, 1.0, 0.3), _offer("b", "r2", 1, 1.1, 0.35)]
+    # Without cover: 2 spot replicas of the cheapest pool.
+    assert plan(parse_workload(_workload([_service("s", 20, 10)], offers, None))).total_price_usd_per_hour == \
+        pytest.approx(0.6)
+    # With full cover: 2 spot in each pool ($1.30) beats 2 on-demand ($2.00) and 1 + 1 + 1 ($1.65).
+    result = plan(parse_workload(_workload([_service("s", 20, 10)], offers, {"serve_fraction": 1.0})))
+    assert result.total_price_usd_per_hour == pytest.approx(1.3)
+    cover = result.services[0].spot_interruptions
+    assert cover.worst_domain == "the spot instances of synth/a" and cover.surviving_fraction == pytest.approx(1.0)
+    # One pool only: on-demand must carry the demand the pool's loss would take.
+    result = plan(parse_workload(_workload([_service("s", 20, 10)], offers[:1], {"serve_fraction": 0.5})))
+    assert result.total_price_usd_per_hour == pytest.approx(1.0 + 0.3)  # 1 firm + 1 spot
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_periods_cost_the_sum_of_their_single_hour_optima(seed: int) -> None:
+    """On-demand and spot only: nothing links the periods, so a horizon's optimum is each
+    period's single-hour optimum (enumerated) times its hours."""
+    w = _random_case(200 + seed)
+    w["periods"] = [{"name": "day", "hours": 14}, {"name": "night", "hours": 10}]
+    for s in w["services"]:
+        s["demand"]["profile"] = {"night": 0.5}
+    try:
+        result = plan(parse_workload(json.loads(json.dumps(w))))
+    except InfeasibleError:
+        result = None
+    want = 0.0
+    for hours, factor in ((14, 1.0), (10, 0.5)):
+        single = json.loads(json.dumps(w))
+        del single["periods"]
+        for s in single["services"]:
+            del s["demand"]["profile"]
+            s["demand"]["items_per_min"] *= factor
+        price = enumerate_optimum(single)
+        if price is None:
+            assert result is None
+            return
+        want += hours * price
+    assert result is not None and result.evaluation["ok"]
+    assert result.horizon.horizon_cost_usd == pytest.approx(want, abs=1e-6), json.dumps(w)
+    for period in result.horizon.periods:
+        for s in period.services:
+            if s.spot_interruptions is not None:
+                assert s.spot_interruptions.surviving_fraction >= s.spot_interruptions.serve_fraction - 1e-6
+
+
+def test_evaluator_catches_a_plan_that_loses_too_much() -> None:
+    w = parse_workload(_workload([_service("s", 20, 10)],
+                                 [_offer("a", "r1", 1, 1.0, 0.3), _offer("b", "r2", 1, 1.1, 0.35)],
+                                 {"serve_fraction": 1.0}))
+    catalog = resolve_catalog(w)
+    result = plan(w)
+    config = result.services[0].assignments[0].config
+    assert result.evaluation["ok"]
+    # Both spot replicas in one pool: its loss leaves nothing.
+    key = config.replace("synth/b", "synth/a")
+    bad = Solution((), (Assignment(key, "s", "synth/a", 1, None, 2, (20.0,), 1, spot=True),),
+                   spot_fleet=(("synth/a", 2),))
+    report = evaluate(w, catalog, bad)
+    assert any("after losing the spot instances of synth/a" in v and "0.00%" in v for v in report.violations), \
+        report.violations
+    assert report.spot_survival["s"].surviving_fraction == 0.0
+
+
+@pytest.mark.parametrize("cover, tiers, field", [
+    ({"serve_fraction": -0.1}, ("on_demand", "spot"), "constraints.spot_interruptions.serve_fraction"),
+    ({"serve_fraction": 1.5}, ("on_demand", "spot"), "constraints.spot_interruptions.serve_fraction"),
+    ({"serve_fraction": "1"}, ("on_demand", "spot"), "constraints.spot_interruptions.serve_fraction"),
+    ({"replacement_minutes": 5}, ("on_demand", "spot"), "constraints.spot_interruptions.replacement_minutes"),
+    ({"serve_fraction": 1.0}, ("on_demand",), "spot_interruptions"),
+])
+def test_bad_cover_names_the_field(cover, tiers, field) -> None:
+    w = _workload([_service("s", 20, 10)], [_offer("a", "r1", 1, 1.0, 0.3)], cover, tiers)
+    with pytest.raises(InputError) as err:
+        parse_workload(w)
+    assert field in str(err.value) and "To fix" in str(err.value), str(err.value)
+
+
+def test_a_service_override_needs_spot_too() -> None:
+    w = _workload([_service("s", 20, 10, spot_interruptions={"serve_fraction": 1.0})],
+                  [_offer("a", "r1", 1, 1.0, 0.3)], None, ("on_demand",))
+    with pytest.raises(InputError) as err:
+        parse_workload(w)
+    assert "services[0].spot_interruptions" in str(err.value) and "To fix" in str(err.value)
+
+
+def test_bad_and_impossible_cover_through_the_cli(tmp_path, solver_cli) -> None:
+    path = tmp_path / "w.json"
+    text = json.dumps(_workload([_service("s", 20, 10)], [_offer("a", "r1", 1, 1.0, 0.3)], {"serve_fraction": 1.0}))
+    path.write_text(text.replace('"serve_fraction": 1.0', '"serve_fraction": NaN'))
+    run = subprocess.run([solver_cli, "solve", str(path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "spot_interruptions.serve_fraction" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    # Spot alone on one offer: no plan survives the pool's loss, and the reason says so.
+    path.write_text(json.dumps(_workload([_service("s", 20, 10)], [_offer("a", "r1", 1, 1.0, 0.3)],
+                                         {"serve_fraction": 1.0}, ("spot",))))
+    run = subprocess.run([solver_cli, "solve", str(path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "[spot_interruptions]" in run.stdout + run.stderr and "Traceback" not in run.stderr
+
+
+def test_cover_crosses_grpc_unchanged() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from grpc_support import running_server, without_timings
+    from planner_client import PlannerClient
+
+    w = _workload([_service("s", 20, 10)], [_offer("a", "r1", 1, 1.0, 0.3), _offer("b", "r2", 1, 1.1, 0.35)],
+                  {"serve_fraction": 1.0})
+    w["periods"] = [{"name": "day", "hours": 12}, {"name": "night", "hours": 12}]
+    w["services"][0]["demand"]["profile"] = {"night": 0.5}
+    local = plan(parse_workload(w)).to_dict()
+    with running_server() as (_, target), PlannerClient(target) as client:
+        remote = client.solve(w)
+    assert without_timings(remote)["services"] == without_timings(local)["services"]
+    want = {"domain": "spot_pool", "serve_fraction": 1.0, "worst_domain": "the spot instances of synth/a",
+            "surviving_fraction": 1.0, "exact": True}
+    assert remote["services"][0]["spot_interruptions"] == want
+    assert [p["services"][0]["spot_interruptions"]["surviving_fraction"] for p in remote["periods"]] == [1.0, 1.0]
