@@ -6,8 +6,12 @@ failure domain and with N+1 by instance, zone and region; the script prints the 
 its increase, the solve's wall time and status. Every plan is checked by the evaluator
 (a failed check raises).
 
+Two more "domains" price reclaimed spot capacity (constraints.spot_interruptions):
+`spot-uncovered` buys from on-demand and spot with no cover, `spot` the same with every
+service still served in full after any one offer's spot instances are reclaimed.
+
     PYTHONPATH=. .venv/bin/python bench/redundancy.py [--sizes 20 100] [--seed 0]
-        [--domains instance zone region] [--time-limit 300] [--skip-example]
+        [--domains instance zone region spot-uncovered spot] [--time-limit 300] [--skip-example]
 """
 
 from __future__ import annotations
@@ -32,7 +36,11 @@ from solver.workload.documents import parse_workload  # noqa: E402
 def solve(doc: dict, domain: str | None, time_limit_s: float) -> dict:
     doc = copy.deepcopy(doc)
     doc.setdefault("constraints", {})
-    if domain:
+    if domain in ("spot", "spot-uncovered"):
+        doc["constraints"]["pricing_tiers"] = ["on_demand", "spot"]
+        if domain == "spot":
+            doc["constraints"]["spot_interruptions"] = {"serve_fraction": 1.0}
+    elif domain:
         doc["constraints"]["redundancy"] = {"domain": domain}
     doc.setdefault("solver", {})["time_limit_s"] = time_limit_s
     t0 = time.monotonic()
@@ -41,7 +49,8 @@ def solve(doc: dict, domain: str | None, time_limit_s: float) -> dict:
     except (InfeasibleError, SolverTimeout) as exc:
         return {"domain": domain or "none", "status": type(exc).__name__, "price": None,
                 "wall_s": time.monotonic() - t0, "gpus": None}
-    worst = min((s.redundancy.surviving_fraction for s in result.services if s.redundancy), default=None)
+    worst = min((v.surviving_fraction for s in result.services for v in (s.redundancy, s.spot_interruptions)
+                 if v is not None), default=None)
     return {"domain": domain or "none", "status": result.status, "price": result.total_price_usd_per_hour,
             "wall_s": time.monotonic() - t0, "gpus": result.gpus, "worst_surviving": worst,
             "evaluation_ok": result.evaluation["ok"], "bound": result.solver.bound_usd_per_hour}

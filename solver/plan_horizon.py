@@ -230,9 +230,11 @@ def _to_solution(problem: Problem, spec, plan: PeriodPlan) -> Solution:
     for c, spot, n, routed in items:
         s = demand[c.service]
         if routed is None:
-            # One class: route in proportion to capacity over all of the service's replicas.
+            # One class, or the service's mix on every replica: route in proportion to
+            # capacity over all of the service's replicas, each class by its share.
             total = sum(x.throughput * m for x, _sp, m, _r in items if x.service == c.service)
-            routed = (s.class_demand[0] * c.throughput * n / total if total > 0 else 0.0,)
+            here = s.total_demand * c.throughput * n / total if total > 0 else 0.0
+            routed = tuple(here * d / s.total_demand if s.total_demand > 0 else 0.0 for d in s.class_demand)
         out.append(Assignment(c.key, c.service, c.offer_id, c.gpus_per_replica, c.precision, n, routed,
                               c.instances_per_replica, spot))
     out.sort(key=lambda a: (a.service, a.config_key, a.spot))

@@ -28,8 +28,11 @@ TOL = 1e-6
 
 
 def _offer(name, region, gpus, price, spot, provider="synth"):
-    return {"provider": provider, "name": name, "region": region, "gpu": "GA", "gpus_per_instance": gpus,
-            "price_usd_per_hour": price, "spot_price_usd_per_hour": spot}
+    offer = {"provider": provider, "name": name, "region": region, "gpu": "GA", "gpus_per_instance": gpus,
+             "price_usd_per_hour": price}
+    if spot is not None:
+        offer["spot_price_usd_per_hour"] = spot
+    return offer
 
 
 def _workload(services, offers, cover, tiers=("on_demand", "spot")):
@@ -58,7 +61,8 @@ def _service_vectors(s, offers, tiers, fraction):
     top = math.ceil(demand / rate - 1e-9)
     fits = [o["gpus_per_instance"] >= g for o in offers]
     firm_ranges = [range(top + 1) if ok and "on_demand" in tiers else range(1) for ok in fits]
-    spot_ranges = [range(top + 1) if ok and "spot" in tiers else range(1) for ok in fits]
+    spot_ranges = [range(top + 1) if ok and "spot" in tiers and o.get("spot_price_usd_per_hour") is not None
+                   else range(1) for ok, o in zip(fits, offers)]
     usages = set()
     for firm in itertools.product(*firm_ranges):
         for spot in itertools.product(*spot_ranges):
@@ -97,7 +101,7 @@ def enumerate_optimum(w) -> float | None:
         combined = set(_pareto({tuple(a + b for a, b in zip(u, v)) for u in combined for v in vectors}))
     n = len(offers)
     return min(sum(math.ceil(use[i] / o["gpus_per_instance"]) * o["price_usd_per_hour"]
-                   + math.ceil(use[n + i] / o["gpus_per_instance"]) * o["spot_price_usd_per_hour"]
+                   + math.ceil(use[n + i] / o["gpus_per_instance"]) * (o.get("spot_price_usd_per_hour") or 0.0)
                    for i, o in enumerate(offers))
                for use in combined)
 
@@ -108,8 +112,10 @@ def _random_case(seed: int):
     for i in range(rng.randint(2, 3)):
         gpus = rng.choice([1, 2, 4])
         price = round(gpus * rng.uniform(0.8, 1.6), 2)
-        offers.append(_offer(f"o{i}", rng.choice(["r1", "r2"]), gpus, price,
-                             round(price * rng.uniform(0.25, 0.7), 2)))
+        # Some offers sell no spot (firm only: pruned like any offer); same-hardware offers
+        # in one region are common, so pruning must keep distinct spot pools apart.
+        spot = round(price * rng.uniform(0.25, 0.7), 2) if i == 0 or rng.random() < 0.7 else None
+        offers.append(_offer(f"o{i}", rng.choice(["r1", "r2"]), gpus, price, spot))
     services = []
     for j in range(rng.randint(1, 2)):
         g = rng.choice([1, 1, 2]) if all(o["gpus_per_instance"] >= 2 for o in offers) else 1
@@ -121,7 +127,7 @@ def _random_case(seed: int):
     return _workload(services, offers, {"serve_fraction": rng.choice([1.0, 0.5, 0.75])}, tiers)
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(40))
 def test_random_spot_cover_matches_enumeration(seed: int) -> None:
     w = _random_case(seed)
     want = enumerate_optimum(w)
@@ -267,3 +273,24 @@ def test_cover_crosses_grpc_unchanged() -> None:
             "surviving_fraction": 1.0, "exact": True}
     assert remote["services"][0]["spot_interruptions"] == want
     assert [p["services"][0]["spot_interruptions"]["surviving_fraction"] for p in remote["periods"]] == [1.0, 1.0]
+
+
+def test_a_percentile_mix_keeps_its_mix_on_every_replica_with_tiers() -> None:
+    """Under a percentile SLO every replica serves the service's mix (the caps are for the
+    mix). The multi-period model once routed classes apart, so the README example with
+    spot allowed failed its own evaluation (exit 5)."""
+    from conftest import EXAMPLES
+    from solver.plan import PlanOptions
+    from solver.workload.documents import load_document
+
+    doc = load_document(EXAMPLES / "llm-platform.json")
+    doc["services"] = [s for s in doc["services"] if s["name"] == "chat"]  # the one with a mix
+    doc["constraints"]["pricing_tiers"] = ["on_demand", "spot"]
+    doc["constraints"]["spot_interruptions"] = {"serve_fraction": 1.0}
+    result = plan(parse_workload(doc), PlanOptions(verify=False))
+    assert result.evaluation["ok"], result.evaluation["violations"]
+    chat = next(s for s in result.services if s.name == "chat")
+    for a in chat.assignments:
+        short, long_ = a.routed
+        assert short == pytest.approx(4 * long_, rel=1e-6)  # shares 0.8 / 0.2 on every replica
+    assert chat.spot_interruptions.surviving_fraction >= 1 - 1e-6

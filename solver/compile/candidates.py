@@ -1278,31 +1278,36 @@ def add_candidates(problem: Problem, catalog: Catalog, cache: CandidateCache | N
     by_location = bool(problem.same_region) or (h is not None and h.spot_min_regions is not None) \
         or problem.redundancy_by_location
     running = {f.offer_id for f in (h.current_fleet or ())} if h is not None else set()
-    if any(s.redundancy_domain == "instance" for s in problem.services) or problem.spot_cover:
-        # An instance's loss is bounded per offer (solver/survival.py), and a reclaimed spot
-        # pool is one offer's spot instances: two offers of the same hardware are then two
-        # pools a service can spread over, not one.
+    # A reclaimed spot pool is one offer's spot instances (constraints.spot_interruptions):
+    # two offers of the same hardware that sell spot are two pools, so they never stand in
+    # for one another. An offer without spot holds firm instances only, which no pool's
+    # loss takes: it is pruned as before.
+    pools = problem.spot_pools()
+    if any(s.redundancy_domain == "instance" for s in problem.services):
+        # An instance's loss is bounded per offer (solver/survival.py): two offers of the
+        # same hardware are then two node pools a service can spread over, not one.
         offers, dominated = list(problem.offers), []
     elif cache is not None:
-        offers, dominated = PRUNED_OFFERS.prune(list(problem.offers), limits, catalog, pinned | running, tiers,
-                                                by_location)
+        offers, dominated = PRUNED_OFFERS.prune(list(problem.offers), limits, catalog, pinned | running | pools,
+                                                tiers, by_location)
     else:  # no caches: everything recomputed
-        offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned | running, tiers=tiers,
-                                         by_location=by_location)
+        offers, dominated = prune_offers(list(problem.offers), limits, catalog, keep=pinned | running | pools,
+                                         tiers=tiers, by_location=by_location)
     builder = CandidateBuilder(catalog, offers, problem.calibration, cache, stop)
     offers_by_id = {o.id: o for o in offers}
     configs: list[Config] = []
     # What whole-instance pruning reads besides the configurations and their offers.
-    rules = (tuple(sorted(limits.items())), frozenset(problem.gpu_quotas), tiers, by_location, frozenset(running))
+    kept_offers = running | pools  # never lose configurations (changing them costs; a pool is a pool)
+    rules = (tuple(sorted(limits.items())), frozenset(problem.gpu_quotas), tiers, by_location, frozenset(kept_offers))
     for mine in builder.for_services(problem.services):
-        if mine and problem.keeps_offers_apart(problem.service(mine[0].service)):
-            configs.extend(mine)  # no swap across offers: it could pack more of the service on one instance or pool
+        if mine and problem.service(mine[0].service).redundancy_domain == "instance":
+            configs.extend(mine)  # no swap across offers: it could pack more of the service on one instance
         elif cache is not None:
             configs.extend(WHOLE_INSTANCE_PRUNING.prune(mine, offers_by_id, limits, problem.gpu_quotas, tiers,
-                                                        by_location, running, rules))
+                                                        by_location, kept_offers, rules))
         else:  # no caches: everything recomputed
             configs.extend(prune_whole_instance_configs(mine, offers_by_id, limits, problem.gpu_quotas, tiers=tiers,
-                                                        by_location=by_location, keep=running))
+                                                        by_location=by_location, keep=kept_offers))
     services = problem.services
     if any(s.serving != "aggregated" for s in services):
         from solver.compile.disagg import add_disaggregated, worker_offers

@@ -172,6 +172,7 @@ def solve_configs(problem: Problem) -> list[Config]:
         by_service[c.service].append(c)
     offers = {o.id: o for o in problem.offers}
     by_location = bool(problem.same_region) or problem.redundancy_by_location
+    pools = problem.spot_pools()
     out: list[Config] = []
     for s in problem.services:
         mine = by_service.get(s.name, [])
@@ -179,9 +180,9 @@ def solve_configs(problem: Problem) -> list[Config]:
             out.extend(mine)  # nothing exact: nothing can be dominated
             continue
         kept = prune_configs(mine, s)
-        if not problem.keeps_offers_apart(s):  # see add_candidates
+        if s.redundancy_domain != "instance":  # see add_candidates
             kept = prune_whole_instance_configs(kept, offers, problem.offer_limits, problem.gpu_quotas,
-                                                by_location=by_location)
+                                                by_location=by_location, keep=pools)
         keep = {id(c) for c in kept}
         out.extend(c for c in mine if id(c) in keep)  # in the problem's order
     return out

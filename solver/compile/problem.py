@@ -325,18 +325,14 @@ class Problem:
         places are then never interchangeable (pruning keeps one per place)."""
         return any(s.redundancy_domain in ("zone", "region", "provider") for s in self.services)
 
-    @property
-    def spot_cover(self) -> bool:
-        """Some service must outlive a reclaimed spot pool: every offer is then a pool of its
-        own, so pruning never swaps one offer for another (solver/optimize/spot_cover.py)."""
-        return (self.horizon is not None and "spot" in self.horizon.tiers
-                and any(sum(s.spot_cover_demand) > 0 for s in self.services))
-
-    def keeps_offers_apart(self, s: ServiceDemand) -> bool:
-        """`s`'s configurations on one offer may not stand in for another offer's: an instance
-        domain (one instance's loss is per offer) or spot cover (one offer's spot instances
-        are a pool that is lost at once)."""
-        return s.redundancy_domain == "instance" or (self.spot_cover and sum(s.spot_cover_demand) > 0)
+    def spot_pools(self) -> set[str]:
+        """Offers whose spot instances are a pool some service must outlive
+        (constraints.spot_interruptions; solver/optimize/spot_cover.py): pruning never
+        swaps them for another offer. Empty without cover or without spot."""
+        if self.horizon is None or "spot" not in self.horizon.tiers \
+                or not any(sum(s.spot_cover_demand) > 0 for s in self.services):
+            return set()
+        return {o.id for o in self.offers if o.spot_price_usd_per_hour is not None}
 
     def service(self, name: str) -> ServiceDemand:
         cache = self.__dict__.get("_service_index")

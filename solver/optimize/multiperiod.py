@@ -234,7 +234,8 @@ class HorizonSolver:
         spot = {o: int(round(v[i])) for o, i in pv.S.items() if round(v[i]) > 0}
         replicas = {key: int(round(v[i])) for key, i in pv.r.items() if round(v[i]) > 0}
         routed: dict[tuple[str, bool], tuple[float, ...]] = {}
-        classes = {s.name: len(s.class_demand) for s in pv.spec.services}
+        # Routed traffic per class where the model routes classes (else None: by capacity).
+        classes = {s.name: 1 if s.mixed_routing else len(s.class_demand) for s in pv.spec.services}
         service_of = {c.key: c.service for c in pv.configs}
         for key in replicas:
             n = classes[service_of[key[0]]]

@@ -224,8 +224,10 @@ def _demand_rows(lm, pv: PeriodVars, services, share: float | None, p: str) -> N
     for s in services:
         mine = by_service.get(s.name, [])
         keys = [(c, spot) for c in mine for spot in (False, True) if (c.key, spot) in pv.r]
-        if len(s.class_demand) == 1:
-            d = s.class_demand[0]
+        if len(s.class_demand) == 1 or s.mixed_routing:
+            # One class, or the service's mix on every replica (all classes carry its cap):
+            # one row, as in the single-period model (formulation._demand_rows).
+            d = s.total_demand
             if d > 0:
                 lm.row(f"demand{p}[{s.name}]", [(pv.r[(c.key, spot)], c.classes[0].throughput) for c, spot in keys], lb=d)
                 if firm_share:
