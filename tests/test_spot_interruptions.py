@@ -294,3 +294,19 @@ def test_a_percentile_mix_keeps_its_mix_on_every_replica_with_tiers() -> None:
         short, long_ = a.routed
         assert short == pytest.approx(4 * long_, rel=1e-6)  # shares 0.8 / 0.2 on every replica
     assert chat.spot_interruptions.surviving_fraction >= 1 - 1e-6
+
+
+def test_review_sweeps_spot_cover(tmp_path) -> None:
+    from solver.review import parse_review, run_review
+
+    offers = [_offer("a", "r1", 1, 1.0, 0.3), _offer("b", "r2", 1, 1.1, 0.35)]
+    review = parse_review({
+        "name": "spot-cover", "base": {"workload": _workload([_service("s", 20, 10)], offers, None)},
+        "time_limit_per_scenario_s": 20,
+        "scenarios": [{"name": "s covered", "changes": [{"spot_interruptions": {"service": "s"}}]}],
+        "sweeps": [{"name": "cover", "change": "spot_interruptions", "values": [0, 0.5, 1.0]}]})
+    got = {r.id: r.usd_per_hour for r in run_review(review, tmp_path, workers=1)}
+    # none: 2 spot in pool a; half: 1 spot in each pool; full: 2 in each (hand-checked above)
+    assert got["base"] == pytest.approx(0.6) and got["cover-0"] == pytest.approx(0.6)
+    assert got["cover-0.5"] == pytest.approx(0.3 + 0.35)
+    assert got["cover-1"] == pytest.approx(1.3) and got["s-covered"] == pytest.approx(1.3)

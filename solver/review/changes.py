@@ -21,7 +21,7 @@ from solver.workload.schema import OfferSpec, Workload
 from solver.suggest import did_you_mean
 
 WORKLOAD_KINDS = {"demand", "slo", "gpu_quota", "offer_quota", "budget", "headroom", "constraints", "reservation",
-                  "spot_share", "serving", "redundancy", "site_power"}
+                  "spot_share", "serving", "redundancy", "spot_interruptions", "site_power"}
 
 
 def apply_changes(workload: Workload, catalog: Catalog, changes: Iterable[Change]) -> tuple[Workload, Catalog]:
@@ -111,6 +111,12 @@ def _apply_to_workload(data: dict, change: Change, where: str) -> None:
             cons["redundancy"] = value
         else:
             _services(data, body.service, where)[0]["redundancy"] = value
+    elif change.kind == "spot_interruptions":
+        value = {"serve_fraction": body.serve_fraction}
+        if body.service is None:
+            cons["spot_interruptions"] = value
+        else:
+            _services(data, body.service, where)[0]["spot_interruptions"] = value
     elif change.kind == "site_power":
         sites = data.get("sites") or []
         found = [s for s in sites if s.get("name") == body.site]

@@ -152,6 +152,17 @@ class RedundancyChange(_Strict):
                                   "loss")
 
 
+class SpotInterruptionsChange(_Strict):
+    """Set the share of demand every service (or one service) must keep after a spot pool is
+    reclaimed (constraints.spot_interruptions; docs/redundancy.md). A sweep varies
+    serve_fraction. The base must allow spot (pricing_tiers)."""
+
+    service: str | None = Field(default=None, description="the service (a name in the base workload); omitted: "
+                                "the workload's constraints.spot_interruptions")
+    serve_fraction: float = Field(default=1.0, ge=0, le=1, description="the share of demand served after the "
+                                  "spot instances of any one offer are reclaimed; 0: no cover")
+
+
 class SitePowerChange(_Strict):
     """Set an owned site's power cap (docs/owned-and-power.md). A sweep varies power_cap_kw."""
 
@@ -180,6 +191,8 @@ class Change(_Strict):
                                           "as the optimizer picks")
     redundancy: RedundancyChange | None = Field(default=None, description="set the failure domain to survive "
                                                 "(N+1 by instance, zone, region or provider)")
+    spot_interruptions: SpotInterruptionsChange | None = Field(default=None, description="set the cover for "
+                                                               "reclaimed spot capacity")
     site_power: SitePowerChange | None = Field(default=None, description="set an owned site's power cap")
     add_gpus: list[GpuSpec] | None = Field(default=None, min_length=1, description="new GPU types for the catalog")
     add_offers: list[OfferSpec] | None = Field(default=None, min_length=1, description="new offers for the catalog")
@@ -212,7 +225,7 @@ CHANGE_KINDS = tuple(Change.model_fields)
 SWEEP_DEFAULT_PARAMETER = {"demand": "factor", "price": "factor", "gpu_quota": "gpus", "offer_quota": "instances",
                            "availability": "instances", "budget": "usd_per_hour", "headroom": "fraction",
                            "reservation": "gpus", "spot_share": "share", "redundancy": "serve_fraction",
-                           "site_power": "power_cap_kw"}
+                           "spot_interruptions": "serve_fraction", "site_power": "power_cap_kw"}
 
 
 # ---------------------------------------------------------------- scenarios and sweeps
@@ -253,7 +266,7 @@ class SweepSpec(_Strict):
     name: str = Field(min_length=1, max_length=80, description="the sweep's name; each point is the scenario "
                       "`name=value`")
     change: Literal["demand", "price", "gpu_quota", "offer_quota", "availability", "slo", "budget", "headroom",
-                    "reservation", "spot_share", "redundancy", "site_power"] = Field(
+                    "reservation", "spot_share", "redundancy", "spot_interruptions", "site_power"] = Field(
         description="the change kind swept")
     parameter: str | None = Field(default=None, description="the field varied; default: the kind's main number "
                                   "(demand/price: factor, gpu_quota: gpus, slo: required, e.g. tpot_ms)")
