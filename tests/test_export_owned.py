@@ -314,18 +314,45 @@ def test_a_user_file_in_sites_is_never_overwritten_and_a_gone_site_is_removed(so
 
 
 # ------------------------------------------------------------------ the packing, directly
-def _plan_with(size: int, servers: int, replica_gpus: list[int]) -> tuple[dict, list]:
+def _plan_with(size: int, servers: int, replica_gpus: list[int], spanning: tuple[int, int, int] | None = None
+               ) -> tuple[dict, list]:
+    """A plan of one owned offer (SIZE-GPU servers) with one-server replicas of the given GPUs and,
+    optionally, (replicas, GPUs, servers each spans) of a multi-server service."""
     from solver.export.units import plan_units
 
-    counts = Counter(replica_gpus)
-    plan = {"status": "optimal", "workload": "w", "fleet": [
-        {"offer_id": "owned/s-L4-{}gpu".format(size), "provider": "owned", "name": f"s-L4-{size}gpu", "region": "s",
-         "gpu": "L4", "gpus_per_instance": size, "instances": servers, "power_kw_per_instance": 1.0}],
-        "services": [{"name": f"svc{g}", "model": None, "assignments": [
-            {"config": f"svc{g}@owned/s-L4-{size}gpu:{g}gpu:measured", "offer_id": f"owned/s-L4-{size}gpu",
-             "gpu": "L4", "gpus_per_replica": g, "instances_per_replica": 1, "replicas": n}]}
-            for g, n in sorted(counts.items())]}
+    offer = f"owned/s-L4-{size}gpu"
+
+    def service(name: str, gpus: int, replicas: int, span: int = 1) -> dict:
+        shape = f"{gpus}gpu" + (f"x{span}inst" if span > 1 else "")
+        return {"name": name, "model": None, "assignments": [
+            {"config": f"{name}@{offer}:{shape}:measured", "offer_id": offer, "gpu": "L4", "gpus_per_replica": gpus,
+             "instances_per_replica": span, "replicas": replicas}]}
+
+    services = [service(f"svc{g}", g, n) for g, n in sorted(Counter(replica_gpus).items())]
+    if spanning:
+        services.append(service("big", spanning[1], spanning[0], spanning[2]))
+    plan = {"status": "optimal", "workload": "w", "services": services, "fleet": [
+        {"offer_id": offer, "provider": "owned", "name": offer.split("/")[1], "region": "s", "gpu": "L4",
+         "gpus_per_instance": size, "instances": servers, "power_kw_per_instance": 1.0}]}
     return plan, list(plan_units(plan).units)
+
+
+def test_replicas_spanning_servers_take_whole_servers_first():
+    from solver.errors import InputError
+    from solver.export.owned_sites import place_owned
+
+    plan, units = _plan_with(8, 5, [1, 1, 1, 1], spanning=(2, 16, 2))  # 2 replicas of 16 GPUs over 2 servers each
+    (site,) = place_owned(plan, units)
+    assert [[(slot.unit, slot.node, slot.nodes) for slot in s.slots] for s in site.servers[:4]] == [
+        [("big-owned-l4-x16", 0, 2)], [("big-owned-l4-x16", 1, 2)], [("big-owned-l4-x16", 0, 2)],
+        [("big-owned-l4-x16", 1, 2)]]
+    assert [len(s.slots) for s in site.servers] == [1, 1, 1, 1, 4] and site.gpus_used == 36
+    plan, units = _plan_with(8, 4, [1, 1, 1, 1], spanning=(2, 16, 2))  # the spanning replicas fill all 4
+    with pytest.raises(InputError, match="svc1-owned-l4-x1 needs 1 GPU"):
+        place_owned(plan, units)
+    plan, units = _plan_with(8, 3, [], spanning=(2, 16, 2))
+    with pytest.raises(InputError, match="spanning 2 servers finds no 2 empty ones"):
+        place_owned(plan, units)
 
 
 def test_power_of_two_replicas_always_fit_when_their_gpus_do():
