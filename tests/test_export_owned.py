@@ -55,7 +55,8 @@ TWO_SITES_DAY = {
 # Cloud only: the export must look exactly as it did before owned sites existed.
 CLOUD_ONLY = {
     "name": "cloud-only",
-    "services": [{"name": "embed", "demand": {"items_per_min": 300}, "profiles": [{"gpu": "L4", "items_per_min": 100}]}],
+    "services": [{"name": "embed", "demand": {"items_per_min": 300},
+                  "profiles": [{"gpu": "L4", "items_per_min": 100}]}],
     "constraints": {"providers": ["aws"]},
 }
 
