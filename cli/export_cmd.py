@@ -67,11 +67,17 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None) -> t
         where = str(Path(out_dir) / name) if name is not None else out_dir
         for warning in result.warnings:  # stderr in both commands: the export's stdout lines may be the plan's
             print(escape_controls(f"warning: {warning}"), file=sys.stderr)
-        lines += [f"wrote {len(result.written)} {target} file(s) to {where}" + (f" (period {name}):" if name else ":")]
-        lines += [f"  {p.name}" for p in result.written]
+        deployable = [p for p in result.written if p.parent == Path(where)]
+        placements = [p for p in result.written if p.parent != Path(where)]  # sites/SITE.yaml
+        lines += [f"wrote {len(deployable)} {target} file(s) to {where}" + (f" (period {name}):" if name else ":")]
+        lines += [f"  {_shown(p, where)}" for p in deployable]
+        if placements:
+            lines.append(f"wrote {len(placements)} owned-site placement(s) (which replicas run on which owned server; "
+                         "not applied): "
+                         + ", ".join(_shown(p, where) for p in placements))
         if result.removed:
             lines.append(f"removed {len(result.removed)} file(s) an earlier export wrote for units no longer in the "
-                         "plan: " + ", ".join(p.name for p in result.removed))
+                         "plan: " + ", ".join(_shown(p, where) for p in result.removed))
     if results[0][0] is not None:
         hint = (f"at each period's start, apply its directory (e.g. kubectl apply -f {Path(out_dir) / results[0][0]}) "
                 "and delete what the previous period ran that this one does not")
@@ -79,6 +85,14 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None) -> t
         hint = "sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}"
     lines.append(f"next: {hint} (see the comments at the top of each file)")
     return EXIT_OK, [escape_controls(line) for line in lines]
+
+
+def _shown(path: Path, out_dir: str) -> str:
+    """A written file as the user finds it under the export directory (sites/dc-east.yaml, not dc-east.yaml)."""
+    try:
+        return path.relative_to(out_dir).as_posix()
+    except ValueError:
+        return path.name
 
 
 def _fail(exc) -> int:

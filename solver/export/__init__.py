@@ -16,7 +16,9 @@ from pathlib import Path
 
 from solver.errors import FieldViolation, InputError
 from solver.export import kubernetes, manifest, skypilot
-from solver.export.periods import ALL_PERIODS, period_names, select_period
+from solver.export.owned_sites import place_owned
+from solver.export.periods import ALL_PERIODS, period_hours, period_names, select_period
+from solver.export.site_files import site_files
 from solver.export.units import load_plan_file, plan_units
 
 TARGETS = {"skypilot": skypilot.render, "kubernetes": kubernetes.render}
@@ -35,12 +37,18 @@ class Exported:
 
 def render_with_warnings(plan: object, target: str, period: str | None = None) -> tuple[dict[str, str], list[str]]:
     """(file name -> contents, warnings), without writing anything. A multi-period plan needs
-    the period to export (solver/export/periods.py)."""
+    the period to export (solver/export/periods.py). A plan with owned servers also gets
+    sites/SITE.yaml per owned site (solver/export/site_files.py)."""
     if target not in TARGETS:
         raise InputError.single("--to", f"unknown target {target!r}.", f"use one of {', '.join(TARGETS)}")
-    summary = plan_units(select_period(plan, period))
+    selected = select_period(plan, period)
+    summary = plan_units(selected)
+    # Placed before any file is rendered: replicas that do not fit their servers stop the export.
+    sites = place_owned(selected, summary.units, "fleet" if period is None else f"periods[{period}].fleet")
     warnings = list(summary.warnings)
-    return TARGETS[target](summary, warnings), warnings
+    files = TARGETS[target](summary, warnings)
+    files.update(site_files(sites, summary, target, None if period is None else (period, period_hours(plan, period))))
+    return files, warnings
 
 
 def render_plan(plan: object, target: str, period: str | None = None) -> dict[str, str]:
@@ -84,12 +92,14 @@ def export_plan(plan: object, target: str, out_dir: str | Path, period: str | No
                         "own): delete them if their units are gone")
     written = []
     for name, text in sorted(files.items()):
-        path = out / name
-        tmp = path.with_name(f".{name}.tmp")
+        path = out / name  # a name may be sites/SITE.yaml: one level down
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
         written.append(path)
     manifest.write(out, target, files)
     for path in remove:
         path.unlink(missing_ok=True)
+    manifest.remove_empty_subdirs(out)
     return Exported(written, remove, warnings)

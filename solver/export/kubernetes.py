@@ -8,7 +8,9 @@ type; the scheduler then packs replicas onto instances as the plan does. CPU and
 requests: the replica's share of the instance's host, and at least what loading its
 weights needs (pod_size.py). Spot plans select the cloud's spot nodes (spot.py). Multi-node replicas use LeaderWorkerSet
 (leaderworkerset.x-k8s.io/v1, kubernetes-sigs/lws) with the engine's own multi-node
-launch: Ray for vLLM, --nnodes/--node-rank for SGLang.
+launch: Ray for vLLM, --nnodes/--node-rank for SGLang. Owned servers are nodes labelled with
+their site (owned_sites.SITE_LABEL): an owned unit's pods select its site, and where a plan
+has owned units its cloud units' pods keep off every node with a site label.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import shlex
 
 from solver.export import engines
 from solver.export.gpus import K8S_INSTANCE_LABEL_CLOUDS, arm64_note, k8s_gpu_resource, k8s_product_label
+from solver.catalog.owned import OWNED_PROVIDER
 from solver.export.names import valid_label_value
+from solver.export.owned_sites import SITE_LABEL, owned_units, site_label
 from solver.export.pod_size import pod_size
 from solver.export.routing import http_route, route_comments, unit_service
 from solver.export.spot import spot_comment, spot_placement
@@ -37,8 +41,11 @@ def render(summary: PlanSummary, warnings: list[str]) -> dict[str, str]:
         engines.check_supported(u)
         by_service.setdefault(u.service_slug, []).append(u)
     files: dict[str, str] = {}
+    # A cluster that holds owned servers: cloud pods must not take their GPUs (the plan prices them apart).
+    keep_off_sites = bool(owned_units(summary.units))
     for u in summary.units:
-        files[f"{u.name}.yaml"] = _workload(summary, u, warnings, routed=len(by_service[u.service_slug]) > 1)
+        files[f"{u.name}.yaml"] = _workload(summary, u, warnings, routed=len(by_service[u.service_slug]) > 1,
+                                            keep_off_sites=keep_off_sites)
     for slug, units in by_service.items():
         files[f"{slug}-service.yaml"] = _service(slug, units)
     return files
@@ -49,9 +56,10 @@ def _labels(u: Unit, component: str) -> dict:
             "app.kubernetes.io/component": component}
 
 
-def _workload(summary: PlanSummary, u: Unit, warnings: list[str], routed: bool) -> str:
-    """The unit's Deployment or LeaderWorkerSet; with `routed`, followed by the unit's own Service."""
-    comments = _header(summary, u)
+def _workload(summary: PlanSummary, u: Unit, warnings: list[str], routed: bool, keep_off_sites: bool = False) -> str:
+    """The unit's Deployment or LeaderWorkerSet; with `routed`, followed by the unit's own Service.
+    `keep_off_sites`: the plan has owned servers, which this unit's pods must not use unless it is theirs."""
+    comments = _header(summary, u) + _site_comments(u, keep_off_sites)
     size = pod_size(u)
     comments.extend(size.notes)
     if size.warning:
@@ -60,7 +68,7 @@ def _workload(summary: PlanSummary, u: Unit, warnings: list[str], routed: bool) 
             "annotations": {"fleet-planner/service": u.service, "fleet-planner/offer": u.offer_id,
                             "fleet-planner/routed-share": f"{u.routed_share:.4f}"}}
     if not u.multi_node:
-        pod = _pod_spec(u, [_server_container(u, comments)])
+        pod = _pod_spec(u, [_server_container(u, comments)], keep_off_sites)
         obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
             "replicas": u.replicas,
             "selector": {"matchLabels": {"app.kubernetes.io/instance": u.name}},
@@ -68,8 +76,8 @@ def _workload(summary: PlanSummary, u: Unit, warnings: list[str], routed: bool) 
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "template": {"metadata": {"labels": _labels(u, "server")}, "spec": pod}}}
         return documents([obj, unit_service(u)] if routed else [obj], comments)
-    leader = _pod_spec(u, [_server_container(u, comments, leader=True)])
-    worker = _pod_spec(u, [_worker_container(u)])
+    leader = _pod_spec(u, [_server_container(u, comments, leader=True)], keep_off_sites)
+    worker = _pod_spec(u, [_worker_container(u)], keep_off_sites)
     obj = {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": meta, "spec": {
         "replicas": u.replicas,
         "leaderWorkerTemplate": {
@@ -104,12 +112,33 @@ def _header(summary: PlanSummary, u: Unit) -> list[str]:
     return lines
 
 
+def _site_comments(u: Unit, keep_off_sites: bool) -> list[str]:
+    if u.provider == OWNED_PROVIDER:
+        label = f"{SITE_LABEL}={site_label(u.region)}"
+        return [f"Runs on the owned servers of site {u.region!r}: label them (sites/ in this directory says how many "
+                 "and which replicas go on each):", f"  kubectl label node NODE {label}"]
+    if keep_off_sites:
+        return [f"Keeps off the owned sites' servers (nodes labelled {SITE_LABEL}): the plan runs cloud capacity "
+                "here."]
+    return []
+
+
+def _site_placement(u: Unit, keep_off_sites: bool) -> tuple[dict[str, str], list[dict]]:
+    """(node selector, node-affinity expressions) that put an owned unit on its site's nodes and
+    keep a cloud unit off every site's nodes (the expression ANDs with the GPU product's)."""
+    if u.provider == OWNED_PROVIDER:
+        return {SITE_LABEL: site_label(u.region)}, []
+    if keep_off_sites:
+        return {}, [{"key": SITE_LABEL, "operator": "DoesNotExist"}]
+    return {}, []
+
+
 # The well-known node labels of a failure domain a cluster can spread pods over (a region or
 # provider is a cluster of its own: the plan's units there are separate deployments).
 SPREAD_KEYS = {"instance": "kubernetes.io/hostname", "zone": "topology.kubernetes.io/zone"}
 
 
-def _pod_spec(u: Unit, containers: list[dict]) -> dict:
+def _pod_spec(u: Unit, containers: list[dict], keep_off_sites: bool = False) -> dict:
     spec: dict = {}
     # A custom catalog's instance name need not be a valid label value; no node could carry it then.
     if u.provider.lower() in K8S_INSTANCE_LABEL_CLOUDS and valid_label_value(u.instance_type):
@@ -117,10 +146,14 @@ def _pod_spec(u: Unit, containers: list[dict]) -> dict:
     spot = spot_placement(u.provider) if u.spot else None
     if spot:
         spec.setdefault("nodeSelector", {}).update(spot[0])
+    site_selector, site_expressions = _site_placement(u, keep_off_sites)
+    if site_selector:
+        spec.setdefault("nodeSelector", {}).update(site_selector)
     key, values = k8s_product_label(u.gpu)
-    if values:
+    expressions = ([{"key": key, "operator": "In", "values": values}] if values else []) + site_expressions
+    if expressions:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": values}]}]}}}
+            "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
     spec["tolerations"] = [{"key": k8s_gpu_resource(u.gpu), "operator": "Exists", "effect": "NoSchedule"},
                            *(spot[1] if spot else [])]
     spread = SPREAD_KEYS.get(u.redundancy_domain)

@@ -29,6 +29,15 @@ def period_names(plan: object) -> list[str]:
     return [p.get("name") for p in plan["periods"] if isinstance(p, dict) and isinstance(p.get("name"), str)]
 
 
+def period_hours(plan: object, period: str) -> float | None:
+    """The named period's hours as the plan states them (None: not a number)."""
+    for p in plan.get("periods") or [] if isinstance(plan, dict) else []:
+        if isinstance(p, dict) and p.get("name") == period:
+            hours = p.get("hours")
+            return hours if isinstance(hours, (int, float)) and not isinstance(hours, bool) else None
+    return None
+
+
 def select_period(plan: object, period: str | None) -> object:
     """The plan to export: the plan itself (single period), or the named period's plan."""
     names = period_names(plan)

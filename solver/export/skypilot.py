@@ -10,12 +10,17 @@ SkyPilot launches one VM per replica node. Where the plan packs several replicas
 larger instance (e.g. two 1-GPU replicas on a 2-GPU box), that packing cannot be written
 for SkyPilot: the file then asks for the replica's own GPUs in the plan's cloud and region
 and says so; the Kubernetes export keeps the packing (the scheduler bin-packs GPUs).
+
+Owned servers are reached as an SSH Node Pool named after the site (`infra: ssh/SITE`,
+SkyPilot >= 0.10: `sky ssh up` turns the pool's hosts into a small Kubernetes cluster, so
+replicas share a server's GPUs there as planned); sites/SITE.yaml lists the servers.
 """
 
 from __future__ import annotations
 
 import shlex
 
+from solver.catalog.owned import OWNED_PROVIDER
 from solver.export import engines
 from solver.export.gpus import SKYPILOT_CLOUDS, arm64_note, skypilot_accelerator
 from solver.export.units import PlanSummary, Unit
@@ -32,32 +37,14 @@ def render(summary: PlanSummary, warnings: list[str]) -> dict[str, str]:
 def _unit_file(summary: PlanSummary, u: Unit) -> str:
     engines.check_supported(u)
     comments = _header(summary, u)
-    resources: dict = {}
     known_cloud = u.provider.lower() in SKYPILOT_CLOUDS
     accelerator = skypilot_accelerator(u.gpu, u.provider, u.instance_type)
     if accelerator is None:
         accelerator = u.gpu
         comments.append(f"SkyPilot's catalog has no {u.gpu} accelerator: set resources.accelerators to the name your "
                         "SkyPilot version uses (`sky show-gpus`).")
-    if known_cloud:
-        resources["cloud"] = u.provider.lower()
-        resources["region"] = u.region
-    if known_cloud and u.own_instance:
-        resources["instance_type"] = u.instance_type
-        # SkyPilot wants the instance's own accelerators; the engine uses the replica's share of them.
-        resources["accelerators"] = f"{accelerator}:{u.gpus_per_instance}"
-        if u.gpus_per_node < u.gpus_per_instance:
-            comments.append(f"Each replica uses {u.gpus_per_node} of the {u.gpus_per_instance} GPUs of "
-                            f"{u.instance_type}, as planned (no other replica fits there).")
-    else:
-        resources["accelerators"] = f"{accelerator}:{u.gpus_per_node}"
-        if not known_cloud:
-            comments.append(f"Provider {u.provider!r} is not a SkyPilot cloud: set resources.cloud (or infra) to where "
-                            f"{u.gpu} GPUs run for you; the plan priced {u.instance_type!r}.")
-        else:
-            comments.append(f"The plan packs replicas onto {u.instance_type} ({u.gpus_per_instance} GPUs); SkyPilot runs "
-                            f"one VM per replica, so this asks for {u.gpus_per_node} {u.gpu} in {u.region} and SkyPilot "
-                            "picks the instance (the Kubernetes export keeps the packing).")
+    resources = (_owned_resources(u, accelerator, comments) if u.provider == OWNED_PROVIDER
+                 else _cloud_resources(u, accelerator, known_cloud, comments))
     resources["ports"] = engines.PORT
     if u.spot:
         resources["use_spot"] = True
@@ -70,6 +57,50 @@ def _unit_file(summary: PlanSummary, u: Unit) -> str:
                        "replicas": u.replicas}
     data["run"] = _run(u, comments)
     return document(data, comments)
+
+
+def _cloud_resources(u: Unit, accelerator: str, known_cloud: bool, comments: list[str]) -> dict:
+    """Where a cloud unit runs: the plan's cloud, region and (a replica alone on it) instance type."""
+    resources: dict = {}
+    if known_cloud:
+        resources["cloud"] = u.provider.lower()
+        resources["region"] = u.region
+    if known_cloud and u.own_instance:
+        resources["instance_type"] = u.instance_type
+        # SkyPilot wants the instance's own accelerators; the engine uses the replica's share of them.
+        resources["accelerators"] = f"{accelerator}:{u.gpus_per_instance}"
+        if u.gpus_per_node < u.gpus_per_instance:
+            comments.append(f"Each replica uses {u.gpus_per_node} of the {u.gpus_per_instance} GPUs of "
+                            f"{u.instance_type}, as planned (no other replica fits there).")
+        return resources
+    resources["accelerators"] = f"{accelerator}:{u.gpus_per_node}"
+    if not known_cloud:
+        comments.append(f"Provider {u.provider!r} is not a SkyPilot cloud: set resources.cloud (or infra) to where "
+                        f"{u.gpu} GPUs run for you; the plan priced {u.instance_type!r}.")
+    else:
+        comments.append(f"The plan packs replicas onto {u.instance_type} ({u.gpus_per_instance} GPUs); SkyPilot runs "
+                        f"one VM per replica, so this asks for {u.gpus_per_node} {u.gpu} in {u.region} and SkyPilot "
+                        "picks the instance (the Kubernetes export keeps the packing).")
+    return resources
+
+
+def _owned_resources(u: Unit, accelerator: str, comments: list[str]) -> dict:
+    """An owned unit: the site's SSH Node Pool, the replica's own GPUs (the pool packs replicas onto servers)."""
+    comments.extend(_owned_comments(u))
+    return {"infra": owned_infra(u.region), "accelerators": f"{accelerator}:{u.gpus_per_node}"}
+
+
+def owned_infra(site: str) -> str:
+    """SkyPilot's infra for an owned site: the SSH Node Pool of that name."""
+    return f"ssh/{site}"
+
+
+def _owned_comments(u: Unit) -> list[str]:
+    return [f"Runs on the owned servers of site {u.region!r}, as SkyPilot's SSH Node Pool {u.region!r} "
+            f"(infra: {owned_infra(u.region)}; sites/ in this directory says how many servers and which replicas "
+            "go on each). Create the pool: list the servers under its name in ~/.sky/ssh_node_pools.yaml, then:",
+            f"  sky ssh up --infra {u.region}",
+            "Servers already in a Kubernetes cluster: set infra: k8s/CONTEXT instead."]
 
 
 def _header(summary: PlanSummary, u: Unit) -> list[str]:

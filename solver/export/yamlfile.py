@@ -28,6 +28,14 @@ def _str(dumper: yaml.SafeDumper, value: str):
 _Dumper.add_representer(str, _str)
 
 
+class FlowList(list):
+    """A short list written on one line (`[0, 1]`), where a block list would take a line per item."""
+
+
+_Dumper.add_representer(FlowList, lambda dumper, value: dumper.represent_sequence("tag:yaml.org,2002:seq", value,
+                                                                                  flow_style=True))
+
+
 def document(data: dict, comments: list[str]) -> str:
     head = "".join(f"# {part}\n" for line in comments for part in _wrap(escape_line(line)))
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=WIDTH, allow_unicode=True)
