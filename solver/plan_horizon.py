@@ -173,7 +173,9 @@ def _independent(problem: Problem) -> bool:
     """Nothing links the periods: one price list (the offers' own), no running fleet, no
     budget over the horizon. Each distinct period is then today's single-hour problem."""
     h = problem.horizon
+    # Spot cover has rows only in the multi-period model (spot replicas apart from firm ones).
     return (h.tiers == (problem.pricing,) and h.current_fleet is None and h.max_spot_share is None
+            and not problem.spot_pools()
             and h.spot_min_regions is None and h.budget_usd_per_day is None and h.budget_usd_per_month is None
             and h.reserved_gpus_min is None and h.reserved_gpus_max is None and h.max_changed_instances is None)
 
@@ -183,6 +185,7 @@ def _single_replan(problem: Problem, specs) -> bool:
     that sets the problem apart from today's, whose pooled MIP then takes change rows."""
     h = problem.horizon
     return (len(specs) == 1 and h.tiers == (problem.pricing,) and h.current_fleet is not None
+            and not problem.spot_pools()
             and h.max_spot_share is None and h.spot_min_regions is None and h.budget_usd_per_day is None
             and h.budget_usd_per_month is None and h.reserved_gpus_min is None and h.reserved_gpus_max is None)
 
