@@ -104,6 +104,7 @@ class _Node:
     plans: list[PeriodPlan | None]
     bound: float = -math.inf
     depth: int = 0
+    finished: bool = False  # a leaf whose unproven periods had the rest of the time
 
 
 # Period MIPs solved at once (the planning target machine has 2 cores).
@@ -597,11 +598,28 @@ class HorizonSolver:
             if self.nodes % MASTER_EVERY == 0:
                 best = self._restricted_master(best)
             split = self._branch(node, best)
+            if split is None and not node.finished and time.monotonic() < self.deadline - MIN_PERIOD_S:
+                # A leaf's periods cut short by a share of the time (the root's first pass)
+                # get the rest of it, from their plans: nothing else is left to explore here.
+                node.finished = True
+                open_ = [k for k, pl in enumerate(node.plans) if pl is not None and pl.status == "feasible"]
+                if open_:
+                    tasks = [(k, node.lo, node.hi, {o: self._uniform_price(o, k) for o in self.res}, node.plans[k])
+                             for k in open_]
+                    for k, plan in zip(open_, self._solve_many(tasks, share=1.0)):
+                        if math.isfinite(plan.objective):
+                            node.plans[k] = plan
+                    prepaid = sum(self.hours * self.prices[o].reserved * node.lo[o] for o in self.res)
+                    node.bound = max(node.bound, prepaid + sum(pl.bound for pl in node.plans))
+                    best = self._better(best, node.plans, node.lo, node.hi)
+                    heapq.heappush(heap, (node.bound, next(counter), node))
+                    continue
             if split is None:
-                if any(pl is None or (not math.isfinite(pl.objective) and pl.status != "infeasible")
-                       for pl in node.plans):
-                    # A leaf whose periods ran out of time unsolved: its region is not
-                    # explored, so its bound stays in the answer's (no proof either way).
+                if any(pl is None or pl.status not in ("optimal", "infeasible") for pl in node.plans):
+                    # A leaf whose periods ran out of time unsolved, or solved without proof
+                    # (a plan, and a bound below it): its region is not explored, so its
+                    # bound stays in the answer's. (A leaf's plans were once read as exact:
+                    # a period MIP cut short at a 10 % gap came back "optimal".)
                     unexplored = min(unexplored, node.bound)
                     detail = detail or "time limit"
                 continue  # a leaf: its exact plan is already the incumbent (or it has none)
