@@ -31,8 +31,9 @@ from solver.optimize.replan import solve_replan
 from solver.optimize.rollout import Target, changes, plan_rollout
 from solver.optimize.solution import Assignment, Solution
 from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolverInfo, PeriodAssignment,
-                                  PeriodResult, PeriodService, PlanResult, RedundancyView, Replan, Reservation, Rollout,
-                                  RolloutStep, Savings, SolverInfo, TierFleetLine, UnusedReservation)
+                                  PeriodResult, PeriodService, PlanResult, RedundancyCost, RedundancyView, Replan,
+                                  Reservation, Rollout, RolloutStep, Savings, SolverInfo, TierFleetLine,
+                                  UnusedReservation)
 from solver.workload.schema import Workload
 
 PEAK_SHARE = 0.15  # of the time left after candidates, at most, for the peak fleet (baseline and fallback)
@@ -88,8 +89,43 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
     timings["solve_s"] = time.monotonic() - t1
     if stop.cancelled:
         raise Cancelled("the multi-period solve was cancelled")
-    return _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0,
-                   deadline, options, timings, peak)
+    result = _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0,
+                     deadline, options, timings, peak)
+    if options.explain and problem.spot_pools():
+        stage("explain")
+        result.spot_cover_cost = _spot_cover_cost(workload, catalog, problem, result.horizon.average_price_usd_per_hour,
+                                                  backend, backend_name, options, deadline)
+    return result
+
+
+def _spot_cover_cost(workload, catalog, problem: Problem, price_usd_per_hour: float, backend, backend_name: str,
+                     options, deadline: float) -> RedundancyCost:
+    """What constraints.spot_interruptions costs (--explain): the horizon re-solved without the
+    cover (its configurations keep every spot pool: a superset of what it would prune to, so
+    its optimum is the true one), against this plan, per hour of the horizon. Within the
+    explanation's budget; a re-solve not proven optimal reports no figure."""
+    from solver.plan import EXPLAIN_BUDGET_S
+
+    t0 = time.monotonic()
+    until = min(deadline, t0 + EXPLAIN_BUDGET_S)
+    variant = replace(problem, services=tuple(replace(s, spot_cover_demand=(), spot_cover_fraction=0.0)
+                                              for s in problem.services))
+    specs, merged = merge_periods(variant)
+    periods = variant.periods or (NOW,)
+    quiet = replace(options, on_progress=None, on_stage=None, explain=False)
+    try:
+        _solutions, _reserved, info, _peak = _solve_periods(
+            workload, catalog, variant, specs, periods, merged, backend, backend_name, quiet, t0, until,
+            Stop(options.cancel, until, until - t0), {}, t0)
+    except (SolverTimeout, InfeasibleError):
+        return RedundancyCost(None, None, "not computed: the re-solve without spot cover ran out of the "
+                                          "explanation's time budget")
+    if info["status"] != "optimal":
+        return RedundancyCost(None, None, "not computed: the re-solve without spot cover was not proven optimal "
+                                          "within the explanation's time budget")
+    without = info["horizon_cost_usd"] / sum(p.hours for p in periods)
+    return RedundancyCost(round(without, 6), round(price_usd_per_hour - without, 6),
+                          "spot cover: the workload re-solved without constraints.spot_interruptions")
 
 
 def _busiest(solutions: list[Solution]) -> Solution:

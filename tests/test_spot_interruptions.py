@@ -273,8 +273,12 @@ def test_cover_crosses_grpc_unchanged() -> None:
     w["services"][0]["demand"]["profile"] = {"night": 0.5}
     local = plan(parse_workload(w)).to_dict()
     with running_server() as (_, target), PlannerClient(target) as client:
-        remote = client.solve(w)
+        remote = client.solve(w, explain=True)
     assert without_timings(remote)["services"] == without_timings(local)["services"]
+    # --explain prices the cover: day 2 + 2 spot ($1.30) against 2 in one pool ($0.60), night
+    # 1 + 1 ($0.65) against 1 ($0.30): $0.975 against $0.45 per hour of the horizon
+    assert remote["spot_cover_cost"]["without_usd_per_hour"] == pytest.approx(0.45)
+    assert remote["spot_cover_cost"]["extra_usd_per_hour"] == pytest.approx(0.525)
     want = {"domain": "spot_pool", "serve_fraction": 1.0, "worst_domain": "the spot instances of synth/a",
             "surviving_fraction": 1.0, "exact": True}
     assert remote["services"][0]["spot_interruptions"] == want

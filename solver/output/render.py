@@ -137,6 +137,9 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
         out.extend(_priced_difference(d.get("redundancy_cost"), "extra_usd_per_hour", lambda c: (
             f"Redundancy cost: {c['note'].split(':')[0]} costs ${c['extra_usd_per_hour']:.4f}/hour more than the "
             f"same workload without failure domains (${c['without_usd_per_hour']:.4f}/hour)"), "Redundancy cost"))
+        out.extend(_priced_difference(d.get("spot_cover_cost"), "extra_usd_per_hour", lambda c: (
+            f"Spot cover cost: ${c['extra_usd_per_hour']:.4f}/hour more (per hour of the horizon) than the same "
+            f"workload without spot_interruptions (${c['without_usd_per_hour']:.4f}/hour)"), "Spot cover cost"))
     choice = d.get("serving_choice")
     if explain and choice:
         out.append("")

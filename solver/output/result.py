@@ -442,6 +442,7 @@ class PlanResult:
     confidence_cost: ConfidenceCost | None = None  # --explain, where a service sizes at a confidence
     serving_choice: ServingChoice | None = None  # --explain, where a service has serving: auto
     redundancy_cost: RedundancyCost | None = None  # --explain, where a service has a failure domain
+    spot_cover_cost: RedundancyCost | None = None  # --explain, where a service has spot cover (per horizon hour)
     # Power and energy (solver/output/power.py): the fleet's (first period's) kW at full board
     # power; kWh over the plan's horizon (one hour for a single-hour plan); owned hardware's
     # amortised cost, paid whether used or not and not in total_price_usd_per_hour; owned sites.
@@ -470,7 +471,7 @@ class PlanResult:
         order = ["status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd",
                  "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements",
                  "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice",
-                 "redundancy_cost"]  # proto declaration order (redundancy_cost is field 70, declared here)
+                 "redundancy_cost", "spot_cover_cost"]  # proto declaration order (70, 71: declared here)
         out = {k: d[k] for k in order if k in d}
         if self.horizon is not None:
             h = d["horizon"]

@@ -438,7 +438,7 @@ class StatusCount(_message.Message):
     def __init__(self, status: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice", "redundancy_cost", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver", "power_kw", "energy_kwh", "owned_amortised_usd_per_hour", "sites")
+    __slots__ = ("status", "workload", "total_price_usd_per_hour", "total_price_usd_per_minute", "monthly_usd", "gpus", "optimality_gap", "solve_time_s", "pricing", "catalog", "fleet", "services", "placements", "infeasibility", "evaluation", "solver", "confidence_cost", "serving_choice", "redundancy_cost", "spot_cover_cost", "periods", "reservations", "horizon_hours", "horizon_cost_usd", "average_price_usd_per_hour", "pricing_tiers", "savings", "changes", "rollout", "horizon_solver", "power_kw", "energy_kwh", "owned_amortised_usd_per_hour", "sites")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TOTAL_PRICE_USD_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
@@ -458,6 +458,7 @@ class Plan(_message.Message):
     CONFIDENCE_COST_FIELD_NUMBER: _ClassVar[int]
     SERVING_CHOICE_FIELD_NUMBER: _ClassVar[int]
     REDUNDANCY_COST_FIELD_NUMBER: _ClassVar[int]
+    SPOT_COVER_COST_FIELD_NUMBER: _ClassVar[int]
     PERIODS_FIELD_NUMBER: _ClassVar[int]
     RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     HORIZON_HOURS_FIELD_NUMBER: _ClassVar[int]
@@ -491,6 +492,7 @@ class Plan(_message.Message):
     confidence_cost: ConfidenceCost
     serving_choice: ServingChoice
     redundancy_cost: RedundancyCost
+    spot_cover_cost: RedundancyCost
     periods: _containers.RepeatedCompositeFieldContainer[PeriodPlan]
     reservations: _containers.RepeatedCompositeFieldContainer[Reservation]
     horizon_hours: float
@@ -505,7 +507,7 @@ class Plan(_message.Message):
     energy_kwh: float
     owned_amortised_usd_per_hour: float
     sites: _containers.RepeatedCompositeFieldContainer[SitePower]
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., serving_choice: _Optional[_Union[ServingChoice, _Mapping]] = ..., redundancy_cost: _Optional[_Union[RedundancyCost, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ..., power_kw: _Optional[float] = ..., energy_kwh: _Optional[float] = ..., owned_amortised_usd_per_hour: _Optional[float] = ..., sites: _Optional[_Iterable[_Union[SitePower, _Mapping]]] = ...) -> None: ...
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., workload: _Optional[str] = ..., total_price_usd_per_hour: _Optional[float] = ..., total_price_usd_per_minute: _Optional[float] = ..., monthly_usd: _Optional[float] = ..., gpus: _Optional[int] = ..., optimality_gap: _Optional[float] = ..., solve_time_s: _Optional[float] = ..., pricing: _Optional[_Union[Pricing, str]] = ..., catalog: _Optional[str] = ..., fleet: _Optional[_Iterable[_Union[FleetLine, _Mapping]]] = ..., services: _Optional[_Iterable[_Union[ServiceResult, _Mapping]]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., infeasibility: _Optional[_Iterable[_Union[InfeasibilityReason, _Mapping]]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., solver: _Optional[_Union[SolverInfo, _Mapping]] = ..., confidence_cost: _Optional[_Union[ConfidenceCost, _Mapping]] = ..., serving_choice: _Optional[_Union[ServingChoice, _Mapping]] = ..., redundancy_cost: _Optional[_Union[RedundancyCost, _Mapping]] = ..., spot_cover_cost: _Optional[_Union[RedundancyCost, _Mapping]] = ..., periods: _Optional[_Iterable[_Union[PeriodPlan, _Mapping]]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ..., horizon_hours: _Optional[float] = ..., horizon_cost_usd: _Optional[float] = ..., average_price_usd_per_hour: _Optional[float] = ..., pricing_tiers: _Optional[_Iterable[str]] = ..., savings: _Optional[_Union[Savings, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[FleetChange, _Mapping]]] = ..., rollout: _Optional[_Union[Rollout, _Mapping]] = ..., horizon_solver: _Optional[_Union[HorizonSolverInfo, _Mapping]] = ..., power_kw: _Optional[float] = ..., energy_kwh: _Optional[float] = ..., owned_amortised_usd_per_hour: _Optional[float] = ..., sites: _Optional[_Iterable[_Union[SitePower, _Mapping]]] = ...) -> None: ...
 
 class SitePower(_message.Message):
     __slots__ = ("site", "power_kw", "power_cap_kw", "gpus_running", "gpus_owned")
