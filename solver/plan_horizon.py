@@ -241,7 +241,9 @@ def _solve_independent(problem, specs, backend_name, deadline, stop, options, wo
         notes.add(ties)
         cost = sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet)
         total += spec.hours * cost
-        bound += spec.hours * (outcome.bound if outcome.bound is not None else cost)
+        # No bound from a solve cut short proves nothing above zero (costs are not negative).
+        bound += spec.hours * (outcome.bound if outcome.bound is not None else (cost if outcome.status == "optimal"
+                                                                                else 0.0))
         optimal = optimal and outcome.status == "optimal"
         if spot:
             # Every offer priced at spot (`pricing: spot`): these are spot instances.
