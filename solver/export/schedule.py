@@ -108,7 +108,8 @@ def schedule_options(scheduler: str | None, day_starts: str | None, timezone: st
         raise InputError.single("--day-starts", "is required with --schedule: the plan gives its periods' lengths, "
                                 "not the clock time the first one starts at.",
                                 "give the first period's start, e.g. --day-starts 22:00")
-    return ScheduleOptions(scheduler, parse_clock(day_starts), check_timezone(timezone or DEFAULT_TIMEZONE))
+    zone = DEFAULT_TIMEZONE if timezone is None else timezone  # an empty --timezone is an error, not the default
+    return ScheduleOptions(scheduler, parse_clock(day_starts), check_timezone(zone))
 
 
 def parse_clock(text: str) -> int:
