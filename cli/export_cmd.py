@@ -1,7 +1,9 @@
 """`solver-cli export PLAN.json --to skypilot|kubernetes [--out DIR]`: the files that run a plan.
 
 PLAN.json is what `solver-cli solve WORKLOAD --format json` prints. `solve --export
-TARGET [--export-out DIR]` does both in one step.
+TARGET [--export-out DIR]` does both in one step. A multi-period plan over a day exports as
+one directory switched at the period boundaries with `--period all --schedule keda
+--day-starts HH:MM [--timezone Area/City]` (solver/export/schedule.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ def add_parser(subparsers):
     p.add_argument("--period", metavar="NAME", default=None,
                    help="for a multi-period plan (required there): the period to export, or `all` for every "
                         "period, each into DIR/PERIOD")
+    p.add_argument("--schedule", metavar="SCALER", default=None,
+                   help="with --period all and --to kubernetes: one directory with every period's units, and a "
+                        "KEDA ScaledObject per unit that switches its replicas at the period boundaries (`keda`)")
+    p.add_argument("--day-starts", metavar="HH:MM", default=None,
+                   help="with --schedule: the clock time the plan's first period starts each day")
+    p.add_argument("--timezone", metavar="AREA/CITY", default=None,
+                   help="with --schedule: the time zone of --day-starts (IANA name; default Etc/UTC)")
     p.set_defaults(func=run)
     return p
 
@@ -36,23 +45,33 @@ def run(args) -> int:
     from solver.errors import InputError
     from solver.export import load_plan_file
 
+    from solver.export import schedule_options
+
     try:
+        schedule = schedule_options(args.schedule, args.day_starts, args.timezone)  # flags before the plan file
         plan = load_plan_file(args.plan)
     except InputError as exc:
         return _fail(exc)
-    code, lines = write(plan, args.to, args.out or default_out(args.to), args.period)
+    code, lines = write(plan, args.to, args.out or default_out(args.to), args.period, schedule)
     for line in lines:
         print(line)
     return code
 
 
-def write(plan: dict, target: str, out_dir: str, period: str | None = None) -> tuple[int, list[str]]:
-    """Export; (exit code, lines to show). Errors go to stderr here, lines are for the caller's stream."""
+def write(plan: dict, target: str, out_dir: str, period: str | None = None,
+          schedule=None) -> tuple[int, list[str]]:
+    """Export; (exit code, lines to show). Errors go to stderr here, lines are for the caller's stream.
+    `schedule`: solver.export.ScheduleOptions for `--period all --schedule` (one directory)."""
     from solver.errors import InputError
-    from solver.export import ALL_PERIODS, export_periods, export_plan, period_names
+    from solver.export import ALL_PERIODS, export_periods, export_plan, export_scheduled, period_names
 
     try:
-        if period == ALL_PERIODS and ALL_PERIODS not in period_names(plan):
+        if schedule is not None:
+            if period not in (None, ALL_PERIODS):
+                raise InputError.single("--period", f"is {period!r}, but --schedule exports every period.",
+                                        "give --period all with --schedule, or leave --schedule out")
+            results = [(None, export_scheduled(plan, target, out_dir, schedule))]
+        elif period == ALL_PERIODS and ALL_PERIODS not in period_names(plan):
             results = export_periods(plan, target, out_dir)
         else:
             results = [(None, export_plan(plan, target, out_dir, period))]
@@ -78,7 +97,10 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None) -> t
         if result.removed:
             lines.append(f"removed {len(result.removed)} file(s) an earlier export wrote for units no longer in the "
                          "plan: " + ", ".join(_shown(p, where) for p in result.removed))
-    if results[0][0] is not None:
+    if schedule is not None:
+        hint = (f"install KEDA, then kubectl apply -f {out_dir}: the ScaledObjects in keda-schedule.yaml switch the "
+                "fleet at each period's start")
+    elif results[0][0] is not None:
         hint = (f"at each period's start, apply its directory (e.g. kubectl apply -f {Path(out_dir) / results[0][0]}) "
                 "and delete what the previous period ran that this one does not")
     else:

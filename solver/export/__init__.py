@@ -18,14 +18,15 @@ from solver.errors import FieldViolation, InputError
 from solver.export import kubernetes, manifest, skypilot
 from solver.export.owned_sites import place_owned
 from solver.export.periods import ALL_PERIODS, period_hours, period_names, select_period
+from solver.export.schedule import ScheduleOptions, render_scheduled, schedule_options
 from solver.export.site_files import site_files
 from solver.export.units import load_plan_file, plan_units
 
 TARGETS = {"skypilot": skypilot.render, "kubernetes": kubernetes.render}
 GENERATED_MARK = manifest.GENERATED_MARK
 
-__all__ = ["ALL_PERIODS", "TARGETS", "Exported", "export_plan", "export_periods", "load_plan_file", "render_plan",
-           "render_with_warnings"]
+__all__ = ["ALL_PERIODS", "TARGETS", "Exported", "ScheduleOptions", "export_plan", "export_periods", "export_scheduled",
+           "load_plan_file", "render_plan", "render_with_warnings", "schedule_options"]
 
 
 @dataclass
@@ -66,11 +67,24 @@ def export_periods(plan: object, target: str, out_dir: str | Path) -> list[tuple
     return [(name, export_plan(plan, target, Path(out_dir) / name, name)) for name in names]
 
 
+def export_scheduled(plan: object, target: str, out_dir: str | Path, options: ScheduleOptions) -> Exported:
+    """`--period all --schedule keda`: every period's units in OUT_DIR, switched at the boundaries (schedule.py)."""
+    if target != "kubernetes":
+        raise InputError.single("--schedule", f"is {options.scheduler!r}, a Kubernetes autoscaler; the target is "
+                                f"{target}.", "use --to kubernetes, or leave --schedule out")
+    files, warnings = render_scheduled(plan, options)  # every check before anything is written
+    return _write(files, warnings, target, out_dir)
+
+
 def export_plan(plan: object, target: str, out_dir: str | Path, period: str | None = None) -> Exported:
     """Write the target's files into out_dir. Files an earlier export wrote there (its manifest
     says which) and this one does not are removed, so `kubectl apply -f DIR` sees the plan only;
     no other file is removed or overwritten (solver/export/manifest.py)."""
     files, warnings = render_with_warnings(plan, target, period)  # every check before anything is written
+    return _write(files, warnings, target, out_dir)
+
+
+def _write(files: dict[str, str], warnings: list[str], target: str, out_dir: str | Path) -> Exported:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError.single(str(out_dir), "exists and is not a directory.", "give a directory for --out")

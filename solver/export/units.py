@@ -49,6 +49,10 @@ class Unit:
     name_notes: tuple[str, ...] = ()  # why a name carries a hash (written as comments)
     # The failure domain the plan sized the service for (constraints.redundancy): "" none.
     redundancy_domain: str = ""
+    config: str = ""  # the plan's configuration key (SERVICE@OFFER:Ngpu[xMinst]:PRECISION)
+    # A scheduled export (schedule.py): (period, replicas) for every period, in order; the
+    # unit's objects then start at 0 replicas and KEDA sets the count. Empty: `replicas` it is.
+    replicas_by_period: tuple[tuple[str, int], ...] = ()
 
     @property
     def tensor_parallel(self) -> int:
@@ -220,7 +224,7 @@ def plan_units(plan: object) -> PlanSummary:
                 spot=plan_spot or a.get("spot") is True,  # a period's assignment says per configuration
                 routed_share=routed / total_routed if total_routed > 0 else 1.0 / len(svc["assignments"]),
                 shares_instances=a["config"] in packed,
-                redundancy_domain=_redundancy_domain(svc)))
+                redundancy_domain=_redundancy_domain(svc), config=a["config"]))
     if errors:
         raise InputError(errors)
     if not units:
