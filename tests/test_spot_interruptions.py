@@ -342,3 +342,16 @@ def test_a_period_mip_cut_short_is_not_called_optimal() -> None:
     assert result.evaluation["ok"]
     assert result.status == "feasible", (result.status, result.total_price_usd_per_hour)
     assert result.solver.gap > 0.01 and result.solver.bound_usd_per_hour < result.total_price_usd_per_hour
+
+
+def test_explain_prices_the_cover_in_the_text(tmp_path, solver_cli) -> None:
+    offers = [_offer("a", "r1", 1, 1.0, 0.3), _offer("b", "r2", 1, 1.1, 0.35)]
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(_workload([_service("s", 20, 10)], offers, {"serve_fraction": 1.0})))
+    run = subprocess.run([solver_cli, "solve", str(path), "--no-verify", "--explain"], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "Spot cover cost: $0.7000/hour more" in run.stdout and "($0.6000/hour)" in run.stdout
+    # the multi-period planner ranks no alternatives: it must not claim there were none
+    assert "not computed for multi-period plans" in run.stdout
+    assert "this was the only configuration" not in run.stdout

@@ -144,7 +144,13 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
     if explain and choice:
         out.append("")
         out.append(_serving_choice_text(choice, d.get("total_price_usd_per_hour")))
-    if explain:
+    if explain and "periods" in d:
+        # The multi-period planner does not rank configurations per service: saying "none"
+        # would claim that each service had a single configuration.
+        out.append("")
+        out.append("Alternatives not taken: not computed for multi-period plans (periods, pricing tiers or a "
+                   "running fleet)")
+    elif explain:
         out.append("")
         out.append("Alternatives not taken:")
         for s in d["services"]:
