@@ -37,3 +37,26 @@ def test_a_moved_figure_is_caught() -> None:
     assert changed != lines
     assert docs_outputs.difference(block, changed)
     assert not docs_outputs.difference(block, lines)
+
+
+def test_the_review_example_is_what_the_review_gives_now() -> None:
+    """docs/review-example is a rendered review (38 scenarios, ~20 s): its base plan is
+    re-solved here (~3 s) and must cost what the shipped results say, and the README's
+    sensitivity sentence must be the report's. (The shipped example once showed $13.43/hour
+    for a base that costs $18.32 since the percentile defaults changed.)"""
+    import csv
+    import re
+
+    import yaml
+
+    from solver.plan import plan
+    from solver.workload.documents import parse_workload
+
+    review = yaml.safe_load((ROOT / "examples" / "review-quarterly.yaml").read_text())
+    shipped = {r["id"]: r for r in csv.DictReader((ROOT / "docs" / "review-example" / "results.csv").open())}
+    result = plan(parse_workload(review["base"]["workload"]))
+    fix = "regenerate: solver-cli review examples/review-quarterly.yaml --out docs/review-example"
+    assert f"{result.total_price_usd_per_hour:.5f}" == f"{float(shipped['base']['usd_per_hour']):.5f}", fix
+    saved = re.search(r"1 more GH200 GPU of quota saves \$(\d+\.\d+)/hour", (ROOT / "README.md").read_text())
+    report = (ROOT / "docs" / "review-example" / "report.md").read_text()
+    assert saved and f"1 more GH200 GPU of quota (2 -> 3) saves ${float(saved.group(1)):.4f}/hour" in report, fix
