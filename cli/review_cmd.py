@@ -45,6 +45,11 @@ def run(args) -> int:
     except InputError as exc:
         return _input_error(exc)
     total = len(review.scenarios)
+    # The scenarios' cancellable SCIP solves print two spurious ERROR lines each (as in
+    # `solve`); the workers inherit this process's filtered stderr.
+    from solver.optimize.backends import stderr_filter
+
+    stderr_filter.install()
     bar = ProgressBar(total, sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     results = []
     t0 = time.monotonic()
