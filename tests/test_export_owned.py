@@ -404,3 +404,19 @@ def test_the_placement_check_catches_a_wrong_file(owned_cloud, tmp_path):
         brk(bad)
         with pytest.raises(AssertionError):
             check_placements(bad, plan["fleet"], plan["services"])
+
+
+def test_owned_pods_say_their_memory_is_a_default_not_a_host_share() -> None:
+    """Owned servers state no host memory: the pod's request is a default per GPU, and its
+    comment must not call it the replica's share of a host the plan knows nothing about."""
+    from solver.export import render_plan
+    from solver.plan import PlanOptions, plan
+    from solver.workload.documents import load_document, parse_workload
+
+    result = plan(parse_workload(load_document(EXAMPLES / "owned-and-cloud.json")), PlanOptions(verify=False))
+    files = render_plan(result.to_dict(), "kubernetes")
+    owned = [text for name, text in files.items() if "-owned-" in name]
+    assert owned
+    for text in owned:
+        assert "Memory request" in text and "share of the host" not in text, text[:600]
+        assert "the offer states no host memory" in text

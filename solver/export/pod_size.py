@@ -50,22 +50,24 @@ def pod_size(u: Unit) -> PodSize:
     cpu = max(1, math.floor(u.vcpus * share * HOST_SHARE)) if u.vcpus else DEFAULT_CPU_PER_GPU * u.gpus_per_node
     memory = (max(1, math.floor(u.host_memory_gib * share * HOST_SHARE)) if u.host_memory_gib
               else DEFAULT_MEMORY_GIB_PER_GPU * u.gpus_per_node)
+    # Where the offer states no host memory (owned servers, some catalogs) the request is a
+    # default per GPU, not a share of anything: say which.
+    basis = ("the replica's share of the host" if u.host_memory_gib
+             else f"the default of {DEFAULT_MEMORY_GIB_PER_GPU} GiB per GPU (the offer states no host memory)")
     weights = weights_gib_per_pod(u)
     if weights is None:
         return PodSize(cpu, memory)
     need = math.ceil(weights + ENGINE_OVERHEAD_GIB)
     load = f"the {weights:.1f} GiB of {u.precision or 'fp16'} weights this pod loads + {ENGINE_OVERHEAD_GIB} GiB for the engine"
     if need <= memory:
-        return PodSize(cpu, memory, (f"Memory request: {memory} GiB, the replica's share of the host; loading needs "
-                                     f"{need} GiB ({load}).",))
+        return PodSize(cpu, memory, (f"Memory request: {memory} GiB, {basis}; loading needs {need} GiB ({load}).",))
     cap = math.floor(u.host_memory_gib * HOST_ALLOCATABLE) if u.host_memory_gib else None
     if cap is not None and need > cap:
         message = (f"{u.name}: loading needs about {need} GiB of host memory ({load}), but the plan's "
                    f"{u.instance_type} has {u.host_memory_gib:g} GiB; the pod requests {cap} GiB so that it can be "
                    "scheduled there, and may fail to load: plan with offers that have more host memory")
         return PodSize(cpu, cap, ("Memory: " + message[len(u.name) + 2:] + ".",), warning=message)
-    notes = [f"Memory request: {need} GiB, what loading needs ({load}); the replica's share of the host is "
-             f"{memory} GiB."]
+    notes = [f"Memory request: {need} GiB, what loading needs ({load}); {basis} is {memory} GiB."]
     if u.shares_instances:
         notes.append("That is more than this replica's share of the instance the plan packs it on: the packed "
                      "replicas may not all fit on one node.")
