@@ -16,7 +16,8 @@ import subprocess
 
 import pytest
 
-from solver.errors import InfeasibleError, InputError
+from enumeration_support import assert_horizon_is_the_sum_of_single_hours, assert_plan_is_the_optimum, pareto
+from solver.errors import InputError
 from solver.evaluate import evaluate
 from solver.optimize.solution import Assignment, Solution
 from solver.plan import plan
@@ -73,12 +74,7 @@ def _service_vectors(s, offers, domain, fraction):
                      for place in {_place(o, domain) for o in offers})
         if ok:
             usages.add(tuple(r * g for r in vec))
-    return _pareto(usages)
-
-
-def _pareto(points):
-    pts = sorted(points)
-    return [p for p in pts if not any(q != p and all(a <= b for a, b in zip(q, p)) for q in pts)]
+    return pareto(usages)
 
 
 def enumerate_optimum(w) -> float | None:
@@ -93,7 +89,7 @@ def enumerate_optimum(w) -> float | None:
         vectors = _service_vectors(s, offers, domain, fraction)
         if not vectors:
             return None
-        combined = set(_pareto({tuple(a + b for a, b in zip(u, v)) for u in combined for v in vectors}))
+        combined = set(pareto({tuple(a + b for a, b in zip(u, v)) for u in combined for v in vectors}))
     return min(sum(math.ceil(u / o["gpus_per_instance"]) * o["price_usd_per_hour"] for u, o in zip(use, offers))
                for use in combined)
 
@@ -120,19 +116,10 @@ def _random_case(seed: int):
 @pytest.mark.parametrize("seed", range(40))
 def test_random_redundancy_matches_enumeration(seed: int) -> None:
     w = _random_case(seed)
-    want = enumerate_optimum(w)
-    try:
-        result = plan(parse_workload(json.loads(json.dumps(w))))
-    except InfeasibleError:
-        # Infeasible means no plan within the enumerator's range either (bounds below
-        # are generous for these demands).
-        assert want is None, f"planner says infeasible, enumeration found ${want}"
-        return
-    assert result.evaluation["ok"], result.evaluation["violations"]
-    assert want is not None, f"planner found ${result.total_price_usd_per_hour}, enumeration none"
-    assert result.status == "optimal"
-    assert result.total_price_usd_per_hour == pytest.approx(want, abs=1e-6), json.dumps(w)
-    for s in result.services:
+    # Infeasible must mean no plan within the enumerator's range either (its bounds are
+    # generous for these demands).
+    result = assert_plan_is_the_optimum(w, enumerate_optimum(w))
+    for s in result.services if result is not None else ():
         assert s.redundancy is not None and s.redundancy.surviving_fraction >= \
             w["constraints"]["redundancy"]["serve_fraction"] - 1e-6
 
@@ -335,31 +322,7 @@ def test_kubernetes_export_spreads_services_with_an_instance_domain() -> None:
 def test_periods_cost_the_sum_of_their_single_hour_optima(seed: int) -> None:
     """On-demand prices only: periods are independent, so a horizon's optimum is each
     period's single-hour optimum (enumeration-tested above) times its hours."""
-    w = _random_case(100 + seed)
-    w["periods"] = [{"name": "day", "hours": 14}, {"name": "night", "hours": 10}]
-    for s in w["services"]:
-        s["demand"]["profile"] = {"night": 0.5}
-    try:
-        result = plan(parse_workload(json.loads(json.dumps(w))))
-    except InfeasibleError:
-        result = None
-    want, feasible = 0.0, True
-    for period, hours, factor in (("day", 14, 1.0), ("night", 10, 0.5)):
-        single = json.loads(json.dumps(w))
-        del single["periods"]
-        for s in single["services"]:
-            del s["demand"]["profile"]
-            s["demand"]["items_per_min"] *= factor
-        price = enumerate_optimum(single)
-        if price is None:
-            feasible = False
-            break
-        want += hours * price
-    if not feasible:
-        assert result is None
-        return
-    assert result is not None and result.evaluation["ok"]
-    assert result.horizon.horizon_cost_usd == pytest.approx(want, abs=1e-6), json.dumps(w)
+    assert_horizon_is_the_sum_of_single_hours(_random_case(100 + seed), enumerate_optimum)
 
 
 def test_spot_and_reserved_tiers_keep_the_domains(tmp_path) -> None:

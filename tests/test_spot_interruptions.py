@@ -17,7 +17,8 @@ import subprocess
 
 import pytest
 
-from solver.errors import InfeasibleError, InputError
+from enumeration_support import assert_horizon_is_the_sum_of_single_hours, assert_plan_is_the_optimum, pareto
+from solver.errors import InputError
 from solver.evaluate import evaluate
 from solver.optimize.solution import Assignment, Solution
 from solver.plan import plan
@@ -72,17 +73,7 @@ def _service_vectors(s, offers, tiers, fraction):
             if fraction > 0 and not all((sum(firm) + sum(spot) - q) * rate >= need - TOL for q in spot if q):
                 continue
             usages.add(tuple(r * g for r in firm) + tuple(q * g for q in spot))
-    return _pareto(usages)
-
-
-def _pareto(points):
-    """The points no other point is at or below in every coordinate (a dominating point has
-    a smaller sum, so it is kept before the points it dominates are seen)."""
-    kept: list[tuple] = []
-    for p in sorted(set(points), key=lambda p: (sum(p), p)):
-        if not any(all(a <= b for a, b in zip(q, p)) for q in kept):
-            kept.append(p)
-    return kept
+    return pareto(usages)
 
 
 def enumerate_optimum(w) -> float | None:
@@ -98,7 +89,7 @@ def enumerate_optimum(w) -> float | None:
         vectors = _service_vectors(s, offers, tiers, fraction)
         if not vectors:
             return None
-        combined = set(_pareto({tuple(a + b for a, b in zip(u, v)) for u in combined for v in vectors}))
+        combined = set(pareto({tuple(a + b for a, b in zip(u, v)) for u in combined for v in vectors}))
     n = len(offers)
     return min(sum(math.ceil(use[i] / o["gpus_per_instance"]) * o["price_usd_per_hour"]
                    + math.ceil(use[n + i] / o["gpus_per_instance"]) * (o.get("spot_price_usd_per_hour") or 0.0)
@@ -136,17 +127,8 @@ def _random_case(seed: int):
 @pytest.mark.parametrize("seed", range(40))
 def test_random_spot_cover_matches_enumeration(seed: int) -> None:
     w = _random_case(seed)
-    want = enumerate_optimum(w)
-    try:
-        result = plan(parse_workload(json.loads(json.dumps(w))))
-    except InfeasibleError:
-        assert want is None, f"planner says infeasible, enumeration found ${want}"
-        return
-    assert result.evaluation["ok"], result.evaluation["violations"]
-    assert want is not None, f"planner found ${result.total_price_usd_per_hour}, enumeration none"
-    assert result.status == "optimal"
-    assert result.total_price_usd_per_hour == pytest.approx(want, abs=1e-6), json.dumps(w)
-    for s in result.services:
+    result = assert_plan_is_the_optimum(w, enumerate_optimum(w))
+    for s in result.services if result is not None else ():
         cover = s.spot_interruptions
         fraction = next((x.get("spot_interruptions") or w["constraints"]["spot_interruptions"])["serve_fraction"]
                         for x in w["services"] if x["name"] == s.name)
@@ -176,29 +158,8 @@ def test_cover_spreads_spot_over_two_pools_or_buys_firm() -> None:
 def test_periods_cost_the_sum_of_their_single_hour_optima(seed: int) -> None:
     """On-demand and spot only: nothing links the periods, so a horizon's optimum is each
     period's single-hour optimum (enumerated) times its hours."""
-    w = _random_case(200 + seed)
-    w["periods"] = [{"name": "day", "hours": 14}, {"name": "night", "hours": 10}]
-    for s in w["services"]:
-        s["demand"]["profile"] = {"night": 0.5}
-    try:
-        result = plan(parse_workload(json.loads(json.dumps(w))))
-    except InfeasibleError:
-        result = None
-    want = 0.0
-    for hours, factor in ((14, 1.0), (10, 0.5)):
-        single = json.loads(json.dumps(w))
-        del single["periods"]
-        for s in single["services"]:
-            del s["demand"]["profile"]
-            s["demand"]["items_per_min"] *= factor
-        price = enumerate_optimum(single)
-        if price is None:
-            assert result is None
-            return
-        want += hours * price
-    assert result is not None and result.evaluation["ok"]
-    assert result.horizon.horizon_cost_usd == pytest.approx(want, abs=1e-6), json.dumps(w)
-    for period in result.horizon.periods:
+    result = assert_horizon_is_the_sum_of_single_hours(_random_case(200 + seed), enumerate_optimum)
+    for period in result.horizon.periods if result is not None else ():
         for s in period.services:
             if s.spot_interruptions is not None:
                 assert s.spot_interruptions.surviving_fraction >= s.spot_interruptions.serve_fraction - 1e-6
