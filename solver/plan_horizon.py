@@ -383,7 +383,9 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
                        f.price_usd_per_hour, f.subtotal_usd_per_hour, problem.offer(f.offer_id).vcpus,
                        problem.offer(f.offer_id).host_memory_gib) for f in period_results[0].fleet]
     services = service_results(scaled, _merged_markets(first), catalog, options.answer_by, options.cancel)
-    covered = _spot_cover_views(problem, first_spec.services, first)  # spot apart: the merged plan has no spot
+    # The first period's worst spot pools, as its period result has them (the merged plan
+    # above has no spot apart from firm replicas).
+    covered = {ps.name: ps.spot_interruptions for ps in period_results[0].services}
     for r in services:
         r.spot_interruptions = covered.get(r.name)
     if peak is None:
