@@ -40,6 +40,7 @@ from solver.perf.queueing import numerics
 from solver.perf.queueing.contents import _count_pmf
 from solver.perf.queueing.model import ReplicaLoadModel
 from solver.perf.queueing.physics import Replica, StepCost, TrafficClass
+from solver.perf.queueing.renewal import previous_window_share
 
 
 # ---------------------------------------------------------------- the plain computations
@@ -140,7 +141,13 @@ def _ttft_parts_plain(self, st):
         cur = cur @ trans
     # Bursty arrivals come in clusters: seen from an arrival, the step before it more
     # likely gathered some of its cluster (Palm counts; the same as stationary if Poisson).
-    cur = cur @ (self._weights(rate * d, at, palm=True) if abs(self.cv - 1.0) > 1e-6 else trans)
+    if self.cv > 1.0 + 1e-6:
+        share = previous_window_share(rate * d, self.cv)[:, None]
+        cur = cur @ ((1.0 - share) * trans + share * self._weights(rate * d, at, palm=True))
+    elif self.cv < 1.0 - 1e-6:
+        cur = cur @ self._weights(rate * d, at, palm=True)
+    else:
+        cur = cur @ trans
     # Content beyond the token budget runs in several steps; an arrival lands in one of
     # them (length-biased) and queues behind what is left of the content after it.
     per_pair = np.where(at.tokens > 0, at.pairs / np.maximum(at.tokens, 1e-9), 0.0)

@@ -2,9 +2,10 @@
 queueing model is too generous the simulator refutes the plan's caps, the planner lowers
 them and solves again, and an independent replay confirms what the plan then claims.
 
-The case: bursty traffic (arrival CV 3) on L4s at p99, planned at the model's edge
-("nominal"), where the analytic model's waiting-time approximation is optimistic: without
-the loop the plan misses p99 TTFT and TPOT in a replay with other seeds."""
+The case: bursty traffic (arrival CV 3) on L4s at p99 with a tight TPOT bound (45 ms),
+planned at the model's edge ("nominal"), where the analytic model's p99 TPOT is a few per
+cent low near its bound: without the loop the plan misses p99 TPOT in a replay with other
+seeds."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def bursty(verify: bool = True) -> dict:
     return {"name": "bursty", "services": [{
         "name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16"],
         "demand": {"requests_per_s": 4, "prompt_tokens": 512, "output_tokens": 256, "arrival_cv": 3},
-        "slo": {"ttft_ms": 1000, "tpot_ms": 60, "percentile": 99, "confidence": "nominal"}}],
+        "slo": {"ttft_ms": 1000, "tpot_ms": 45, "percentile": 99, "confidence": "nominal"}}],
         "constraints": {"gpu_types": ["L4"]}, "solver": {"verify": verify}}
 
 
@@ -47,7 +48,7 @@ def test_the_loop_lowers_the_caps_the_simulator_refutes_and_ends_confirmed(plans
     assert unverified.evaluation["ok"] and verified.evaluation["ok"]
     assert all(a.verified is None for a in unverified.services[0].assignments)
     assert "verify_rounds" not in unverified.solver.timings
-    # The model's caps alone buy 4 GPUs; the simulator refutes them, and the fleet that it
+    # The model's caps alone buy 6 GPUs; the simulator refutes them, and the fleet that it
     # confirms costs more.
     assert verified.solver.timings["verify_rounds"] >= 1
     assert verified.total_price_usd_per_hour > unverified.total_price_usd_per_hour + 1
@@ -57,7 +58,7 @@ def test_the_loop_lowers_the_caps_the_simulator_refutes_and_ends_confirmed(plans
         assert a.verified.percentile == 99 and a.verified.seeds >= 4
         # Simulated at the rate the plan routes to one replica (nominal: no rate margin).
         assert a.verified.rate_per_s == pytest.approx(sum(a.routed) / a.replicas, rel=1e-6)
-        for metric, bound in (("ttft_ms", 1000), ("tpot_ms", 60)):
+        for metric, bound in (("ttft_ms", 1000), ("tpot_ms", 45)):
             assert getattr(a.verified, metric + "_p") <= bound and getattr(a.verified.ci, metric)[1] <= bound
         if a.config in first_caps:
             assert a.throughput_per_replica[0] < first_caps[a.config]
@@ -78,7 +79,9 @@ def _replay(tmp_path: Path, workload: dict) -> dict:
 def test_an_independent_replay_confirms_the_verified_plan_and_refutes_the_unverified(tmp_path):
     assert _replay(tmp_path, bursty(True))["verdict"] == "met"
     refuted = _replay(tmp_path, bursty(False))
-    assert refuted["verdict"] == "missed" and refuted["ci"]["ttft_ms"][0] > 1000
+    # Missed beyond doubt: the whole 95 % interval of some metric lies over its bound.
+    assert refuted["verdict"] == "missed"
+    assert refuted["ci"]["ttft_ms"][0] > 1000 or refuted["ci"]["tpot_ms"][0] > 45, refuted["ci"]
 
 
 def test_out_of_rounds_the_plan_keeps_its_caps_and_says_what_the_simulator_refuted(monkeypatch):

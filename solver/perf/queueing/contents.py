@@ -9,6 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from solver.perf.queueing.exp import exp
+from solver.perf.queueing.renewal import dispersion
 
 
 @dataclass(frozen=True)
@@ -126,11 +127,12 @@ def _counts(j_max: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dispersion(m: np.ndarray, cv: float):
-    """Variance / mean of the counts. A bursty renewal process's counts have variance
-    cv^2 x mean only over windows holding many arrivals; windows of well under one arrival
-    hold 0 or 1 (variance ~ mean). A smooth one (gamma shape > 1) is regular at short lags
-    too: variance cv^2 x mean."""
-    return 1.0 + (cv * cv - 1.0) * (m / (m + 1.0) if cv > 1.0 else 1.0)
+    """Variance / mean of the counts. Bursty renewal arrivals (cv > 1): the exact ratio of
+    gamma-renewal counts (renewal.py), above 1 even for windows of well under one arrival
+    (clusters), cv^2 only over long windows. A smooth process (gamma shape > 1): cv^2."""
+    if cv > 1.0:
+        return dispersion(m, cv)
+    return np.full_like(m, cv * cv)
 
 
 def _count_pmf(means: np.ndarray, cv: float, j_max: int, lump_tail: bool = True, palm: bool = False) -> np.ndarray:

@@ -15,6 +15,7 @@ from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _L
                                            _compress_entries, _compress_nodes, _mixture_quantile, _phi,
                                            _quantile_near)
 from solver.perf.queueing.physics import Replica, TrafficClass, kv_claim_tokens
+from solver.perf.queueing.renewal import previous_window_share
 
 PERCENTILES = (50, 90, 95, 99)
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
@@ -669,9 +670,20 @@ class ReplicaLoadModel:
         cur = prev
         for _ in range(int(min(max(math.ceil(math.log(0.02) / math.log(max(rho, 1e-3))), 2), 30)) - 1):
             cur = cur @ trans
-        # Bursty arrivals come in clusters: seen from an arrival, the step before it more
-        # likely gathered some of its cluster (Palm counts; the same as stationary if Poisson).
-        cur = cur @ (self._weights(rate * d, at, palm=True) if abs(self.cv - 1.0) > 1e-6 else trans)
+        # Bursty arrivals come in clusters: seen from an arrival, the step before the one it
+        # lands in gathered more prompts than a stationary step of its length - some of its
+        # cluster came earlier - but far fewer than the arrival's own step (the size-biased,
+        # Palm count): a share s of that excess, from the renewal function
+        # (renewal.previous_window_share: ~0.22 at CV 2 for steps of under one arrival).
+        # Mixing the two count laws with weight s gives the exact mean. Smooth arrivals
+        # (CV < 1) keep the Palm count.
+        if self.cv > 1.0 + 1e-6:
+            share = previous_window_share(rate * d, self.cv)[:, None]
+            cur = cur @ ((1.0 - share) * trans + share * self._weights(rate * d, at, palm=True))
+        elif self.cv < 1.0 - 1e-6:
+            cur = cur @ self._weights(rate * d, at, palm=True)
+        else:
+            cur = cur @ trans
         if self.prefill_first:
             # The content's prefill-only chunks i = 1..k (what is left of the content after
             # chunk i comes first when prefill resumes), then its decode step, after which
