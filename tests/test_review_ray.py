@@ -54,3 +54,21 @@ def test_ray_backend_matches_single_solves_and_resumes(tmp_path):
     assert len(list((tmp_path / "scenarios").glob("*.json"))) == 5
     again = list(run_review(review, tmp_path, workers=2, backend="ray"))
     assert all(r.resumed for r in again) and not ray.is_initialized()
+
+
+def test_a_local_ray_that_cannot_start_is_a_clear_error_and_leaves_nothing_running(monkeypatch):
+    """A start that fails (here: a CPU count Ray refuses; on a busy machine, Ray's own 30 s
+    wait for its raylet) is tried again once, then named with its fix; the processes Ray
+    did start are shut down."""
+    import ray
+
+    from solver.errors import InputError
+    from solver.review.ray_backend import START_ATTEMPTS, _start_ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(InputError) as err:
+        _start_ray(-1)
+    (v,) = err.value.violations
+    assert v.field == "backend" and f"({START_ATTEMPTS} attempt(s))" in v.message and "nonnegative" in v.message
+    assert "--backend local" in v.fix and "RAY_ADDRESS" in v.fix
+    assert not ray.is_initialized()

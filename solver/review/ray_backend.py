@@ -32,6 +32,36 @@ def ray_available() -> bool:
     return True
 
 
+# A local Ray start that times out (Ray waits a fixed 30 s for its raylet, and a busy
+# machine can take longer) is tried once more before the review gives up.
+START_ATTEMPTS = 2
+
+
+def _start_ray(workers: int) -> None:
+    """Join RAY_ADDRESS's cluster, or start a local Ray with `workers` CPUs. A failed start
+    leaves no processes behind (Ray's GCS and monitor would outlive the review) and ends in
+    an error that names the backend and what to do."""
+    import ray
+
+    address = os.environ.get("RAY_ADDRESS")
+    attempts = 1 if address else START_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception / RuntimeError on a failed start
+            ray.shutdown()
+            if attempt == attempts:
+                where = f"the Ray cluster at RAY_ADDRESS={address}" if address else "a local Ray"
+                raise InputError.single(
+                    "backend", f"the ray backend could not start {where} ({attempts} attempt(s)): "
+                    f"{exc.__class__.__name__}: {exc}",
+                    "use --backend local, or start Ray yourself (ray start --head) and set RAY_ADDRESS") from exc
+
+
 class RayBackend:
     name = "ray"
 
@@ -48,10 +78,7 @@ class RayBackend:
 
         started_here = not ray.is_initialized()
         if started_here:
-            if os.environ.get("RAY_ADDRESS"):
-                ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
-            else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+            _start_ray(self.workers)
         pending: dict = {}
         try:
             remote = ray.remote(num_cpus=1, max_retries=0)(_solve_task)
