@@ -34,6 +34,7 @@ def test_poisson_counts_have_dispersion_one_and_no_excess():
     assert count_dispersion(m, 1.0) == pytest.approx(np.ones(4), rel=1e-9)
     assert renewal_excess(m, 1.0) == pytest.approx(np.zeros(4), abs=1e-9)
     assert previous_window_share(m, 1.0).tolist() == [0.0] * 4
+    assert previous_window_share(m, 0.5).tolist() == [0.0] * 4  # smooth arrivals: no cluster share
 
 
 def _stream(cv: float, n: int = 2_000_000, seed: int = 11) -> np.ndarray:

@@ -165,8 +165,9 @@ def previous_window_share(means: np.ndarray, cv: float) -> np.ndarray:
     in holds m + (D - 1) others (size-biased counts) and D is `dispersion`: s, exactly, from
     the renewal function (the arrival's position uniform in its window). About 0.22 for
     windows under one arrival at CV 2, 0.11 at three, falling to 0 for long windows. 0 for
-    Poisson."""
-    if abs(cv - 1.0) < 1e-6:
+    Poisson and smoother arrivals (cv <= 1: there D - 1 <= 0 and the share has no meaning;
+    the model keeps their Palm count)."""
+    if cv <= 1.0 + 1e-6:
         return np.zeros_like(np.asarray(means, dtype=float))
     table = _previous_table(float(cv))
     logm = np.log(np.maximum(np.asarray(means, dtype=float), 1e-300))
