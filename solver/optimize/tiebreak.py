@@ -1,4 +1,5 @@
-"""Tie-break among fleets of the optimal cost: fewest GPUs, then idle GPUs carry replicas.
+"""Tie-break among fleets of the optimal cost: fewest GPUs, fewest instances, offers in id
+order, then idle GPUs carry replicas.
 
 Tie-breaking never changes the cost, so it gets a small effort that never depends on the
 clock (a scheduler calling in a loop must get the same plan for the same input):
@@ -9,7 +10,12 @@ clock (a scheduler calling in a loop must get the same plan for the same input):
    the 100-service benchmark and 20-service review scenarios (docs/benchmarks.md): the
    second MIP never proved fewer GPUs within 200 nodes and never changed the fleet, while
    costing as much as the cost MIP itself;
-3. idle GPUs of the chosen fleet carry extra replicas (solver/optimize/headroom.py).
+3. on small models only, among those fleets the fewest instances, then instances on offers
+   earlier in id order (`_fewest_instances`): one MIP from the plan as a hint under the node
+   limit. Without it two equally cheap fleets (2 x a 1-GPU offer or 1 x its 2-GPU sibling
+   at twice the price) came out of whichever the solver met first, which depends on the
+   hint, and so on what earlier solves in the same process had cached;
+4. idle GPUs of the chosen fleet carry extra replicas (solver/optimize/headroom.py).
 Tried and dropped: reduced-cost fixing from the cost LP before the second MIP. The root
 LP is 10-12 % below the optimum on the 100-service benchmark, so it fixed no variable.
 
@@ -67,12 +73,35 @@ def tie_break(form: Formulation, backend, first: SolveOutcome, deadline: float, 
             if second.values is not None:
                 values = second.values
                 notes.append("fewest GPUs" + ("" if second.status == "optimal" else " (best within the effort limit)"))
+        if lm.size["integer_variables"] <= TIE_BREAK_MAX_INTEGER_VARIABLES and not (cancel is not None and cancel.is_set()):
+            values = _fewest_instances(form, backend, values, remaining, cancel, notes)
     finally:
         lm.objective = saved_objective
         del lm.rows[saved_rows:]
     merged = SolveOutcome(first.status, values, sum(c * values[i] for i, c in form.cost_terms),
                           first.bound, first.solve_time_s, first.backend, first.detail)
     return merged, notes
+
+
+def _fewest_instances(form: Formulation, backend, values: list[float], remaining, cancel, notes: list[str]) -> list[float]:
+    """Among fleets of the plan's cost and GPUs, the fewest instances, then the instances on
+    offers earliest in id order: one integer objective sum((B + rank_o) n_o) with B above
+    any sum(rank_o n_o) of a fleet with no more instances than the plan, so the instance
+    count comes first and every tie after it has one answer. The model's rows are the
+    caller's to restore."""
+    lm = form.model
+    gpus = sum(c * values[i] for i, c in form.gpu_terms)
+    instances = sum(values[i] for i in form.n.values())
+    ranked = sorted(form.n)
+    base = (len(ranked) - 1) * round(instances) + 1
+    lm.row("tie_break_gpus", form.gpu_terms, ub=gpus + 0.5)
+    lm.objective = {form.n[oid]: float(base + rank) for rank, oid in enumerate(ranked)}
+    third = backend.solve(lm, SolveOptions(time_limit_s=remaining(3600.0), hint=values,
+                                           absolute_gap=0.5, node_limit=TIE_BREAK_NODES, cancel=cancel))
+    if third.values is None:
+        return values
+    notes.append("fewest instances" + ("" if third.status == "optimal" else " (best within the effort limit)"))
+    return third.values
 
 
 # A point's GPUs must be this far below the plan's minus one to stand for the LP: the LP's
