@@ -615,7 +615,10 @@ class ReplicaLoadModel:
         decode_m = float(np.dot(self.share, self.output - 1.0)) * tau_m
         first_m = float(np.interp(m, ns, L)) - decode_m
         kappa = (decode_m * self._stretch(rate, rho_p, tau_m) + first_m) / (decode_m + first_m)
-        centre = min(kappa * m, N - 0.5) if m < N else m
+        # Below one busy slot on average the chain centres on the fluid batch itself (a trickle
+        # leaves the replica empty): centred at one slot, a 2-slot replica waited 22 % of the
+        # time at any load.
+        centre = min(kappa * max(min(fluid, N), 1e-6), N - 0.5) if m < N else m
         base_logr = temper * (math.log(rate) + np.log(L) - np.log(ns))
         # While requests queue, each freed slot admits one at once: the replica runs at its
         # saturation rate (prompts arrive with the admissions), so the queue drains at
