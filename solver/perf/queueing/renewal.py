@@ -137,17 +137,32 @@ def renewal_excess(lags: np.ndarray, cv: float) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _previous_table(cv: float) -> np.ndarray:
-    """`previous_window_share` at every `_LOG_M` point (read-only; once per arrival CV)."""
-    g_table = renewal_excess(np.exp(_LOG_U), cv)
+def _excess_table(cv: float) -> np.ndarray:
+    """`renewal_excess` at every `_LOG_U` lag (read-only; once per arrival CV)."""
+    table = renewal_excess(np.exp(_LOG_U), cv)
+    table.flags.writeable = False
+    return table
+
+
+def forward_excess(lags: np.ndarray, cv: float) -> np.ndarray:
+    """`renewal_excess` at any lags (mean gaps, any shape), interpolated in log u from the
+    per-CV table: g ~ F(u) ~ u^k (k = 1 / cv^2) below it, the renewal theorem's
+    (cv^2 - 1) / 2 above it."""
+    g_table = _excess_table(float(cv))
     limit = (cv * cv - 1.0) / 2.0
     k = 1.0 / (cv * cv)
+    logu = np.log(np.maximum(np.asarray(lags, dtype=float), 1e-300))
+    inside = np.interp(logu, _LOG_U, g_table)
+    below = g_table[0] * np.exp(k * (logu - _LOG_U[0]))
+    return np.where(logu < _LOG_U[0], below, np.where(logu > _LOG_U[-1], limit, inside))
+
+
+@lru_cache(maxsize=64)
+def _previous_table(cv: float) -> np.ndarray:
+    """`previous_window_share` at every `_LOG_M` point (read-only; once per arrival CV)."""
 
     def g(u: np.ndarray) -> np.ndarray:
-        logu = np.log(np.maximum(u, 1e-300))
-        inside = np.interp(logu, _LOG_U, g_table)
-        below = g_table[0] * np.exp(k * (logu - _LOG_U[0]))  # g ~ F(u) ~ u^k near 0
-        return np.where(logu < _LOG_U[0], below, np.where(logu > _LOG_U[-1], limit, inside))
+        return forward_excess(u, cv)
 
     disp = _table(cv)
     share = np.empty(len(_LOG_M))
