@@ -11,6 +11,9 @@ several shortcuts that must not move a single bit of what a plan reports:
 * `_superstep_tokens` evaluates the last and the full steps in one `StepCost.seconds`
   call, `_expected_superstep` the atoms and the tail in one `_superstep_tokens` call,
   and `slot_seconds` every class's prefill step in one;
+* `_ttft_parts` computes the co-arrival rows once per distinct step length and
+  `_compress_entries` merges entries with one matrix product (checked against the
+  groups' weighted means written out, not bit for bit);
 * `_ttft_parts` keeps the super-steps' last and full steps from their evaluation instead
   of evaluating them again, and `_own_done` evaluates only the side (one step, or
   chunked) that its np.where picks from;
@@ -164,8 +167,9 @@ def _ttft_parts_plain(self, st):
     sub_w = np.concatenate([cur * last, cur[src] * full[src]])
     sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
     sub_w /= sub_w.sum()
-    same = self._weights(rate * sub_d, at, palm=True)  # others arriving in that step [entries, atoms]
-    cur_d, cur_w, cur_left, same = model_mod._compress_entries(sub_d, sub_w, sub_left, same, 10)
+    lengths, length_of = np.unique(sub_d, return_inverse=True)
+    same = self._weights(rate * lengths, at, palm=True)  # others arriving in a step of each length
+    cur_d, cur_w, cur_left, same = model_mod._compress_entries(sub_d, sub_w, sub_left, same, 10, rows_of=length_of)
     co, same = model_mod._compress_atoms(at, same, cur_w, 24)
     own0 = self._own_done(dec0, ctx0, co, cur_left)  # [classes, entries, atoms]
     # Waited: admitted at a step end with the batch full, prefilled in the next step.
@@ -446,3 +450,50 @@ def test_float_slot_seconds_match_the_numpy_ones_bit_for_bit():
             assert got is not None and got.hex() == want.hex(), (got, want)
             checked += 1
     assert checked >= 100
+
+
+def _compress_entries_naive(dur, weight, left, rows, bins):
+    """Weight quantiles by length (nothing left) or by content left, each group's weighted
+    mean, written out entry by entry."""
+    out = []
+    for mask, key, nb in ((left <= 0, dur, bins), (left > 0, left, max(bins // 2, 1))):
+        idx = [i for i in range(len(dur)) if mask[i]]
+        if not idx or sum(weight[i] for i in idx) <= 0:
+            continue
+        if len(idx) <= nb:
+            out += [(dur[i], weight[i], left[i], rows[i]) for i in idx]
+            continue
+        idx.sort(key=lambda i: key[i])
+        total = sum(weight[i] for i in idx)
+        groups: dict[int, list[int]] = {}
+        cum = 0.0
+        for i in idx:
+            cum += weight[i]
+            groups.setdefault(min(int((cum - 0.5 * weight[i]) / total * nb), nb - 1), []).append(i)
+        for g in sorted(groups):
+            w = sum(weight[i] for i in groups[g])
+            if w > 0:
+                out.append((sum(weight[i] * dur[i] for i in groups[g]) / w, w,
+                            sum(weight[i] * left[i] for i in groups[g]) / w,
+                            sum(weight[i] * rows[i] for i in groups[g]) / w))
+    return (np.array([o[0] for o in out]), np.array([o[1] for o in out]), np.array([o[2] for o in out]),
+            np.array([o[3] for o in out]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compress_entries_is_each_groups_weighted_mean(seed):
+    """The merge-matrix form of `_compress_entries` (rows by their distinct lengths too)
+    against the groups' weighted means written out; zero weights and lone entries included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 400))
+    lengths = rng.uniform(0.01, 0.2, int(rng.integers(1, 30)))
+    length_of = rng.integers(0, len(lengths), n)
+    dur = lengths[length_of]
+    weight = rng.uniform(0, 1, n) * (rng.uniform(0, 1, n) > (0.2 if seed % 2 else 0.9))  # weightless groups too
+    left = np.where(rng.uniform(0, 1, n) < 0.5, 0.0, rng.uniform(1, 5000, n))
+    rows_distinct = rng.uniform(0, 1, (len(lengths), 7))
+    want = _compress_entries_naive(dur, weight, left, rows_distinct[length_of], 10)
+    for got in (numerics._compress_entries(dur, weight, left, rows_distinct[length_of], 10),
+                numerics._compress_entries(dur, weight, left, rows_distinct, 10, rows_of=length_of)):
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and np.allclose(g, w, rtol=1e-12, atol=1e-15)

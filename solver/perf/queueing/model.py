@@ -743,8 +743,11 @@ class ReplicaLoadModel:
             sub_w = np.concatenate([cur * last, cur[src] * full[src]])
             sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
         sub_w /= sub_w.sum()
-        same = self._weights(rate * sub_d, at, palm=True)  # others arriving in that step [entries, atoms]
-        cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, 10)
+        # Others arriving in that step [distinct step lengths, atoms]: a content's full steps
+        # all have one length, so a burst's thousands of entries have far fewer lengths.
+        lengths, length_of = np.unique(sub_d, return_inverse=True)
+        same = self._weights(rate * lengths, at, palm=True)
+        cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, 10, rows_of=length_of)
         co, same = _compress_atoms(at, same, cur_w, 24)
         # Prefill-first: the own prompt's steps carry no decodes.
         own_dec, own_ctx = (0.0, 0.0) if self.prefill_first else (dec0, ctx0)

@@ -63,38 +63,47 @@ def _compress_atoms(at: _Atoms, rows: np.ndarray, row_w: np.ndarray, bins: int):
     return _Atoms(np.zeros(len(tokens)), tokens, pairs, np.ones(len(tokens)), at.j_max), merged
 
 
-def _compress_entries(dur, weight, left, rows, bins: int):
+def _compress_entries(dur, weight, left, rows, bins: int, rows_of=None):
     """Merge the steps an arrival can land in: those with nothing left behind them by
-    length, those with content left over by that amount."""
+    length, those with content left over by that amount; each merged entry is the weighted
+    mean of its members (length, content left and row). `rows_of`: entry -> its row of
+    `rows` when entries share rows (steps of the same length: rows of distinct lengths)."""
     none = left <= 0
-    parts = []
+    blocks = []
     for mask, key, nb in ((none, dur, bins), (~none, left, max(bins // 2, 1))):
         if mask.any() and weight[mask].sum() > 0:
-            idx = np.nonzero(mask)[0]
-            _, w, r = _compress_rows(key[idx], weight[idx], np.column_stack([dur[idx], left[idx], rows[idx]]), nb)
-            parts.append((w, r))
-    w = np.concatenate([p[0] for p in parts])
-    r = np.concatenate([p[1] for p in parts])
-    return r[:, 0], w, r[:, 1], r[:, 2:]
+            blocks.append(_merging(key, weight, np.nonzero(mask)[0], nb))
+    # One matrix of merge weights [merged entries, entries] for both groups: the merged rows
+    # are one product with the rows, which are neither copied nor sorted (bursty or long
+    # prompts give thousands of entries by hundreds of atoms).
+    merge = np.zeros((sum(len(b[0]) for b in blocks), len(dur)))
+    out_w = []
+    at = 0
+    for w, _, share in blocks:
+        merge[at + share[0], share[1]] = share[2]
+        out_w.append(w)
+        at += len(w)
+    if rows_of is not None:
+        merge_rows = np.stack([np.bincount(rows_of, weights=m, minlength=len(rows)) for m in merge])
+        return merge @ dur, np.concatenate(out_w), merge @ left, merge_rows @ rows
+    return merge @ dur, np.concatenate(out_w), merge @ left, merge @ rows
 
 
-def _compress_rows(values: np.ndarray, weights: np.ndarray, rows: np.ndarray, bins: int):
-    """Merge atoms (and their rows) into at most `bins` by weight quantiles of `values`."""
-    if len(values) <= bins:
-        return values, weights, rows
-    order = np.argsort(values, kind="stable")
-    v, w, r = values[order], weights[order], rows[order]
-    cum = np.cumsum(w)
-    label = np.minimum((cum - 0.5 * w) / cum[-1] * bins, bins - 1).astype(int)
-    out_w = np.bincount(label, weights=w, minlength=bins)
-    keep = out_w > 0
-    out_v = np.bincount(label, weights=w * v, minlength=bins)[keep] / out_w[keep]
-    # Row sums per label (np.add.at's sums, in the same order): one bincount over the flattened rows.
-    cols = r.shape[1]
-    flat = (label[:, None] * cols + np.arange(cols)).ravel()
-    out_r = np.bincount(flat, weights=(r * w[:, None]).ravel(), minlength=bins * cols).reshape(bins, cols)
-    out_r = out_r[keep] / out_w[keep, None]
-    return out_v, out_w[keep], out_r
+def _merging(values: np.ndarray, weights: np.ndarray, members: np.ndarray, bins: int):
+    """Weight quantiles of `values` over the entries `members`, into at most `bins` groups:
+    (group weights, members, (group of each member, member, its share of its group))."""
+    v, w = values[members], weights[members]
+    if len(members) <= bins:
+        return w, members, (np.arange(len(members)), members, np.ones(len(members)))
+    order = np.argsort(v, kind="stable")
+    ws = w[order]
+    cum = np.cumsum(ws)
+    label = np.minimum((cum - 0.5 * ws) / cum[-1] * bins, bins - 1).astype(int)
+    group_w = np.bincount(label, weights=ws, minlength=bins)
+    keep = group_w > 0
+    renumber = np.cumsum(keep) - 1
+    held = keep[label]  # members of weightless groups (all their weights 0) go with them
+    return group_w[keep], members, (renumber[label][held], members[order][held], ws[held] / group_w[label][held])
 
 
 # Beyond |z| = 12 the formula below gives exactly 1.0 (z > 0) or 0.0 (z < 0): there
