@@ -28,7 +28,7 @@ def _compress_nodes(nodes: np.ndarray, weights: np.ndarray, bins: int):
     """[H, K] weighted nodes -> [bins, K] nodes and [bins, K] weights: per class, weighted
     means over weight quantiles."""
     order = np.argsort(nodes, axis=0, kind="stable")
-    w = weights[order]  # [H, K]
+    w = np.take_along_axis(weights, order, axis=0) if weights.ndim == 2 else weights[order]  # [H, K]
     cum = np.cumsum(w, axis=0)
     label = np.minimum((cum - 0.5 * w) / cum[-1] * bins, bins - 1).astype(int)
     out = np.zeros((bins, nodes.shape[1]))
@@ -39,6 +39,33 @@ def _compress_nodes(nodes: np.ndarray, weights: np.ndarray, bins: int):
         out[:, k] = num / np.maximum(den, 1e-300)
         out_w[:, k] = den / den.sum()
     return out, out_w
+
+
+# Weight-quantile edges for `_compress_tail`: coarse in the body, fine where p90-p99.9 fall.
+_TAIL_EDGES = np.array([.05, .1, .15, .2, .25, .3, .35, .4, .45, .5, .55, .6, .65, .7, .75, .8, .85, .9, .92, .94,
+                        .95, .96, .97, .975, .98, .985, .99, .9925, .995, .9965, .998, .999, .9995, .9999])
+
+
+def _compress_tail(nodes: np.ndarray, weights: np.ndarray):
+    """[H, K] nodes with [H, K] weights -> [B, K] nodes and weights, B = len(_TAIL_EDGES) + 1:
+    per class, weighted means over the weight-quantile bins between `_TAIL_EDGES` (the
+    upper tail kept at the resolution a p99 needs). Fewer nodes than bins: as they are."""
+    if nodes.shape[0] <= len(_TAIL_EDGES) + 1:
+        return nodes, weights
+    order = np.argsort(nodes, axis=0, kind="stable")
+    w = np.take_along_axis(weights, order, axis=0)
+    v = np.take_along_axis(nodes, order, axis=0)
+    cum = np.cumsum(w, axis=0)
+    bins = len(_TAIL_EDGES) + 1
+    out = np.zeros((bins, nodes.shape[1]))
+    out_w = np.zeros((bins, nodes.shape[1]))
+    for k in range(nodes.shape[1]):
+        total = max(float(cum[-1, k]), 1e-300)
+        label = np.searchsorted(_TAIL_EDGES, (cum[:, k] - 0.5 * w[:, k]) / total, side="right")
+        den = np.bincount(label, weights=w[:, k], minlength=bins)
+        out[:, k] = np.bincount(label, weights=w[:, k] * v[:, k], minlength=bins) / np.maximum(den, 1e-300)
+        out_w[:, k] = den / total
+    return out, out_w  # an empty bin: node 0.0 of weight 0.0, which no CDF counts
 
 
 def _compress_atoms(at: _Atoms, rows: np.ndarray, row_w: np.ndarray, bins: int):
