@@ -573,22 +573,19 @@ class ReplicaLoadModel:
     def _window_nodes(self, rate: float, rho: float, tau: np.ndarray, skewed: bool = False):
         """Decode window seconds T at Gauss-Hermite nodes xi of the prompt work arriving in it:
         T (1 - rho) = D + a xi sqrt(T), D = (O - 1) x tau x (1 - rho), a = ca sqrt(lambda E[w^2]).
-        tau: [..., K] mean steps; returns [Hz, ..., K] window seconds. `skewed`: the work's
-        nodes carry its skewness at the mean window (`_skewed_nodes`): a few long prompts per
-        window, or bursty arrivals, make the arriving work a skewed compound sum, whose upper
-        tail the normal cuts short (p99 TPOT of 3,000-token prompts: 5-30 % low)."""
+        tau: [..., K] mean steps; returns [Hz, ..., K] window seconds. `skewed` (a TPOT's
+        window, seen from its own request): the work's nodes carry its skewness at the mean
+        window (`_skewed_nodes`: a few long prompts per window, or bursty arrivals, make the
+        arriving work a skewed compound sum whose upper tail the normal cuts short), bursty
+        arrivals add their cluster-mates, and the window is capped by what is admitted."""
         steps = self._steps1
         a = max(self.cv, 0.05) * math.sqrt(rate * self._work_sq)
         rho = min(rho, 0.95)
         decode = steps * tau * (1.0 - rho)
         xi = _GH_NODES.reshape((-1,) + (1,) * np.ndim(decode))
         if skewed and self.cv > 1.0 + 1e-6:
-            # Seen from an arrival, its cluster-mates keep coming: its decode window (from
-            # about a step after it arrived, for T = steps x tau) holds g(lambda (t0 + T)) -
-            # g(lambda t0) arrivals beyond lambda T, g the renewal function's excess.
-            lag0 = rate * tau * _OWN_LAG_STEPS
-            extra = forward_excess(lag0 + rate * steps * tau, self.cv) - forward_excess(lag0, self.cv)
-            decode = decode + extra * self._work_mean
+            # Seen from an arrival, its cluster-mates keep coming (`_cluster_excess`).
+            decode = decode + self._cluster_excess(rate * tau * _OWN_LAG_STEPS, rate * steps * tau) * self._work_mean
         if skewed and a > 0:
             # Skewness of the work in the mean window T = steps x tau: k3 / k2^1.5 with
             # k2 = a^2 T and k3 = lambda T k3(work per arrival).
@@ -597,12 +594,22 @@ class ReplicaLoadModel:
         root = (a * xi + np.sqrt((a * xi) ** 2 + 4.0 * (1.0 - rho) * decode)) / (2.0 * (1.0 - rho))
         if not skewed:
             return root ** 2
-        # Only admitted prompts are prefilled: the other N - 1 slots admit at most one each at
-        # the start and one more each time a stay ends, so a window holds at most (N - 1) x
-        # (1 + steps / shortest steps) prompts on top of its decode steps (few-slot replicas:
-        # a 2-slot A10G's p99 TPOT was 40-70 % high with a burst's whole work in one window).
-        admitted = (self.slots - 1) * (1.0 + steps / max(float(steps.min()), 1.0))
-        return np.minimum(root ** 2, steps * tau * (1.0 - rho) + admitted * self._work_mean)
+        return np.minimum(root ** 2, steps * tau * (1.0 - rho) + self._admitted_work())
+
+    def _cluster_excess(self, lag0, m):
+        """Arrivals beyond its mean count m that a bursty arrival's decode window holds, the
+        window starting lag0 mean gaps after the arrival (about a step): g(lag0 + m) -
+        g(lag0), g the renewal function's excess (its cluster-mates keep coming)."""
+        return forward_excess(lag0 + m, self.cv) - forward_excess(lag0, self.cv)
+
+    def _admitted_work(self) -> np.ndarray:
+        """[K] the most prompt work a class's decode window can prefill. Only admitted prompts
+        are prefilled: the other N - 1 slots admit at most one each at the start and one more
+        each time a stay ends, so a window holds at most (N - 1) x (1 + steps / shortest
+        steps) prompts (few-slot replicas: a 2-slot A10G's p99 TPOT was 40-70 % high with a
+        burst's whole work in one window)."""
+        steps = self._steps1
+        return (self.slots - 1) * (1.0 + steps / max(float(steps.min()), 1.0)) * self._work_mean
 
     def _discrete_windows(self, rate: float, rho: float, tau_b: np.ndarray):
         """Decode windows T from the prompt work W arriving in them, W over the step-content
@@ -626,15 +633,13 @@ class ReplicaLoadModel:
         flat = np.maximum(m.ravel(), 1e-12)
         w = self._weights(flat, at)
         if self.cv > 1.0 + 1e-6:
-            lag0 = (rate * tau_b * _OWN_LAG_STEPS).ravel()
-            extra = forward_excess(lag0 + flat, self.cv) - forward_excess(lag0, self.cv)
+            extra = self._cluster_excess((rate * tau_b * _OWN_LAG_STEPS).ravel(), flat)
             d = dispersion(flat, self.cv)
             share = np.clip(extra / np.maximum(d - 1.0, 1e-9), 0.0, 1.0)[:, None]
             w = (1.0 - share) * w + share * self._weights(flat, at, palm=True)
         w = w / w.sum(axis=1, keepdims=True)
-        admitted = (self.slots - 1) * (1.0 + steps / max(float(steps.min()), 1.0))  # [K]
-        decode = (steps * tau_b * (1.0 - rho))  # [Hb, K]
-        cap = decode + admitted * self._work_mean
+        decode = steps * tau_b * (1.0 - rho)  # [Hb, K]
+        cap = decode + self._admitted_work()
         mean_t = (steps * tau_b)[:, :, None]
         raw = decode[:, :, None] + works[None, None, :]
         # Above its mean a window keeps collecting arrivals at the mean rate while it lasts

@@ -106,7 +106,7 @@ def _compress_entries(dur, weight, left, rows, bins: int, rows_of=None):
     merge = np.zeros((sum(len(b[0]) for b in blocks), len(dur)))
     out_w = []
     at = 0
-    for w, _, share in blocks:
+    for w, share in blocks:
         merge[at + share[0], share[1]] = share[2]
         out_w.append(w)
         at += len(w)
@@ -118,10 +118,10 @@ def _compress_entries(dur, weight, left, rows, bins: int, rows_of=None):
 
 def _merging(values: np.ndarray, weights: np.ndarray, members: np.ndarray, bins: int):
     """Weight quantiles of `values` over the entries `members`, into at most `bins` groups:
-    (group weights, members, (group of each member, member, its share of its group))."""
+    (group weights, (group of each member, member, its share of its group))."""
     v, w = values[members], weights[members]
     if len(members) <= bins:
-        return w, members, (np.arange(len(members)), members, np.ones(len(members)))
+        return w, (np.arange(len(members)), members, np.ones(len(members)))
     order = np.argsort(v, kind="stable")
     ws = w[order]
     cum = np.cumsum(ws)
@@ -130,7 +130,7 @@ def _merging(values: np.ndarray, weights: np.ndarray, members: np.ndarray, bins:
     keep = group_w > 0
     renumber = np.cumsum(keep) - 1
     held = keep[label]  # members of weightless groups (all their weights 0) go with them
-    return group_w[keep], members, (renumber[label][held], members[order][held], ws[held] / group_w[label][held])
+    return group_w[keep], (renumber[label][held], members[order][held], ws[held] / group_w[label][held])
 
 
 # Beyond |z| = 12 the formula below gives exactly 1.0 (z > 0) or 0.0 (z < 0): there

@@ -160,15 +160,11 @@ def forward_excess(lags: np.ndarray, cv: float) -> np.ndarray:
 @lru_cache(maxsize=64)
 def _previous_table(cv: float) -> np.ndarray:
     """`previous_window_share` at every `_LOG_M` point (read-only; once per arrival CV)."""
-
-    def g(u: np.ndarray) -> np.ndarray:
-        return forward_excess(u, cv)
-
     disp = _table(cv)
     share = np.empty(len(_LOG_M))
     for i, v in enumerate(_LOG_M):
         m = math.exp(v)
-        excess = float(np.mean(g((_POSITIONS + 1.0) * m) - g(_POSITIONS * m)))
+        excess = float(np.mean(forward_excess((_POSITIONS + 1.0) * m, cv) - forward_excess(_POSITIONS * m, cv)))
         share[i] = min(max(excess / max(disp[i] - 1.0, 1e-12), 0.0), 1.0)
     share.flags.writeable = False
     return share
