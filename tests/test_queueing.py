@@ -108,6 +108,22 @@ def h100_tight_budget(h100):
     return dataclasses.replace(h100, token_budget=h100.max_seqs)
 
 
+@pytest.mark.parametrize("max_seqs,classes", [(48, ONE), (100, ONE), (132, ONE), (64, TWO), (200, TWO)])
+def test_the_settled_batch_is_the_best_batch_of_all(h100, max_seqs, classes):
+    # The bisection on "the prefill limit binds" against the definition: the batch with the
+    # highest saturation rate of every batch from 1 to the cap (small caps, where one
+    # sequence more or less moves the rate far beyond the solver's tolerance). At caps 100 and
+    # 132 of ONE the best batch is the last one where the limit does not bind yet.
+    import dataclasses
+    rep = dataclasses.replace(h100, max_seqs=max_seqs, token_budget=max_seqs)
+    model = Q.ReplicaLoadModel(rep, classes)
+    rates = {n: model._saturation_rate_at(n)[0] for n in range(1, max_seqs + 1)}
+    best = max(rates, key=lambda n: (rates[n], n))
+    assert 1 <= best < max_seqs  # the limit binds below the cap: a search took place
+    assert model.slots == best
+    assert model.saturation_rate() == rates[best]
+
+
 def test_a_budget_near_the_batch_cap_saturates_where_the_engine_settles(h100_tight_budget):
     rep = h100_tight_budget
     model = Q.ReplicaLoadModel(rep, ONE)

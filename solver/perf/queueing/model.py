@@ -489,35 +489,36 @@ class ReplicaLoadModel:
         and the batch grows; above it they finish faster and it shrinks. So the replica
         holds at most n* = argmax_n min(slot rate, prefill limit), the rate both sides
         meet - found where the saturation rate, which rises with n until the prefill limit
-        binds and then falls, peaks. Only searched where the limit binds at N."""
+        binds and then falls, peaks. Only searched where the limit binds at N.
+
+        Below the peak the limit does not bind (the rate rises with n), from it on it does
+        (the rate is the limit, which falls with n): the first n where it binds, n_c, is
+        found by bisection on that flag, and the peak is n_c - 1 or n_c (the higher rate;
+        the larger n on a tie). About log2(N) probes where a ternary search on the rate
+        took ~20, and a probe needs the rate's full solve only where its bracket cannot
+        tell the flag (`decide`)."""
         if slots < 2 or self.prefill_first:
             return slots
         rate, prefill_bound = self._saturation_rate_at(slots)
         if not prefill_bound:
             self._sat = rate
             return slots
-        known = {slots: rate}
-
-        def sat(n: int) -> float:
-            if n not in known:
-                known[n] = self._saturation_rate_at(n)[0]
-            return known[n]
-
-        lo, hi = 1, slots  # the peak lies in [lo, hi]; integer ternary search, then a scan
-        while hi - lo > 4:
-            m1 = lo + (hi - lo) // 3
-            m2 = hi - (hi - lo) // 3
-            if sat(m1) < sat(m2):
-                lo = m1 + 1
+        lo, hi, at_hi = 0, slots, rate  # the limit binds at hi, not at lo (lo = 0: no batch)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            r, bound = self._saturation_rate_at(mid, decide=True)
+            if bound:
+                hi, at_hi = mid, r
             else:
-                hi = m2
-        best = max(range(lo, hi + 1), key=lambda n: (sat(n), n))
-        self._sat = known[best]
+                lo = mid
+        below = self._saturation_rate_at(lo)[0] if lo >= 1 else -math.inf
+        best, self._sat = (lo, below) if below > at_hi else (hi, at_hi)
         return best
 
-    def _saturation_rate_at(self, slots: int) -> tuple[float, bool]:
+    def _saturation_rate_at(self, slots: int, decide: bool = False) -> tuple[float, bool]:
         """The saturation rate with `slots` sequences busy, and whether the prefill limit
-        at that batch is what bounds it."""
+        at that batch is what bounds it. `decide`: only the flag is needed - where the
+        bracket already shows the root below the limit, (nan, False) without solving for it."""
         if slots < 1:
             return 0.0, False
         N = float(slots)
@@ -545,6 +546,8 @@ class ReplicaLoadModel:
         for _ in range(48):  # bracket; r(x) nears the prefill limit within 1e-9 by 2^30 x this
             h_hi, r_hi = h(hi)
             if h_hi < 0:
+                if decide and r_hi < top:  # the root's rate lies below r_hi, so below the ceiling
+                    return math.nan, False
                 break
             if r_hi >= top:
                 return top, prefill_bound  # the root lies at or beyond the ceiling
