@@ -504,6 +504,7 @@ class ReplicaLoadModel:
             self._sat = rate
             return slots
         lo, hi, at_hi = 0, slots, rate  # the limit binds at hi, not at lo (lo = 0: no batch)
+        solved = {}  # probes the bracket could not decide were solved in full: their rates
         while hi - lo > 1:
             mid = (lo + hi) // 2
             r, bound = self._saturation_rate_at(mid, decide=True)
@@ -511,7 +512,9 @@ class ReplicaLoadModel:
                 hi, at_hi = mid, r
             else:
                 lo = mid
-        below = self._saturation_rate_at(lo)[0] if lo >= 1 else -math.inf
+                if not math.isnan(r):
+                    solved[mid] = r
+        below = solved.get(lo) or (self._saturation_rate_at(lo)[0] if lo >= 1 else -math.inf)
         best, self._sat = (lo, below) if below > at_hi else (hi, at_hi)
         return best
 
