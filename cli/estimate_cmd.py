@@ -60,6 +60,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "TensorRT-LLM max_num_tokens); default: the engine version's own")
     p.add_argument("--scheduler", metavar="S", default=None,
                    help="chunked_mixed or prefill_first; default: the engine version's own")
+    p.add_argument("--kv-admission", metavar="A", default=None,
+                   help="whole_sequence (KV blocks for the whole sequence reserved up front: TensorRT-LLM's "
+                   "GUARANTEED_NO_EVICT) or paged_on_demand (blocks as tokens arrive: vLLM, TensorRT-LLM's "
+                   "MAX_UTILIZATION); how many sequences a replica holds under load (--rate); default: the "
+                   "engine version's own")
     p.add_argument("--kv-cache-memory-fraction", metavar="F", default=None,
                    help="the engine's memory setting in (0, 1], in its own meaning: vLLM gpu_memory_utilization, "
                    "TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang mem_fraction_static")
@@ -168,10 +173,10 @@ def _ints(values: list[str], option: str) -> list[int]:
 
 
 def _engine_options(args) -> dict:
-    """--max-batch, --kv-cache-memory-fraction, --kv-cache-dtype, --max-num-batched-tokens and
-    --scheduler, checked as the workload schema checks engine_options."""
+    """--max-batch, --kv-cache-memory-fraction, --kv-cache-dtype, --max-num-batched-tokens,
+    --scheduler and --kv-admission, checked as the workload schema checks engine_options."""
     out: dict = {"max_batch": None, "kv_cache_memory_fraction": None, "kv_precision": None,
-                 "max_num_batched_tokens": None, "scheduler": None}
+                 "max_num_batched_tokens": None, "scheduler": None, "kv_admission": None}
     kv = getattr(args, "kv_cache_dtype", None)
     if kv is not None:
         if kv not in ("auto", "fp16", "bf16", "fp8"):
@@ -191,6 +196,12 @@ def _engine_options(args) -> dict:
             raise ValueError(f"--scheduler must be chunked_mixed or prefill_first, got {scheduler!r}. To fix: e.g. "
                              "--scheduler prefill_first")
         out["scheduler"] = scheduler
+    admission = getattr(args, "kv_admission", None)
+    if admission is not None:
+        if admission not in ("whole_sequence", "paged_on_demand"):
+            raise ValueError(f"--kv-admission must be whole_sequence or paged_on_demand, got {admission!r}. To fix: "
+                             "e.g. --kv-admission paged_on_demand")
+        out["kv_admission"] = admission
     if args.max_batch is not None:
         text = str(args.max_batch).strip()
         if not text.isdigit() or not 0 < int(text) <= 100_000:
@@ -442,7 +453,8 @@ def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
         # The engine's settings in effect (its version's defaults unless given as options).
         "engine_options": {"max_batch": policy.max_batch, "kv_cache_memory_fraction": policy.memory_fraction,
                            "kv_cache_dtype": kv_precision(q), "max_num_batched_tokens": policy.token_budget,
-                           "scheduler": q.scheduler or profile(q).scheduler},
+                           "scheduler": q.scheduler or profile(q).scheduler,
+                           "kv_admission": q.kv_admission or profile(q).kv_admission},
         "engine_version": profile(q).version,
         "interconnect": host.interconnect, "offer": host.offer_id,
         "feasible": e.feasible, "reason": e.reason, "reason_kind": e.reason_kind,

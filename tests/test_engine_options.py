@@ -56,6 +56,27 @@ def test_engine_options_reach_the_plan_and_the_evaluator():
     assert capped.evaluation["ok"] and default.evaluation["ok"]  # the independent evaluator re-derived them
 
 
+def test_kv_admission_reaches_the_plan_and_the_evaluator():
+    # TensorRT-LLM reserves a sequence's whole length before it starts (GUARANTEED_NO_EVICT, its
+    # default); with MAX_UTILIZATION (paged_on_demand) blocks come as tokens arrive, so a
+    # replica holds more long sequences and sustains more under a percentile SLO.
+    def w(admission):
+        svc = {"name": "long", "model": "llama-3.1-8b", "precisions": ["fp16"], "engine": "tensorrt-llm",
+               "demand": {"requests_per_s": 20, "prompt_tokens": 4000, "output_tokens": 2000},
+               "slo": {"tpot_ms": 150, "ttft_ms": 5000, "percentile": 99},
+               "engine_options": {"kv_admission": admission}}
+        return {"services": [svc], "constraints": {"gpu_types": ["L40S"]}}
+
+    whole = plan(parse_workload(w("whole_sequence")))
+    paged = plan(parse_workload(w("paged_on_demand")))
+    assert whole.evaluation["ok"] and paged.evaluation["ok"]
+    assert paged.total_price_usd_per_hour < whole.total_price_usd_per_hour
+    rate = {(a.offer_id, a.gpus_per_replica): a.throughput_per_replica[0] for a in whole.services[0].assignments}
+    shared = [(a, rate[(a.offer_id, a.gpus_per_replica)]) for a in paged.services[0].assignments
+              if (a.offer_id, a.gpus_per_replica) in rate]
+    assert shared and all(a.throughput_per_replica[0] > r for a, r in shared)
+
+
 def test_size_with_error_band_uses_the_band_of_each_estimates_regime():
     w = workload()
     w["services"][0]["size_with_error_band"] = True
@@ -80,6 +101,7 @@ def test_size_with_error_band_uses_the_band_of_each_estimates_regime():
     ({"kv_cache_memory_fraction": -0.5}, "engine_options.kv_cache_memory_fraction"),
     ({"kv_cache_memory_fraction": 1.01}, "engine_options.kv_cache_memory_fraction"),
     ({"max_num_seqs": 256}, "'max_num_seqs'"),
+    ({"kv_admission": "lazy"}, "engine_options.kv_admission"),
 ])
 def test_bad_engine_options_exit_2_naming_the_field(tmp_path: Path, options: dict, field: str):
     path = tmp_path / "w.json"
@@ -117,12 +139,24 @@ def test_estimate_takes_the_engine_options():
     # max_num_batched_tokens 8192 on a >= 70 GiB GPU, gpu_memory_utilization 0.92 since 0.20),
     # its 16-bit KV cache beside fp8 weights ("auto"), and its chunked mixed steps.
     assert default["engine_options"] == {"max_batch": 1024, "kv_cache_memory_fraction": 0.92, "kv_cache_dtype": "fp16",
-                                         "max_num_batched_tokens": 8192, "scheduler": "chunked_mixed"}
+                                         "max_num_batched_tokens": 8192, "scheduler": "chunked_mixed",
+                                         "kv_admission": "paged_on_demand"}
     assert capped["batch"] == 32 and capped["engine_options"]["max_batch"] == 32
     # TensorRT-LLM stores fp8 KV beside fp8 weights: twice the sequences fit.
     assert trt["engine_options"]["max_batch"] == 2048 and trt["engine_options"]["kv_cache_dtype"] == "fp8"
     assert trt["max_batch_vram"] > 1.9 * default["max_batch_vram"]
     assert small["max_batch_vram"] < default["max_batch_vram"] and small["engine_options"]["kv_cache_memory_fraction"] == 0.5
+
+
+def test_estimate_kv_admission_decides_how_full_a_replica_is_at_a_rate():
+    base = ("llama-3.1-70b", "--gpu", "H100-SXM", "--gpus-per-replica", "2", "--precision", "fp8", "--engine",
+            "tensorrt-llm", "--prompt-tokens", "2000", "--output-tokens", "1000", "--rate", "2")
+    [default] = estimate_json(*base)
+    [paged] = estimate_json(*base, "--kv-admission", "paged_on_demand")
+    assert default["engine_options"]["kv_admission"] == "whole_sequence"  # TensorRT-LLM's GUARANTEED_NO_EVICT
+    assert paged["engine_options"]["kv_admission"] == "paged_on_demand"
+    # More sequences held at once: the same rate is a smaller share of a higher saturation.
+    assert paged["at_rate"]["utilization"] < default["at_rate"]["utilization"] < 1
 
 
 def test_estimate_batching_static_prefills_the_whole_batch_first():
@@ -155,6 +189,7 @@ def test_estimate_reads_an_inline_model(tmp_path: Path):
     (("--kv-cache-memory-fraction", "nan"), "--kv-cache-memory-fraction"),
     (("--kv-cache-memory-fraction", "inf"), "--kv-cache-memory-fraction"),
     (("--kv-cache-memory-fraction", "1.2"), "--kv-cache-memory-fraction"),
+    (("--kv-admission", "lazy"), "--kv-admission"),
 ])
 def test_bad_engine_flags_exit_2(args, needle):
     assert_bad_input(run("estimate", "llama-3.1-8b", *args), needle)

@@ -142,3 +142,21 @@ def test_every_benchmark_has_a_dataset_row(results, datasets):
     described = {row["benchmark"] for row in dataset_rows}
     missing = {row["benchmark"] for row in result_rows} - described
     assert not missing, f"benchmarks without a dataset row: {sorted(missing)}"
+
+
+def test_cases_carry_the_kv_admission_of_the_submitters_harness():
+    # NVIDIA's MLPerf harness (every closed-division TensorRT-LLM row) starts the executor with
+    # MAX_UTILIZATION: KV blocks as tokens arrive, not the whole sequence reserved up front
+    # (solver/perf/under_load.py `_harness_admission` cites the harness). Other rows keep
+    # their engine's default (None).
+    from solver.perf.queueing import replica_for
+    from solver.perf.under_load import mlperf_cases, query_for
+
+    cases = mlperf_cases()
+    trt = [c for c in cases if c.engine.startswith("tensorrt-llm")]
+    closed = [c for c in trt if c.kv_admission == "paged_on_demand"]
+    assert closed and len(closed) < len(trt)  # the open-division (Krai, trtllm-serve) rows keep the default
+    assert all(c.kv_admission is None for c in cases if not c.engine.startswith("tensorrt-llm"))
+    assert replica_for(query_for(closed[0])).kv_admission == "paged_on_demand"
+    default = next(c for c in trt if c.kv_admission is None)
+    assert replica_for(query_for(default)).kv_admission == "whole_sequence"  # TensorRT-LLM's own default

@@ -117,7 +117,8 @@ def worker_query(s: ServiceDemand, catalog: Catalog, offer: Offer, gpus: int, pr
                      output_tokens=tokens.output_tokens, ttft_slo_ms=s.slo.ttft_ms, tpot_slo_ms=s.slo.tpot_ms,
                      calibration=cal, kv_precision=s.kv_cache_dtype, max_batch=s.max_batch,
                      kv_cache_memory_fraction=s.kv_cache_memory_fraction,
-                     max_num_batched_tokens=s.max_num_batched_tokens, scheduler=s.scheduler)
+                     max_num_batched_tokens=s.max_num_batched_tokens, scheduler=s.scheduler,
+                     kv_admission=s.kv_admission)
 
 
 def _config(pool: str, offer: Offer, gpus: int, precision: str, w: Worker) -> Config:

@@ -263,6 +263,11 @@ class PerfQuery:
     scheduler: str | None = None  # "chunked_mixed" | "prefill_first" (solver.perf.queueing.physics.SCHEDULERS)
     cuda_graph_max_batch: int | None = None  # the largest decode batch replayed as a CUDA graph
     max_model_len: int | None = None  # the context length the engine serves (vLLM --max-model-len); None: the model's
+    # How the engine admits a sequence against its KV cache: "whole_sequence" (blocks for prompt
+    # and output reserved up front: TensorRT-LLM's GUARANTEED_NO_EVICT) or "paged_on_demand"
+    # (blocks as tokens arrive, preempting on overflow: vLLM, TensorRT-LLM's MAX_UTILIZATION);
+    # None: the engine version's default (solver.perf.engines.KV_ADMISSIONS).
+    kv_admission: str | None = None
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,7 @@ class LoadCase:
     measured_saturation_per_s: float | None = None
     engine_version: str = ""
     max_model_len: int | None = None  # the context length the engine was started with, where stated
+    kv_admission: str | None = None  # the scheduler's KV admission where the submitter's harness sets it
 
     @property
     def classes(self):
@@ -164,6 +165,22 @@ def _engine(text: str, version: str = "", round_: str = "") -> str | None:
     return None  # LLMBoost and others: engines the model does not describe
 
 
+def _harness_admission(row: dict) -> str | None:
+    """The KV admission of NVIDIA's MLPerf harness, which every closed-division TensorRT-LLM
+    row here runs: its C++ harness starts the executor with MAX_UTILIZATION (blocks as tokens
+    arrive, requests paused on overflow) unless a config says no_evict, and no llama2-70b,
+    llama3.1-8b or mixtral config does (mlcommons/inference_results_v4.1 @ 198fc467:
+    closed/NVIDIA/code/harness/harness_llm/main_llm.cc:84 `trtllm_batch_sched_policy`
+    default "max_util", llm_utils.hpp:138 kMAX_UTILIZATION; its Triton config
+    code/common/triton/base_config.py:113 "max_utilization"; the v5.x configs state
+    'batch_scheduler_policy': 'max_util' in trtllm_runtime_flags). TensorRT-LLM's own
+    default is GUARANTEED_NO_EVICT (whole sequences reserved: engine_defaults.csv), which
+    open-division rows (Krai's trtllm-serve) keep. None: the engine's default."""
+    if row["division"] == "closed" and "tensorrt" in row["engine"].lower():
+        return "paged_on_demand"
+    return None
+
+
 def _oldest(family: str) -> str:
     from solver.perf.engines import releases
 
@@ -208,7 +225,7 @@ def mlperf_cases() -> tuple[LoadCase, ...]:
                           kv_cache_dtype=(r["kv_cache_dtype"] or None) if r["kv_cache_dtype"] in ("fp8", "fp16", "bf16")
                           else None,
                           max_batch=_int(r["max_batch"]), max_num_batched_tokens=_int(r["max_num_batched_tokens"]),
-                          memory_fraction=_num(r["gpu_memory_fraction"]))
+                          memory_fraction=_num(r["gpu_memory_fraction"]), kv_admission=_harness_admission(r))
             if r["scenario"] == "Offline":
                 out.append(LoadCase(rate_per_s=None, measured=(("saturation_per_s", rate / dp),), **common))
                 continue
@@ -292,6 +309,7 @@ def query_for(case: LoadCase, calibration=None):
                      kv_precision=case.kv_cache_dtype, max_batch=case.max_batch,
                      kv_cache_memory_fraction=case.memory_fraction,
                      max_num_batched_tokens=case.max_num_batched_tokens, max_model_len=case.max_model_len,
+                     kv_admission=case.kv_admission,
                      calibration=calibration or Calibration())
 
 

@@ -426,6 +426,12 @@ class EngineOptions(_Strict):
         "running sequence and fills the rest of its tokens with prompt chunks: vLLM V1, TensorRT-LLM) or "
         "prefill_first (waiting prompts run in steps of their own while running sequences pause: vLLM V0 "
         "without chunked prefill, SGLang without mixed chunks); default: the engine version's own")
+    kv_admission: Literal["whole_sequence", "paged_on_demand"] | None = Field(
+        default=None, description="how a sequence is admitted against the KV cache: whole_sequence (blocks for its "
+        "prompt and whole output reserved before it starts: TensorRT-LLM's capacity_scheduler_policy "
+        "GUARANTEED_NO_EVICT, its default) or paged_on_demand (blocks as tokens arrive, a sequence preempted or "
+        "paused when the cache is full: vLLM, TensorRT-LLM's MAX_UTILIZATION); decides how many sequences a "
+        "replica holds; default: the engine version's own")
 
     @model_validator(mode="before")
     @classmethod

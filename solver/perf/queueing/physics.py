@@ -245,4 +245,4 @@ def _replica_for(q) -> Replica:
     graph_max, gap = graph_limits(q)
     return Replica(fit_step_cost(step_seconds, fraction, graph_max, gap), int(cap), max(kv_tokens, 0.0), int(policy.token_budget),
                    request_overhead_s(q), step_seconds, scheduler=q.scheduler or engine.scheduler,
-                   kv_admission=engine.kv_admission)
+                   kv_admission=q.kv_admission or engine.kv_admission)
