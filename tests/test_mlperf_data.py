@@ -160,3 +160,20 @@ def test_cases_carry_the_kv_admission_of_the_submitters_harness():
     assert replica_for(query_for(closed[0])).kv_admission == "paged_on_demand"
     default = next(c for c in trt if c.kv_admission is None)
     assert replica_for(query_for(default)).kv_admission == "whole_sequence"  # TensorRT-LLM's own default
+
+
+def test_cases_run_prefill_first_where_the_submitter_turned_chunked_prefill_off():
+    # AMD's harness yaml runs vLLM 0.9 (whose own default, V1, mixes prompt chunks into every
+    # step) with enable_chunked_prefill False and V0's num_scheduler_steps: prefill-only steps.
+    from solver.perf.queueing import replica_for
+    from solver.perf.under_load import mlperf_cases, query_for
+
+    cases = mlperf_cases()
+    amd = [c for c in cases if c.label.startswith("v5.1 AMD 8xMI300X_2xEPYC_9575F llama2-70b-99 Server")]
+    assert len(amd) == 1 and amd[0].scheduler == "prefill_first"
+    assert replica_for(query_for(amd[0])).scheduler == "prefill_first"
+    # Rows that do not say so keep their engine's own scheduler, TensorRT-LLM's included.
+    assert all(c.scheduler is None for c in cases if not c.engine.startswith("vllm"))
+    krai = [c for c in cases if "vllm_092" in c.label]
+    assert krai and all(c.scheduler is None for c in krai)
+    assert replica_for(query_for(krai[0])).scheduler == "chunked_mixed"

@@ -117,6 +117,7 @@ class LoadCase:
     engine_version: str = ""
     max_model_len: int | None = None  # the context length the engine was started with, where stated
     kv_admission: str | None = None  # the scheduler's KV admission where the submitter's harness sets it
+    scheduler: str | None = None  # "prefill_first" where the submitter turned chunked prefill off; None: the engine's
 
     @property
     def classes(self):
@@ -181,6 +182,18 @@ def _harness_admission(row: dict) -> str | None:
     return None
 
 
+def _harness_scheduler(row: dict) -> str | None:
+    """vLLM with chunked prefill turned off runs waiting prompts in prefill-only steps
+    (`prefill_first`). The rows' `chunked_prefill` column says so where the submitter's
+    config does: AMD's and its partners' MLPerf harness yaml (`enable_chunked_prefill:
+    False`, with V0's `num_scheduler_steps`, e.g. closed/AMD/code/llama2-70b-99/harness_llm/
+    models/llama2-70b/server_mi300x.yaml in v5.1), vLLM 0.9 included, whose own default (V1)
+    mixes chunks into every step. None: the engine version's default."""
+    if row["chunked_prefill"] == "no" and row["engine"].lower().startswith("vllm"):
+        return "prefill_first"
+    return None
+
+
 def _oldest(family: str) -> str:
     from solver.perf.engines import releases
 
@@ -225,7 +238,8 @@ def mlperf_cases() -> tuple[LoadCase, ...]:
                           kv_cache_dtype=(r["kv_cache_dtype"] or None) if r["kv_cache_dtype"] in ("fp8", "fp16", "bf16")
                           else None,
                           max_batch=_int(r["max_batch"]), max_num_batched_tokens=_int(r["max_num_batched_tokens"]),
-                          memory_fraction=_num(r["gpu_memory_fraction"]), kv_admission=_harness_admission(r))
+                          memory_fraction=_num(r["gpu_memory_fraction"]), kv_admission=_harness_admission(r),
+                          scheduler=_harness_scheduler(r))
             if r["scenario"] == "Offline":
                 out.append(LoadCase(rate_per_s=None, measured=(("saturation_per_s", rate / dp),), **common))
                 continue
@@ -309,7 +323,7 @@ def query_for(case: LoadCase, calibration=None):
                      kv_precision=case.kv_cache_dtype, max_batch=case.max_batch,
                      kv_cache_memory_fraction=case.memory_fraction,
                      max_num_batched_tokens=case.max_num_batched_tokens, max_model_len=case.max_model_len,
-                     kv_admission=case.kv_admission,
+                     kv_admission=case.kv_admission, scheduler=case.scheduler,
                      calibration=calibration or Calibration())
 
 
