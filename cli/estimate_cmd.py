@@ -190,18 +190,15 @@ def _engine_options(args) -> dict:
             raise ValueError(f"--max-num-batched-tokens must be a whole number from 16 to 10000000, got {tokens!r}. "
                              "To fix: e.g. --max-num-batched-tokens 8192")
         out["max_num_batched_tokens"] = int(text)
-    scheduler = getattr(args, "scheduler", None)
-    if scheduler is not None:
-        if scheduler not in ("chunked_mixed", "prefill_first"):
-            raise ValueError(f"--scheduler must be chunked_mixed or prefill_first, got {scheduler!r}. To fix: e.g. "
-                             "--scheduler prefill_first")
-        out["scheduler"] = scheduler
-    admission = getattr(args, "kv_admission", None)
-    if admission is not None:
-        if admission not in ("whole_sequence", "paged_on_demand"):
-            raise ValueError(f"--kv-admission must be whole_sequence or paged_on_demand, got {admission!r}. To fix: "
-                             "e.g. --kv-admission paged_on_demand")
-        out["kv_admission"] = admission
+    for name, choices in (("scheduler", ("chunked_mixed", "prefill_first")),
+                          ("kv_admission", ("whole_sequence", "paged_on_demand"))):
+        value = getattr(args, name, None)
+        if value is not None:
+            flag = "--" + name.replace("_", "-")
+            if value not in choices:
+                raise ValueError(f"{flag} must be {' or '.join(choices)}, got {value!r}. To fix: e.g. "
+                                 f"{flag} {choices[-1]}")
+            out[name] = value
     if args.max_batch is not None:
         text = str(args.max_batch).strip()
         if not text.isdigit() or not 0 < int(text) <= 100_000:
