@@ -169,12 +169,13 @@ def _engine(text: str, version: str = "", round_: str = "") -> str | None:
 def _harness_admission(row: dict) -> str | None:
     """The KV admission of NVIDIA's MLPerf harness, which every closed-division TensorRT-LLM
     row here runs: its C++ harness starts the executor with MAX_UTILIZATION (blocks as tokens
-    arrive, requests paused on overflow) unless a config says no_evict, and no llama2-70b,
-    llama3.1-8b or mixtral config does (mlcommons/inference_results_v4.1 @ 198fc467:
-    closed/NVIDIA/code/harness/harness_llm/main_llm.cc:84 `trtllm_batch_sched_policy`
-    default "max_util", llm_utils.hpp:138 kMAX_UTILIZATION; its Triton config
-    code/common/triton/base_config.py:113 "max_utilization"; the v5.x configs state
-    'batch_scheduler_policy': 'max_util' in trtllm_runtime_flags). TensorRT-LLM's own
+    arrive, requests paused on overflow) unless a config says no_evict
+    (mlcommons/inference_results_v4.1 @ 198fc467: closed/NVIDIA/code/harness/harness_llm/
+    main_llm.cc:84 `trtllm_batch_sched_policy` default "max_util", llm_utils.hpp:138
+    kMAX_UTILIZATION; its Triton config code/common/triton/base_config.py:113
+    "max_utilization"; no file under closed/NVIDIA/configs of that round sets the policy, and
+    the v5.x configs read through the search index state 'batch_scheduler_policy':
+    'max_util' in trtllm_runtime_flags; partners' configs derive from NVIDIA's). TensorRT-LLM's own
     default is GUARANTEED_NO_EVICT (whole sequences reserved: engine_defaults.csv), which
     open-division rows (Krai's trtllm-serve) keep. None: the engine's default."""
     if row["division"] == "closed" and "tensorrt" in row["engine"].lower():

@@ -514,7 +514,7 @@ class ReplicaLoadModel:
                 lo = mid
                 if not math.isnan(r):
                     solved[mid] = r
-        below = solved.get(lo) or (self._saturation_rate_at(lo)[0] if lo >= 1 else -math.inf)
+        below = solved[lo] if lo in solved else (self._saturation_rate_at(lo)[0] if lo >= 1 else -math.inf)
         best, self._sat = (lo, below) if below > at_hi else (hi, at_hi)
         return best
 
