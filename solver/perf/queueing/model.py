@@ -15,7 +15,7 @@ from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _L
                                            _compress_entries, _compress_nodes, _compress_tail, _mixture_quantile, _phi,
                                            _quantile_near)
 from solver.perf.queueing.physics import Replica, TrafficClass, kv_claim_tokens
-from solver.perf.queueing.renewal import dispersion, forward_excess, previous_window_share
+from solver.perf.queueing.renewal import dispersion, forward_excess, previous_window_share, regularized_lower_gamma
 
 PERCENTILES = (50, 90, 95, 99)
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
@@ -75,6 +75,9 @@ class ReplicaLoadModel:
         # against that mean claim, `physics.kv_claim_tokens`).
         reserve = float(np.dot(slot_w, kv_claim_tokens(self.prompt, self.output, replica.kv_admission)))
         kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
+        # Sequences of each class the whole cache holds at once (`_held_back`).
+        claims = kv_claim_tokens(self.prompt, self.output, replica.kv_admission)
+        self._class_fit = np.floor(replica.kv_cache_tokens / np.maximum(claims, 1.0) + 1e-9)
         self.slots = int(max(0, min(replica.max_seqs, self.budget, math.floor(kv_slots + 1e-9))))
         dec_w = self.share * (self.output - 1.0)
         self.context_per_decode = (float(np.dot(dec_w, self.prompt + self.output / 2) / dec_w.sum())
@@ -429,31 +432,34 @@ class ReplicaLoadModel:
             if finite.any():
                 out[finite] = self.slot_seconds(n[finite], rate, tau[finite])
             return out
+        sec = self._first_steps(n, rate, tau)
+        first = np.zeros_like(n)
+        for k in range(len(self.share)):
+            first += self.share[k] * sec[k]
+        return self.decode_steps_per_request * tau + first
+
+    def _first_steps(self, n: np.ndarray, rate: float, tau: np.ndarray):
+        """Per class, the seconds of a request's first step at batches n (its prefill: its
+        prompt and those arriving alongside), mean steps `tau` (finite)."""
         dec = self._decodes(n)
         ctx = dec * self.context_per_decode
         with_me = rate * tau * self.mean_prompt  # tokens of the prompts arriving alongside
         if self.prefill_first:
             # Its first token comes from a prefill-only step (its prompt and those arriving
             # alongside); each of the O - 1 others from a super-step of mean tau.
-            first = np.zeros_like(n)
-            for k in range(len(self.share)):
-                first += self.share[k] * self._prefill_only_parts(
-                    self.prompt[k] + with_me, self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)[3]
-            return self.decode_steps_per_request * tau + first
+            return [self._prefill_only_parts(self.prompt[k] + with_me,
+                                             self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)[3]
+                    for k in range(len(self.share))]
         # Every class's prefill step in one call, classes along a new leading axis (the
-        # same numbers as a call per class); summed over the classes in their order. One
-        # class: its call as it is (the new axis would only add numpy calls).
+        # same numbers as a call per class). One class: its call as it is (the new axis
+        # would only add numpy calls).
         if len(self.share) == 1:
             sec, _ = self._superstep_tokens(dec, ctx, self.prompt[0] + with_me,
                                             self.prompt[0] ** 2 / 2 + rate * tau * self.mean_pairs)
-            sec = (sec,)
-        else:
-            sec, _ = self._superstep_tokens(dec, ctx, self.prompt[:, None] + with_me,
-                                            (self.prompt ** 2 / 2)[:, None] + rate * tau * self.mean_pairs)
-        first = np.zeros_like(n)
-        for k in range(len(self.share)):
-            first += self.share[k] * sec[k]
-        return self.decode_steps_per_request * tau + first
+            return (sec,)
+        sec, _ = self._superstep_tokens(dec, ctx, self.prompt[:, None] + with_me,
+                                        (self.prompt ** 2 / 2)[:, None] + rate * tau * self.mean_pairs)
+        return sec
 
     # -- capacity
     def saturation_rate(self) -> float:
@@ -727,6 +733,52 @@ class ReplicaLoadModel:
         return _State(rate, N, grid, tau_grid, fluid, eps, wait, theta, mean_b, var_b, rho_p)
 
     # -- distributions
+    def _held_back(self, st: "_State") -> tuple:
+        """Classes of which the KV cache holds at most two sequences at once while the
+        replica runs more (a long prompt on a small cache): such a request waits for one of
+        its own class to leave, however free the other slots are - a queue of its own with
+        c = 1 or 2 servers, each held for the class's slot time L.
+
+        It waits when the c requests of its class before it arrived within the last L (the
+        class's arrivals as a gamma renewal stream, the service's thinned by the class's
+        share: P(c k, L / theta); bursts make this far more than rho), or by Erlang's C where queueing
+        says more (c = 1: rho; c = 2: 2 rho^2 / (1 + rho)). Then it waits L - g, g the time
+        since the c-th of them (gamma, given g < L), stretched by 1 / (1 - rho) for those
+        queued ahead: for Poisson arrivals at low load, M/D/1's uniform residual (docs/
+        queueing.md, "A class the cache holds one of"). (class, chance, waits: equal-weight
+        atoms in seconds) each; chance 1 and infinite waits where the class overloads them."""
+        fit = self._class_fit
+        few = np.flatnonzero((fit >= 1) & (fit <= 2) & (fit < st.slots))
+        if not len(few):
+            return ()
+        m = max(min(st.fluid, st.slots), 1.0)
+        tau = np.array([float(st.tau(m))])
+        first = self._first_steps(np.array([m]), st.rate, tau)
+        out = []
+        for k in few:
+            # The class's own stream, each arrival of it with chance share: CV^2 = 1 + share
+            # (cv^2 - 1), the geometric sum of the service's gaps (gamma: shape 1 / CV^2).
+            shape = 1.0 / max(1.0 + self.share[k] * (self.cv ** 2 - 1.0), 1e-6)
+            slot_s = (self.output[k] - 1.0) * tau[0] + float(first[k][0])
+            c = float(fit[k])
+            lam = self.share[k] * st.rate
+            rho = lam * slot_s / c
+            if not rho < 1.0:
+                out.append((int(k), 1.0, np.full(len(_HELD_ATOMS), math.inf)))
+                continue
+            erlang = rho if c == 1.0 else 2.0 * rho * rho / (1.0 + rho)
+            # Time since the c-th previous arrival of the class, in units of its scale.
+            gaps = slot_s * np.linspace(0.0, 1.0, 257)
+            cdf = regularized_lower_gamma(np.full(len(gaps), c * shape), gaps * lam * shape)
+            chance = min(max(erlang, float(cdf[-1])), 1.0)
+            if cdf[-1] > 1e-12:
+                since = np.interp(_HELD_ATOMS * cdf[-1], cdf, gaps)
+                waits = (slot_s - since) / (1.0 - rho)
+            else:
+                waits = _HELD_ATOMS * slot_s / (1.0 - rho)
+            out.append((int(k), chance, waits))
+        return tuple(out)
+
     def _ttft_parts(self, st: "_State"):
         """Pieces of every class's TTFT: uniforms (no wait) and shifted exponentials (waited)."""
         rate = st.rate
@@ -900,7 +952,7 @@ class ReplicaLoadModel:
             u *= pair_w
             return u.sum(axis=(2, 3))
 
-        def ttft(x, no_wait=None):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
+        def ttft_slots(x, no_wait=None):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
             x = np.asarray(x, dtype=float)[:, None, None, None]
             if no_wait is None:
                 no_wait = nowait(x)
@@ -908,6 +960,22 @@ class ReplicaLoadModel:
             sn = tp.ownn[None]
             waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
             return (1.0 - tp.wait) * no_wait + tp.wait * waited
+
+        held = self._held_back(st) if need_ttft else ()
+
+        def ttft(x, no_wait=None):
+            out = ttft_slots(x, no_wait)
+            if held:
+                # A class the cache holds only one or two of at a time waits for one of its
+                # own to finish (`_held_back`): with chance p, by one of the wait atoms.
+                x = np.asarray(x, dtype=float)
+                for k, p, waits in held:
+                    if not np.isfinite(waits).all():
+                        out[:, k] *= 1.0 - p
+                        continue
+                    later = ttft_slots((x[:, None] - waits[None, :]).ravel())[:, k]
+                    out[:, k] = (1.0 - p) * out[:, k] + p * later.reshape(len(x), -1).mean(axis=1)
+            return out
 
         def ttft_grid(grid):
             """`ttft(grid)` bit for bit, the part without a wait evaluated on fewer rows: a
@@ -938,6 +1006,7 @@ class ReplicaLoadModel:
         def ttft_atoms():
             if "tq" not in cache:
                 top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
+                top += max((float(h[2].max()) for h in held if np.isfinite(h[2]).all()), default=0.0)
                 grid = _sorted_unique(np.concatenate([np.linspace(0.0, top, 400),
                                                  np.geomspace(max(top * 1e-4, 1e-6), top, 100)]))
                 fk = ttft_grid(grid) if _TTFT_SAME_ROWS else ttft(grid)  # [G, K]
@@ -977,6 +1046,7 @@ class ReplicaLoadModel:
             return f.sum(axis=(2, 3))
 
         top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0 if need_ttft else 0.0
+        top_ttft += max((float(h[2].max()) for h in held if np.isfinite(h[2]).all()), default=0.0) if need_ttft else 0.0
         top_tpot = float(tau_life.max() + 8.0 * sd_fast.max()) + 1e-6 if need_tpot else 0.0
         out = {"ttft_ms": (ttft, top_ttft), "tpot_ms": (tpot, top_tpot),
                "latency_ms": (latency, top_ttft + float(o1.max()) * top_tpot)}
@@ -1077,6 +1147,10 @@ _OWN_LAG_STEPS = 1.0
 _MAX_SKEW = 2.5
 _CF_C = np.linspace(-3.0, 3.0, 601)
 _CF_SKEW = (6.0 * _CF_C + 8.0 * _CF_C ** 3) / (1.0 + 2.0 * _CF_C ** 2) ** 1.5
+
+
+# Equal-weight levels of [0, 1] (`_held_back`'s wait atoms).
+_HELD_ATOMS = (np.arange(24) + 0.5) / 24
 
 
 def _skewed_nodes(xi: np.ndarray, gamma) -> np.ndarray:
