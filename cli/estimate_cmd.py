@@ -196,7 +196,8 @@ def _engine_options(args) -> dict:
         if value is not None:
             flag = "--" + name.replace("_", "-")
             if value not in choices:
-                raise ValueError(f"{flag} must be {' or '.join(choices)}, got {value!r}. To fix: e.g. "
+                shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value):,} characters)"
+                raise ValueError(f"{flag} must be {' or '.join(choices)}, got {shown}. To fix: e.g. "
                                  f"{flag} {choices[-1]}")
             out[name] = value
     if args.max_batch is not None:

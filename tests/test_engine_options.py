@@ -190,6 +190,9 @@ def test_estimate_reads_an_inline_model(tmp_path: Path):
     (("--kv-cache-memory-fraction", "inf"), "--kv-cache-memory-fraction"),
     (("--kv-cache-memory-fraction", "1.2"), "--kv-cache-memory-fraction"),
     (("--kv-admission", "lazy"), "--kv-admission"),
+    (("--kv-admission", ""), "--kv-admission"),
+    (("--kv-admission", "x" * 100_000), "(100,000 characters)"),
+    (("--scheduler", "nan"), "--scheduler"),
 ])
 def test_bad_engine_flags_exit_2(args, needle):
     assert_bad_input(run("estimate", "llama-3.1-8b", *args), needle)

@@ -156,6 +156,19 @@ def test_health_and_reflection(server, client):
 
 
 # ------------------------------------------------------------------ error statuses
+@pytest.mark.parametrize("admission", ["lazy", "", "PAGED_ON_DEMAND", 1, float("nan"), ["whole_sequence"],
+                                       {"a": {"b": {}}}, "paged_on_demand" * 10_000, "whole_sequence\ud800"])
+def test_a_bad_kv_admission_is_an_invalid_argument_naming_the_field(client, admission):
+    svc = {"name": "chat", "model": "llama-3.1-8b", "engine": "tensorrt-llm",
+           "demand": {"requests_per_s": 1, "prompt_tokens": 512, "output_tokens": 256},
+           "engine_options": {"kv_admission": admission}}
+    with pytest.raises(PlannerClientError) as err:
+        client.solve({"services": [svc]})
+    e = err.value
+    assert (e.code, e.exit_code) == ("INVALID_ARGUMENT", 2)
+    assert any("services[0].engine_options.kv_admission" in v["field"] and v["fix"] for v in e.violations), e.violations
+
+
 def test_invalid_argument_carries_field_violations(client, server):
     bad = {"services": [{"name": "chat", "model": "llama-3.1-8b",
                          "demand": {"requests_per_s": -1, "prompt_tokens": 512, "output_tokens": 256}}]}

@@ -73,10 +73,10 @@ class ReplicaLoadModel:
         # average over its stay - its prompt and half its output (the engine preempts when a
         # full cache would overflow; both here and in the simulator a sequence is admitted
         # against that mean claim, `physics.kv_claim_tokens`).
-        reserve = float(np.dot(slot_w, kv_claim_tokens(self.prompt, self.output, replica.kv_admission)))
+        claims = kv_claim_tokens(self.prompt, self.output, replica.kv_admission)
+        reserve = float(np.dot(slot_w, claims))
         kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
         # Sequences of each class the whole cache holds at once (`_held_back`).
-        claims = kv_claim_tokens(self.prompt, self.output, replica.kv_admission)
         self._class_fit = np.floor(replica.kv_cache_tokens / np.maximum(claims, 1.0) + 1e-9)
         self.slots = int(max(0, min(replica.max_seqs, self.budget, math.floor(kv_slots + 1e-9))))
         dec_w = self.share * (self.output - 1.0)
