@@ -87,9 +87,15 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
         for warning in result.warnings:  # stderr in both commands: the export's stdout lines may be the plan's
             print(escape_controls(f"warning: {warning}"), file=sys.stderr)
         deployable = [p for p in result.written if p.parent == Path(where)]
-        placements = [p for p in result.written if p.parent != Path(where)]  # sites/SITE.yaml
-        lines += [f"wrote {len(deployable)} {target} file(s) to {where}" + (f" (period {name}):" if name else ":")]
-        lines += [f"  {_shown(p, where)}" for p in deployable]
+        workers = [p for p in result.written if p.parent == Path(where) / "llm-d"]  # disaggregated services
+        placements = [p for p in result.written if p.parent == Path(where) / "sites"]
+        if deployable or not workers:
+            lines += [f"wrote {len(deployable)} {target} file(s) to {where}" + (f" (period {name}):" if name else ":")]
+            lines += [f"  {_shown(p, where)}" for p in deployable]
+        if workers:
+            lines.append(f"wrote {len(workers)} file(s) to {where} for the llm-d prefill and decode workers of "
+                         "disaggregated services (Helm values for llm-d's ModelService chart, and install.sh): "
+                         + ", ".join(_shown(p, where) for p in workers))
         if placements:
             lines.append(f"wrote {len(placements)} owned-site placement(s) (which replicas run on which owned server; "
                          "not applied): "
@@ -105,6 +111,9 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
                 "and delete what the previous period ran that this one does not")
     else:
         hint = "sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}"
+        if any(p.parent == Path(out_dir) / "llm-d" for p in results[0][1].written):
+            llm_d = f"sh {Path(out_dir) / 'llm-d' / 'install.sh'}"
+            hint = f"{hint}; {llm_d}" if any(p.parent == Path(out_dir) for p in results[0][1].written) else llm_d
     lines.append(f"next: {hint} (see the comments at the top of each file)")
     return EXIT_OK, [escape_controls(line) for line in lines]
 

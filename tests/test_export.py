@@ -221,10 +221,19 @@ def test_every_example_plan_exports_and_validates(solver_cli, example_plans, tar
         plan = json.loads(plan_path.read_text())
         if plan.get("periods"):
             continue  # one period at a time: test_each_period_exports_its_own_fleet
-        if any(s.get("role") for s in plan["services"]):
-            # Disaggregated pools: refused, naming the field, until export writes their roles.
+        pools = [a for s in plan["services"] if s.get("role") for a in s["assignments"]]
+        if pools:
+            # Disaggregated pools become llm-d workers (tests/test_export_llm_d.py validates them):
+            # Kubernetes only, and only on vLLM, the engine llm-d runs; the rest is refused, naming the fix.
             proc = run_cli(solver_cli, "export", str(plan_path), "--to", target, "--out", str(tmp_path / name))
-            assert proc.returncode == 2 and ".role" in proc.stderr and "serving: aggregated" in proc.stderr, name
+            engine = next(s["engine"] for s in plan["services"] if s.get("role"))
+            if target == "kubernetes" and engine == "vllm":
+                assert proc.returncode == 0, proc.stderr
+                assert len(list((tmp_path / name / "llm-d").glob("*.values.yaml"))) == len(pools), name
+                continue
+            assert proc.returncode == 2, name
+            assert ("--to kubernetes" if target == "skypilot" else ".engine") in proc.stderr, name
+            assert "serving: aggregated" in proc.stderr, name
             assert not (tmp_path / name).exists() or not any((tmp_path / name).iterdir())
             continue
         files = export(solver_cli, plan_path, target, tmp_path / name)

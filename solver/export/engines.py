@@ -88,7 +88,7 @@ def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_addres
             args += ["--max-num-seqs", str(unit.batch)]
         if unit.multi_node:
             args += ["--distributed-executor-backend", "ray"]
-        args += _vllm_precision(unit, notes)
+        args += vllm_precision(unit, notes)
     elif unit.engine == "sglang":
         args = ["python3", "-m", "sglang.launch_server", "--model-path", model, "--host", "0.0.0.0",
                 "--port", str(PORT), "--tp-size", tp, "--pp-size", pp]
@@ -114,7 +114,7 @@ def _model_notes(unit: Unit) -> list[str]:
     return [unit.model_note] if unit.model_note else []
 
 
-def _vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
+def vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
     if unit.precision == "fp16":
         return ["--dtype", "float16"]
     if unit.precision == "bf16":

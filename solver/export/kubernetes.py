@@ -40,13 +40,19 @@ def render(summary: PlanSummary, warnings: list[str], unrouted: frozenset[str] =
     unless its slug is in `unrouted` (a scheduled export whose route weights would be wrong in
     some period: schedule.py); `service_notes`: more comments for a service's file, by slug."""
     by_service: dict[str, list[Unit]] = {}
-    for u in summary.units:
+    replicas = [u for u in summary.units if not u.role]
+    for u in replicas:
         engines.check_supported(u)
         by_service.setdefault(u.service_slug, []).append(u)
     files: dict[str, str] = {}
     # A cluster that holds owned servers: cloud pods must not take their GPUs (the plan prices them apart).
     keep_off_sites = bool(owned_units(summary.units))
-    for u in summary.units:
+    pools = [u for u in summary.units if u.role]
+    if pools:  # disaggregated services: llm-d's prefill and decode workers (imported here: llm_d imports us)
+        from solver.export import llm_d
+
+        files.update(llm_d.render(summary, pools, warnings, keep_off_sites, frozenset(by_service)))
+    for u in replicas:
         routed = len(by_service[u.service_slug]) > 1 and u.service_slug not in unrouted
         files[f"{u.name}.yaml"] = _workload(summary, u, warnings, routed=routed, keep_off_sites=keep_off_sites)
     for slug, units in by_service.items():
@@ -63,7 +69,7 @@ def _labels(u: Unit, component: str) -> dict:
 def _workload(summary: PlanSummary, u: Unit, warnings: list[str], routed: bool, keep_off_sites: bool = False) -> str:
     """The unit's Deployment or LeaderWorkerSet; with `routed`, followed by the unit's own Service.
     `keep_off_sites`: the plan has owned servers, which this unit's pods must not use unless it is theirs."""
-    comments = _header(summary, u) + _site_comments(u, keep_off_sites)
+    comments = header(summary, u) + site_comments(u, keep_off_sites)
     size = pod_size(u)
     comments.extend(size.notes)
     if size.warning:
@@ -108,7 +114,7 @@ def _replica_count(u: Unit) -> str:
     return f"replicas by period ({by_period}; set by the KEDA ScaledObject of the same name)"
 
 
-def _header(summary: PlanSummary, u: Unit) -> list[str]:
+def header(summary: PlanSummary, u: Unit) -> list[str]:
     price = (f", ${summary.total_price_usd_per_hour:,.4f}/hour in all" if summary.total_price_usd_per_hour is not None
              else "")
     what = f"{u.model_repo or u.model} on {u.engine}" if u.model is not None else "measured-profile service"
@@ -129,7 +135,7 @@ def _header(summary: PlanSummary, u: Unit) -> list[str]:
     return lines
 
 
-def _site_comments(u: Unit, keep_off_sites: bool) -> list[str]:
+def site_comments(u: Unit, keep_off_sites: bool) -> list[str]:
     if u.provider == OWNED_PROVIDER:
         label = f"{SITE_LABEL}={site_label(u.region)}"
         return [f"Runs on the owned servers of site {u.region!r}: label them (sites/ in this directory says how many "
@@ -156,6 +162,21 @@ SPREAD_KEYS = {"instance": "kubernetes.io/hostname", "zone": "topology.kubernete
 
 
 def _pod_spec(u: Unit, containers: list[dict], keep_off_sites: bool = False) -> dict:
+    spec = node_placement(u, keep_off_sites)
+    spec["terminationGracePeriodSeconds"] = 60
+    spec["containers"] = containers
+    memory_gib = pod_size(u).memory_gib
+    spec["volumes"] = [
+        # NCCL and the engines' worker processes exchange tensors through shared memory.
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(16, memory_gib // 4))}Gi"}},
+        {"name": "model-cache", "emptyDir": {}},
+    ]
+    return spec
+
+
+def node_placement(u: Unit, keep_off_sites: bool = False) -> dict:
+    """The pod spec's nodeSelector, affinity, tolerations and spread: the plan's instance type,
+    GPU, spot tier and site, as every pod of the unit needs them (llm_d.py's workers too)."""
     spec: dict = {}
     # A custom catalog's instance name need not be a valid label value; no node could carry it then.
     if u.provider.lower() in K8S_INSTANCE_LABEL_CLOUDS and valid_label_value(u.instance_type):
@@ -181,18 +202,10 @@ def _pod_spec(u: Unit, containers: list[dict], keep_off_sites: bool = False) -> 
         spec["topologySpreadConstraints"] = [{
             "maxSkew": 1, "topologyKey": spread, "whenUnsatisfiable": "ScheduleAnyway",
             "labelSelector": {"matchLabels": {"app.kubernetes.io/name": u.service_slug}}}]
-    spec["terminationGracePeriodSeconds"] = 60
-    spec["containers"] = containers
-    memory_gib = pod_size(u).memory_gib
-    spec["volumes"] = [
-        # NCCL and the engines' worker processes exchange tensors through shared memory.
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(16, memory_gib // 4))}Gi"}},
-        {"name": "model-cache", "emptyDir": {}},
-    ]
     return spec
 
 
-def _resources(u: Unit) -> dict:
+def resources(u: Unit) -> dict:
     size = pod_size(u)
     gpus = str(u.gpus_per_node)
     return {"requests": {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", k8s_gpu_resource(u.gpu): gpus},
@@ -203,7 +216,7 @@ def _mounts() -> list[dict]:
     return [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "model-cache", "mountPath": "/root/.cache/huggingface"}]
 
 
-def _env(u: Unit) -> list[dict]:
+def hf_token_env(u: Unit) -> list[dict]:
     if u.model is None:
         return []
     return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": HF_SECRET, "key": "token", "optional": True}}}]
@@ -234,11 +247,11 @@ def _server_container(u: Unit, comments: list[str], leader: bool = False) -> dic
         comments.extend(launch.notes)
         c["command"] = ["sh", "-c", engines.vllm_ray_leader(u, "$(LWS_GROUP_SIZE)") + "; exec "
                         + " ".join(_quote(a) for a in launch.args)]
-    env = _env(u)
+    env = hf_token_env(u)
     if env:
         c["env"] = env
     c["ports"] = [{"name": "http", "containerPort": engines.PORT}]
-    c["resources"] = _resources(u)
+    c["resources"] = resources(u)
     # Startup covers the model load; readiness gates traffic; liveness restarts a hung server.
     c["startupProbe"] = _probe(10, STARTUP_BUDGET_S // 10)
     c["readinessProbe"] = _probe(10, 3)
@@ -254,10 +267,10 @@ def _worker_container(u: Unit) -> dict:
     else:
         args = ["sh", "-c", engines.vllm_ray_worker("$(LWS_LEADER_ADDRESS)")]
     c: dict = {"name": "worker", "image": engines.image(u), "command": args}
-    env = _env(u)
+    env = hf_token_env(u)
     if env:
         c["env"] = env
-    c["resources"] = _resources(u)
+    c["resources"] = resources(u)
     c["volumeMounts"] = _mounts()
     return c
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import shlex
 
 from solver.catalog.owned import OWNED_PROVIDER
+from solver.errors import InputError
 from solver.export import engines
 from solver.export.gpus import SKYPILOT_CLOUDS, arm64_note, skypilot_accelerator
 from solver.export.units import PlanSummary, Unit
@@ -31,6 +32,12 @@ READINESS_DELAY_S = 1800  # weights download and load: large models take many mi
 
 def render(summary: PlanSummary, warnings: list[str]) -> dict[str, str]:
     """file name -> YAML text, one per unit (warnings: for stderr; none of its own yet)."""
+    pool = next((u for u in summary.units if u.role), None)
+    if pool is not None:
+        # `sky serve` runs replicas that serve whole requests; it has no prefill/decode roles.
+        raise InputError.single(f"services[{pool.service}]", "is served disaggregated (prefill and decode pools), "
+                                "which SkyPilot's `sky serve` cannot run.",
+                                "export it with --to kubernetes (llm-d workers), or plan it with serving: aggregated")
     return {f"{u.name}.yaml": _unit_file(summary, u) for u in summary.units}
 
 

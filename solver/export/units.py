@@ -53,6 +53,11 @@ class Unit:
     # A scheduled export (schedule.py): (period, replicas) for every period, in order; the
     # unit's objects then start at 0 replicas and KEDA sets the count. Empty: `replicas` it is.
     replicas_by_period: tuple[tuple[str, int], ...] = ()
+    # A disaggregated service's worker (issue 24): "prefill" or "decode", and the pool's link tier
+    # (PROVIDER/REGION/LINK, the plan's `link`); "" for a replica that serves whole requests.
+    role: str = ""
+    pool: str = ""
+    routed_per_s: float = 0.0  # the rate the plan routes to this unit (its service's unit: requests/s)
 
     @property
     def tensor_parallel(self) -> int:
@@ -130,16 +135,6 @@ def plan_units(plan: object) -> PlanSummary:
     if not isinstance(plan, dict) or "services" not in plan or "fleet" not in plan or status is None:
         raise InputError.single("plan", "is not a plan: it needs `status`, `fleet` and `services`.",
                                 "give the output of `solver-cli solve WORKLOAD --format json`")
-    pools = [i for i, svc in enumerate(plan["services"]) if isinstance(svc, dict) and svc.get("role")]
-    if pools:
-        # A prefill or decode worker is not a replica: run as one, it would serve whole
-        # requests. Writing its role needs a disaggregated stack's configuration (issue 24).
-        svc = plan["services"][pools[0]]
-        raise InputError.single(f"plan.services[{pools[0]}].role",
-                                f"is {svc.get('role')!r}: the plan serves {svc.get('serves')!r} disaggregated "
-                                "(prefill and decode pools), which export does not write yet "
-                                "(docs/disaggregation.md).",
-                                "plan the service with serving: aggregated to export it")
     fleet = _list(plan, "fleet", "plan")
     offers: dict[str, dict] = {}
     for i, line in enumerate(fleet):
@@ -156,13 +151,18 @@ def plan_units(plan: object) -> PlanSummary:
     units: list[Unit] = []
     unit_keys: list[str] = []  # per unit: what makes it unique in the plan (its hash suffix, if it needs one)
     services = _list(plan, "services", "plan")
-    service_labels, service_notes, warnings = _service_labels(services)
+    # A disaggregated service's prefill and decode pools are services of the plan of their own
+    # (`role`, `serves`, `link`); their units belong to the service they serve, under its name.
+    service_labels, service_notes, warnings = _service_labels(
+        [s for s in services if not (isinstance(s, dict) and s.get("role"))])
     served = {m: served_model(m) for m in {s.get("model") for s in services if isinstance(s, dict)}
               if isinstance(m, str)}
     warnings += sorted({v.warning for v in served.values() if v.warning})
     for si, svc in enumerate(services):
         where = f"services[{si}]"
         _need(svc, where, ("name", str), ("assignments", list))
+        role, serves, pool = _pool_of(svc, where, service_labels)
+        label = service_labels[serves or svc["name"]]
         model = svc.get("model")
         engine = _engine_family(svc.get("engine"))
         estimated = any(isinstance(a, dict) and a.get("source") == "estimate" for a in svc["assignments"])
@@ -209,10 +209,10 @@ def plan_units(plan: object) -> PlanSummary:
             spot_here = a.get("spot") is True
             unit_keys.append(f"{svc['name']}|{a['config']}|{a['offer_id']}" + ("|spot" if spot_here else ""))
             units.append(Unit(
-                name=_unit_name(service_labels[svc["name"]], line["provider"], a["gpu"], a["gpus_per_replica"],
-                                a.get("precision")) + ("-spot" if spot_here else ""),
-                service=svc["name"], service_slug=service_labels[svc["name"]],
-                name_notes=service_notes.get(svc["name"], ()),
+                name=_unit_name(f"{label}-{role}" if role else label, line["provider"], a["gpu"],
+                                a["gpus_per_replica"], a.get("precision")) + ("-spot" if spot_here else ""),
+                service=serves or svc["name"], service_slug=label,
+                name_notes=service_notes.get(serves or svc["name"], ()),
                 model=model, model_repo=served[model].repo if model is not None else None,
                 model_note=served[model].note if model is not None else None,
                 engine=engine if model is not None else None,
@@ -224,7 +224,8 @@ def plan_units(plan: object) -> PlanSummary:
                 spot=plan_spot or a.get("spot") is True,  # a period's assignment says per configuration
                 routed_share=routed / total_routed if total_routed > 0 else 1.0 / len(svc["assignments"]),
                 shares_instances=a["config"] in packed,
-                redundancy_domain=_redundancy_domain(svc), config=a["config"]))
+                redundancy_domain=_redundancy_domain(svc), config=a["config"], role=role, pool=pool,
+                routed_per_s=routed))
     if errors:
         raise InputError(errors)
     if not units:
@@ -233,6 +234,23 @@ def plan_units(plan: object) -> PlanSummary:
     units = _distinct_unit_names(units, unit_keys, frozenset(service_labels.values()))
     return PlanSummary(str(plan.get("workload", "workload")), status, plan.get("total_price_usd_per_hour"),
                        str(plan.get("pricing", "on_demand")), tuple(units), tuple(warnings))
+
+
+def _pool_of(svc: dict, where: str, service_labels: dict[str, str]) -> tuple[str, str, str]:
+    """(role, the service it serves, its link tier) of a prefill or decode pool; ("", "", "") otherwise."""
+    role = svc.get("role")
+    if role is None:
+        return "", "", ""
+    if role not in ("prefill", "decode"):
+        raise InputError.single(f"{where}.role", f"is {role!r}; a pool's role is prefill or decode.", _FIX)
+    serves, link = svc.get("serves"), svc.get("link")
+    if not isinstance(serves, str) or serves not in service_labels:
+        raise InputError.single(f"{where}.serves", f"is {serves!r}, not a service of the plan; a {role} pool "
+                                "names the service it serves.", _FIX)
+    if not isinstance(link, str) or not link:
+        raise InputError.single(f"{where}.link", "is missing: a pool names the link tier that joins its "
+                                "prefill and decode workers.", _FIX)
+    return role, serves, link
 
 
 def _redundancy_domain(svc: dict) -> str:
