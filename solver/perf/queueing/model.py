@@ -636,8 +636,7 @@ class ReplicaLoadModel:
         rho = min(rho, 0.95)
         m = rate * steps * tau_b  # [Hb, K]
         m_max = float(m.max())
-        spread = max(self.cv, 1.0)
-        if m_max + 5.0 * spread * math.sqrt(m_max + 0.5) + 2.0 > 48:
+        if self._atoms_reach(m_max) > _ATOMS_MAX:
             return None
         at = self.atoms(m_max)
         step = self.step
@@ -662,6 +661,11 @@ class ReplicaLoadModel:
         nodes = np.transpose(t, (0, 2, 1)).reshape(-1, tau_b.shape[1])
         weights = np.transpose(wk, (0, 2, 1)).reshape(-1, tau_b.shape[1])
         return _compress_tail(nodes, weights)
+
+    def _atoms_reach(self, m_max: float) -> float:
+        """How many arrivals the atoms must cover for windows of mean count up to m_max (its
+        upper tail at five spreads): the discrete windows hold up to _ATOMS_MAX."""
+        return m_max + 5.0 * max(self.cv, 1.0) * math.sqrt(m_max + 0.5) + 2.0
 
     def _stretch(self, rate: float, rho: float, tau: float) -> float:
         """Mean decode window over its fluid value (>= 1), weighted by the classes' windows."""
@@ -889,13 +893,24 @@ class ReplicaLoadModel:
         # 8,192-token prompts at CV 2, 0.27/s: 98.8 ms by the skewed normal, 75.9 by the plain
         # one, 58.0 discrete, the simulator 55.0). Windows of more arrivals than the atoms hold (48 a size group):
         # the sum is near normal there, and the skewed normal stands.
-        disc = self._discrete_windows(st.rate, st.rho_p, tau_b)
+        # Between the two, each quantile moves from the one's to the other's as the windows'
+        # counts approach what the atoms hold: a switch at one rate made the percentile jump
+        # (-6 % on a Mixtral replica at p99) and fall with more load, so the cap search, which
+        # needs it to rise, found a cap above rates that miss. (A mixture of the two laws
+        # would not do: its p99 keeps the heavier tail's until that tail's share is nearly
+        # gone, then drops.)
+        reach = self._atoms_reach(float((st.rate * steps * tau_b).max()))
+        normal = min(max((reach - _ATOMS_BLEND) / (_ATOMS_MAX - _ATOMS_BLEND), 0.0), 1.0)
+        disc = self._discrete_windows(st.rate, st.rho_p, tau_b) if normal < 1.0 else None
         if disc is not None:
             nodes, weights = disc
             nodes = nodes / steps
-        else:
-            nodes = (self._window_nodes(st.rate, st.rho_p, tau_b, skewed=True) / steps).reshape(-1, len(self.share))  # [Hz*Hb, K]
-            weights = _GH_PAIR_WEIGHTS
+        if disc is None or normal > 0.0:
+            n_nodes = (self._window_nodes(st.rate, st.rho_p, tau_b, skewed=True) / steps).reshape(-1, len(self.share))  # [Hz*Hb, K]
+            if disc is None:
+                nodes, weights = n_nodes, _GH_PAIR_WEIGHTS
+            else:
+                nodes, weights = _quantile_blend(nodes, weights, n_nodes, _GH_PAIR_WEIGHTS, normal)
         t_bar = float(st.tau(max(min(st.fluid, st.slots), 1.0)))
         smooth = 0.02 * t_bar / np.sqrt(steps)
         return nodes, weights, smooth
@@ -1170,6 +1185,41 @@ def _batch_grid(slots: int) -> np.ndarray:
 
 
 _GH_PAIR_WEIGHTS = (_GH_WEIGHTS[:, None] * _GH_WEIGHTS[None, :]).reshape(-1)  # the decode windows' node pairs
+# The discrete windows' atoms cover counts up to _ATOMS_MAX arrivals (`atoms`: a size
+# group); from _ATOMS_BLEND on, the TPOT's window law moves quantile by quantile to the
+# skewed normal's, all of the way at _ATOMS_MAX.
+_ATOMS_MAX = 48.0
+_ATOMS_BLEND = 36.0
+
+
+def _quantile_blend(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.ndarray, t: float):
+    """The law whose every quantile is (1 - t) x a's + t x b's, per column: nodes [H, K] and
+    weights [H, K] (a zero weight pads a column). Exact for discrete laws: the quantile
+    functions are steps, so the cells between the union of both laws' cumulative weights
+    carry one value each; at t = 0 it is a's law, at t = 1 b's (cells split, values kept)."""
+    K = a.shape[1]
+    cols = []
+    for k in range(K):
+        steps = []
+        for nodes, w in ((a, wa), (b, wb)):
+            x = nodes[:, k]
+            u = (w[:, k] if w.ndim == 2 else w).astype(float)
+            order = np.argsort(x, kind="stable")
+            x, u = x[order], u[order]
+            cum = np.cumsum(u) / u.sum()
+            steps.append((x, cum))
+        edges = np.unique(np.concatenate([[0.0], steps[0][1], steps[1][1]]))
+        edges = edges[edges <= 1.0]
+        mids, widths = 0.5 * (edges[1:] + edges[:-1]), np.diff(edges)
+        keep = widths > 0
+        mids, widths = mids[keep], widths[keep]
+        qa = steps[0][0][np.minimum(np.searchsorted(steps[0][1], mids), len(steps[0][0]) - 1)]
+        qb = steps[1][0][np.minimum(np.searchsorted(steps[1][1], mids), len(steps[1][0]) - 1)]
+        cols.append(((1.0 - t) * qa + t * qb, widths))
+    n = max(len(v) for v, _ in cols)
+    nodes = np.stack([np.pad(v, (0, n - len(v)), mode="edge") for v, _ in cols], axis=1)
+    weights = np.stack([np.pad(w, (0, n - len(w))) for _, w in cols], axis=1)
+    return nodes, weights
 _GH_PAIR_WEIGHTS.flags.writeable = False
 
 

@@ -48,8 +48,12 @@ _TAIL_EDGES = np.array([.05, .1, .15, .2, .25, .3, .35, .4, .45, .5, .55, .6, .6
 
 def _compress_tail(nodes: np.ndarray, weights: np.ndarray):
     """[H, K] nodes with [H, K] weights -> [B, K] nodes and weights, B = len(_TAIL_EDGES) + 1:
-    per class, weighted means over the weight-quantile bins between `_TAIL_EDGES` (the
-    upper tail kept at the resolution a p99 needs). Fewer nodes than bins: as they are."""
+    per class, the conditional means over the weight-quantile bins between `_TAIL_EDGES`
+    (the upper tail kept at the resolution a p99 needs). Each node's weight is split over the
+    bins its stretch of the cumulative weight overlaps, so the bins move continuously with
+    the nodes' weights: a heavy node given whole to the bin of its midpoint jumped from bin
+    to bin as the rate rose, and a p99 TPOT fell by up to 1.3 % with more load. Fewer nodes
+    than bins: as they are."""
     if nodes.shape[0] <= len(_TAIL_EDGES) + 1:
         return nodes, weights
     order = np.argsort(nodes, axis=0, kind="stable")
@@ -57,14 +61,17 @@ def _compress_tail(nodes: np.ndarray, weights: np.ndarray):
     v = np.take_along_axis(nodes, order, axis=0)
     cum = np.cumsum(w, axis=0)
     bins = len(_TAIL_EDGES) + 1
+    edges = np.concatenate([[0.0], _TAIL_EDGES, [1.0]])
     out = np.zeros((bins, nodes.shape[1]))
     out_w = np.zeros((bins, nodes.shape[1]))
     for k in range(nodes.shape[1]):
         total = max(float(cum[-1, k]), 1e-300)
-        label = np.searchsorted(_TAIL_EDGES, (cum[:, k] - 0.5 * w[:, k]) / total, side="right")
-        den = np.bincount(label, weights=w[:, k], minlength=bins)
-        out[:, k] = np.bincount(label, weights=w[:, k] * v[:, k], minlength=bins) / np.maximum(den, 1e-300)
-        out_w[:, k] = den / total
+        hi = cum[:, k] / total
+        lo = hi - w[:, k] / total
+        share = np.clip(np.minimum(hi[:, None], edges[None, 1:]) - np.maximum(lo[:, None], edges[None, :-1]), 0.0, None)
+        den = share.sum(axis=0)
+        out[:, k] = (share * v[:, k:k + 1]).sum(axis=0) / np.maximum(den, 1e-300)
+        out_w[:, k] = den
     return out, out_w  # an empty bin: node 0.0 of weight 0.0, which no CDF counts
 
 
