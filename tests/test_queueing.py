@@ -214,6 +214,49 @@ def test_more_load_never_lowers_tpot_where_the_window_law_changes_method():
     assert max(below) <= 60 * (1 + 1e-9), below
 
 
+@pytest.mark.parametrize("model_name,gpus,precision,prompt,output,bound", [
+    ("llama-2-70b", 2, "fp8", 2048, 128, 40.0),  # the cap search once judged 40.03 ms a pass at 40
+    ("llama-3.1-8b", 1, "fp16", 512, 256, 12.0),
+    ("mixtral-8x7b", 2, "fp16", 2048, 256, 60.0),
+])
+def test_the_reported_tpot_holds_at_the_cap_and_below(model_name, gpus, precision, prompt, output, bound):
+    """The cap search judges a rate by the CDF at the bound, the plan's check by the reported
+    percentile: both must agree, at the cap and at every rate below it. Tail bins with an edge
+    at 0.99 left the CDF flat at exactly 0.99 between two values, so any point between passed."""
+    rep = Q.replica_for(_query(model_name, "H100-SXM", gpus=gpus, precision=precision)).slowed(1.188)
+    mix = (Q.TrafficClass(1.0, prompt, output),)
+    cap = Q.max_rate_for_slo(rep, mix, 99, tpot_ms=bound)
+    assert cap > 0
+    model = Q.ReplicaLoadModel(rep, mix)
+    values = [model.at_rate(r, percentiles=(99,)).tpot_ms[99] for r in np.linspace(0.6, 1.0, 17) * cap]
+    assert max(values) <= bound * (1 + 1e-9), values
+
+
+def test_a_cap_holds_below_it_where_the_tpot_dips_with_more_load():
+    """At low load a batch's spread can narrow as the rate rises, so p99 TPOT dips (~1 %)
+    before rising again. With the bound inside the dip, bisection can land on the far side:
+    the search checks the rates below its answer and searches again below a miss."""
+    from solver.perf.queueing import search
+
+    rep = Q.replica_for(_query("mixtral-8x7b", "RTX-PRO-6000", gpus=2, memory=96.0)).slowed(1.188)
+    mix = (Q.TrafficClass(1.0, 2048, 256),)
+    model = Q.ReplicaLoadModel(rep, mix)
+    rates = np.linspace(0.5, 0.6, 41)
+    values = [model.at_rate(r, percentiles=(99,)).tpot_ms[99] for r in rates]
+    top = int(np.argmax(values[:20]))
+    low = top + int(np.argmin(values[top:30]))
+    assert values[low] < values[top] * (1 - 5e-3)  # the dip this test is about is still there
+    bound = 0.5 * (values[top] + values[low])
+    # A search that lands beyond the dip (where the bound holds again) searches below it.
+    far = float(rates[low])
+    assert model.at_rate(far, percentiles=(99,)).tpot_ms[99] <= bound
+    cap = search._held_below(model, far, model.saturation_rate(), 99, {"tpot_ms": bound}, rep, mix, 1.0, 0.005)
+    assert cap < rates[top]
+    for found in (cap, Q.max_rate_for_slo(rep, mix, 99, tpot_ms=bound)):
+        below = [model.at_rate(r, percentiles=(99,)).tpot_ms[99] for r in np.linspace(0.3, 1.0, 71) * found]
+        assert max(below) <= bound * (1 + 1e-9), (found, bound)
+
+
 def test_max_rate_rises_with_looser_slos_and_is_met_there(h100):
     caps = [Q.max_rate_for_slo(h100, ONE, 99, ttft_ms=t, tpot_ms=30) for t in (40, 60, 100, 400)]
     assert caps == sorted(caps) and caps[0] < caps[-1]

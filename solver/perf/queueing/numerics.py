@@ -42,8 +42,13 @@ def _compress_nodes(nodes: np.ndarray, weights: np.ndarray, bins: int):
 
 
 # Weight-quantile edges for `_compress_tail`: coarse in the body, fine where p90-p99.9 fall.
-_TAIL_EDGES = np.array([.05, .1, .15, .2, .25, .3, .35, .4, .45, .5, .55, .6, .65, .7, .75, .8, .85, .9, .92, .94,
-                        .95, .96, .97, .975, .98, .985, .99, .9925, .995, .9965, .998, .999, .9995, .9999])
+# The percentiles the model reports (p50, p90, p95, p99) sit inside bins, never on an edge:
+# the bins' masses are their widths, so an edge at p leaves the CDF flat at exactly p between
+# two bins' values, and any point of that gap would pass for the percentile (a cap search
+# judging by the CDF at the bound took 40.03 ms for a p99 TPOT of 40).
+_TAIL_EDGES = np.array([.05, .1, .15, .2, .25, .3, .35, .4, .45, .49, .51, .55, .6, .65, .7, .75, .8, .85, .88, .92,
+                        .94, .945, .955, .96, .97, .975, .98, .985, .988, .992, .995, .9965, .998, .999, .9995,
+                        .9999])
 
 
 def _compress_tail(nodes: np.ndarray, weights: np.ndarray):

@@ -54,6 +54,10 @@ def saturation_rate(replica: Replica, classes: Sequence[TrafficClass]) -> float:
     return load_model(replica, tuple(classes), 1.0).saturation_rate()
 
 
+# Where below a cap its rates are checked again (fractions of the cap).
+_BELOW = (0.01, 0.03, 0.06)
+
+
 def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percentile: int, *,
                      ttft_ms: float | None = None, tpot_ms: float | None = None, latency_ms: float | None = None,
                      arrival_cv: float = 1.0, max_utilization: float = DEFAULT_MAX_UTILIZATION,
@@ -62,8 +66,8 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
 
     Monotone search: the percentiles rise with the rate, so bisection on the rate finds the
     edge; the answer is the largest rate found to pass (within `rel_tol` of the saturation
-    rate below the edge), never above `max_utilization` x saturation. 0.0 when even a
-    trickle misses a bound. With several classes the percentile is over the mixture at
+    rate below the edge), never above `max_utilization` x saturation, and the bounds hold
+    1, 3 and 6 % below it too (`_held_below`). 0.0 when even a trickle misses a bound. With several classes the percentile is over the mixture at
     their shares - exact for that mix (see docs/formulation.md for mixes that vary).
     """
     if percentile not in PERCENTILES:
@@ -84,7 +88,7 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
         return top
     ok_hi, g_hi = model.margin_and_gap(top, percentile, bounds)
     if ok_hi >= -1e-9:
-        return top
+        return _held_below(model, top, sat, percentile, bounds, replica, classes, arrival_cv, rel_tol)
     lo = 1e-6 * sat
     ok_lo, g_lo = model.margin_and_gap(lo, percentile, bounds)
     if ok_lo < -1e-9:
@@ -126,7 +130,21 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
             hi = mid
         last.append((mid, g))
         widths.append(hi - lo)
-    return lo
+    return _held_below(model, lo, sat, percentile, bounds, replica, classes, arrival_cv, rel_tol)
+
+
+def _held_below(model, cap: float, sat: float, percentile: int, bounds: dict, replica, classes, arrival_cv: float,
+                rel_tol: float) -> float:
+    """`cap`, if the bounds also hold at the rates just below it (_BELOW); else the search
+    again, below the first that misses. The percentiles rise with the rate up to noise, not
+    everywhere exactly (a batch's spread narrowing as load grows, a law changing method),
+    and a cap is a promise for every rate below it: the plan routes any rate up to it."""
+    for below in _BELOW:
+        r = cap * (1.0 - below)
+        if r > 1e-6 * sat and model.margin_and_gap(r, percentile, bounds)[0] < -1e-9:
+            return max_rate_for_slo(replica, classes, percentile, arrival_cv=arrival_cv,
+                                    max_utilization=r / sat * (1.0 - 1e-9), rel_tol=rel_tol, **bounds)
+    return cap
 
 
 def class_rate_caps(replica: Replica, classes: Sequence[TrafficClass], percentile: int, *,
