@@ -257,6 +257,28 @@ def test_a_cap_holds_below_it_where_the_tpot_dips_with_more_load():
         assert max(below) <= bound * (1 + 1e-9), (found, bound)
 
 
+@pytest.mark.parametrize("which", ["h100", "l4", "h100_tight_budget"])
+@pytest.mark.parametrize("classes", [ONE, TWO])
+def test_the_throughput_ceiling_bounds_the_saturation_rate_without_searching_the_batch(which, classes, request):
+    """A cap's first bound (load_caps.cap_upper_bound) reads the ceiling off a model whose
+    settled batch is never searched (the search it avoids costs ~3 saturation solves): it
+    must bound the saturation rate at that batch, and stay close to the bound there.""" 
+    rep = request.getfixturevalue(which)
+    model = Q.ReplicaLoadModel(rep, classes)
+    ceiling = model.throughput_ceiling()
+    assert model._slots is None  # nothing searched yet
+    sat = model.saturation_rate()
+    assert sat <= ceiling * (1 + 1e-9)
+    # The bound at the settled batch itself (what the first bound read before): the ceiling
+    # is the most over batches, so at least that; where the budget binds, more (the bare
+    # rates cross above the batch the engine settles at: prompts lengthen its steps).
+    n = model.slots
+    at_settled = min(model._bare_slot_rate(n), model.prefill_limit(float(n)))
+    assert at_settled * (1 - 1e-9) <= ceiling <= 1.4 * at_settled, (ceiling, at_settled)
+    if which != "h100_tight_budget":
+        assert ceiling == pytest.approx(at_settled, rel=1e-12)
+
+
 def test_max_rate_rises_with_looser_slos_and_is_met_there(h100):
     caps = [Q.max_rate_for_slo(h100, ONE, 99, ttft_ms=t, tpot_ms=30) for t in (40, 60, 100, 400)]
     assert caps == sorted(caps) and caps[0] < caps[-1]

@@ -184,19 +184,11 @@ LAZY = os.environ.get("FLEET_EAGER_CAPS", "") not in ("1", "true")
 
 def cap_upper_bound(replica, mix: tuple[TrafficClass, ...], percentile: int, arrival_cv: float) -> float:
     """An upper bound on `max_rate_for_slo`: it never exceeds DEFAULT_MAX_UTILIZATION x the
-    saturation rate, and the saturation rate r = N / slot_seconds(N, r) is at most
-    N / slot_seconds(N, 0) (arriving prompts only lengthen steps) and below the prefill limit."""
+    saturation rate, which is below the model's throughput ceiling (`throughput_ceiling`:
+    no batch the engine could settle at does better without arriving prompts, nor beyond
+    its prefill limit)."""
     model = load_model(replica, mix, float(arrival_cv))
-    if model.slots < 1:
-        return 0.0
-    n = float(model.slots)
-    # slot_seconds(N, 0): with no prompts arriving the mean step is the bare step at N.
-    dec = n * model.decode_fraction
-    slot = model._slot_seconds_float(n, 0.0, float(model.step.seconds(dec, dec * model.context_per_decode, 0.0, 0.0)))
-    if slot is None:
-        slot = float(model.slot_seconds(np.array([n]), 0.0)[0])
-    top = min(n / slot, model.prefill_limit(n))
-    return DEFAULT_MAX_UTILIZATION * top * (1 + 1e-9)
+    return DEFAULT_MAX_UTILIZATION * model.throughput_ceiling() * (1 + 1e-9)
 
 
 def cap_key(pending: tuple) -> tuple:

@@ -78,7 +78,11 @@ class ReplicaLoadModel:
         kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
         # Sequences of each class the whole cache holds at once (`_held_back`).
         self._class_fit = np.floor(replica.kv_cache_tokens / np.maximum(claims, 1.0) + 1e-9)
-        self.slots = int(max(0, min(replica.max_seqs, self.budget, math.floor(kv_slots + 1e-9))))
+        # The batch cap; `slots`, the batch the engine settles at under overload, is searched
+        # on first use (`_effective_slots`): a model built for a cap's first bound needs only
+        # `throughput_ceiling`, and large plans build thousands of those.
+        self._slot_cap = int(max(0, min(replica.max_seqs, self.budget, math.floor(kv_slots + 1e-9))))
+        self._slots: int | None = None
         dec_w = self.share * (self.output - 1.0)
         self.context_per_decode = (float(np.dot(dec_w, self.prompt + self.output / 2) / dec_w.sum())
                                    if dec_w.sum() > 0 else float(np.dot(self.share, self.prompt)))
@@ -117,7 +121,44 @@ class ReplicaLoadModel:
         self._work_k3 = k3w + 3.0 * d * m1 * (self._work_sq - m1 * m1) + d * (2.0 * d - 1.0) * m1 ** 3
         for a in (self._steps1, self._o1, self._decode_w):
             a.flags.writeable = False
-        self.slots = self._effective_slots(self.slots)
+
+    @property
+    def slots(self) -> int:
+        """The batch the engine holds under overload (`_effective_slots`), searched once."""
+        if self._slots is None:
+            self._slots = self._effective_slots(self._slot_cap)
+        return self._slots
+
+    def throughput_ceiling(self) -> float:
+        """An upper bound on the saturation rate, whatever batch the engine settles at: the
+        most over batches n up to the cap of min(f(n), g(n)), f the slot rate without
+        prompts (n / the bare slot time, rising with n) and g the prefill limit (falling):
+        the saturation rate at any n is below both, arriving prompts only lengthen steps.
+        Where g >= f at the cap that is f(cap); else the batches where f crosses g are found
+        by bisection. Needs no saturation solve, where `slots` needs several."""
+        cap = self._slot_cap
+        if cap < 1:
+            return 0.0
+        f_cap, g_cap = self._bare_slot_rate(cap), self.prefill_limit(float(cap))
+        if f_cap <= g_cap or self.prefill_first:  # prefill-first engines hold the cap (`_effective_slots`)
+            return min(f_cap, g_cap)
+        lo, hi = 0, cap  # f <= g at lo (0: no batch), f > g at hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._bare_slot_rate(mid) > self.prefill_limit(float(mid)):
+                hi = mid
+            else:
+                lo = mid
+        return max(self._bare_slot_rate(lo) if lo >= 1 else 0.0, self.prefill_limit(float(hi)))
+
+    def _bare_slot_rate(self, n: int) -> float:
+        """n / the slot time at batch n with no prompts arriving (the mean step is the bare step)."""
+        dec = n * self.decode_fraction
+        bare = float(self.step.seconds(dec, dec * self.context_per_decode, 0.0, 0.0))
+        slot = self._slot_seconds_float(float(n), 0.0, bare)
+        if slot is None:
+            slot = float(self.slot_seconds(np.array([float(n)]), 0.0)[0])
+        return n / slot
 
     # -- building blocks
     def atoms(self, mean_count: float) -> _Atoms:
@@ -505,9 +546,13 @@ class ReplicaLoadModel:
         tell the flag (`decide`)."""
         if slots < 2 or self.prefill_first:
             return slots
-        rate, prefill_bound = self._saturation_rate_at(slots)
+        # Only the flag first: most replicas' prefill limit lies above their rate without
+        # queueing, which needs no solve at all, and a model built for a cap's first bound
+        # (thousands per large plan) may never need its saturation rate.
+        rate, prefill_bound = self._saturation_rate_at(slots, decide=True)
         if not prefill_bound:
-            self._sat = rate
+            if not math.isnan(rate):
+                self._sat = rate
             return slots
         lo, hi, at_hi = 0, slots, rate  # the limit binds at hi, not at lo (lo = 0: no batch)
         solved = {}  # probes the bracket could not decide were solved in full: their rates
@@ -536,6 +581,8 @@ class ReplicaLoadModel:
         # The answer never exceeds the rate without queueing, nor the prefill limit.
         top = min(no_queue, self.prefill_limit(N) * (1.0 - 1e-9))
         prefill_bound = self.prefill_limit(N) * (1.0 - 1e-9) < no_queue
+        if decide and not prefill_bound:  # the root lies at or below no_queue, the ceiling
+            return math.nan, False
         dec = self._decodes(n)
         ctx = dec * self.context_per_decode
 
