@@ -236,8 +236,6 @@ def test_a_cap_holds_below_it_where_the_tpot_dips_with_more_load():
     """At low load a batch's spread can narrow as the rate rises, so p99 TPOT dips (~1 %)
     before rising again. With the bound inside the dip, bisection can land on the far side:
     the search checks the rates below its answer and searches again below a miss."""
-    from solver.perf.queueing import search
-
     rep = Q.replica_for(_query("mixtral-8x7b", "RTX-PRO-6000", gpus=2, memory=96.0)).slowed(1.188)
     mix = (Q.TrafficClass(1.0, 2048, 256),)
     model = Q.ReplicaLoadModel(rep, mix)
@@ -247,10 +245,11 @@ def test_a_cap_holds_below_it_where_the_tpot_dips_with_more_load():
     low = top + int(np.argmin(values[top:30]))
     assert values[low] < values[top] * (1 - 5e-3)  # the dip this test is about is still there
     bound = 0.5 * (values[top] + values[low])
-    # A search that lands beyond the dip (where the bound holds again) searches below it.
+    # A search whose edge lies beyond the dip (where the bound holds again: the search
+    # capped there by max_utilization) searches below it.
     far = float(rates[low])
     assert model.at_rate(far, percentiles=(99,)).tpot_ms[99] <= bound
-    cap = search._held_below(model, far, model.saturation_rate(), 99, {"tpot_ms": bound}, rep, mix, 1.0, 0.005)
+    cap = Q.max_rate_for_slo(rep, mix, 99, tpot_ms=bound, max_utilization=far / model.saturation_rate())
     assert cap < rates[top]
     for found in (cap, Q.max_rate_for_slo(rep, mix, 99, tpot_ms=bound)):
         below = [model.at_rate(r, percentiles=(99,)).tpot_ms[99] for r in np.linspace(0.3, 1.0, 71) * found]

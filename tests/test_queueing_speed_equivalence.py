@@ -25,7 +25,7 @@ of cases 15 (0.564 -> 0.463/s: the old cap sat just below a jump of p95 TPOT fro
 23 (+1.5 %), 18 and 26 (< 0.2 %); percentiles of cases 6, 16, 25 (TPOT, up to 7.5 %).
 Then the tail bins' edges moved off the reported percentiles (numerics._TAIL_EDGES: an edge
 at 0.99 left the CDF flat at 0.99, so the cap search's verdict and the reported p99
-disagreed) and caps are checked below them (search._held_below): caps of cases 15, 18,
+disagreed) and caps are checked below them (search._BELOW): caps of cases 15, 18,
 23, 26 moved by up to 2.5 %, TPOT percentiles of cases 6, 16, 25 by up to 4 %; those rows
 were generated again the same way.
 Caps and saturation may move within the search tolerance (1 %); percentiles at a fixed

@@ -67,8 +67,9 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
     Monotone search: the percentiles rise with the rate, so bisection on the rate finds the
     edge; the answer is the largest rate found to pass (within `rel_tol` of the saturation
     rate below the edge), never above `max_utilization` x saturation, and the bounds hold
-    1, 3 and 6 % below it too (`_held_below`). 0.0 when even a trickle misses a bound. With several classes the percentile is over the mixture at
-    their shares - exact for that mix (see docs/formulation.md for mixes that vary).
+    1, 3 and 6 % below it too (`_BELOW`). 0.0 when even a trickle misses a bound. With
+    several classes the percentile is over the mixture at their shares - exact for that mix
+    (see docs/formulation.md for mixes that vary).
     """
     if percentile not in PERCENTILES:
         raise ValueError(f"percentile must be one of {', '.join(map(str, PERCENTILES))}, got {percentile}")
@@ -86,10 +87,30 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
     top = max_utilization * sat
     if not bounds:
         return top
+    # The percentiles rise with the rate up to noise, not everywhere exactly (a batch's
+    # spread narrowing as load grows, a law changing method), and a cap is a promise for
+    # every rate below it - the plan routes any rate up to it: the rates just below the
+    # edge found (_BELOW) are checked too, and a miss there starts the search below it.
+    while True:
+        cap = _edge(model, sat, top, percentile, bounds, rel_tol)
+        if cap <= 0.0:
+            return 0.0
+        miss = next((r for r in (cap * (1.0 - below) for below in _BELOW)
+                     if r > 1e-6 * sat and model.margin_and_gap(r, percentile, bounds)[0] < -1e-9), None)
+        if miss is None:
+            return cap
+        top = miss * (1.0 - 1e-9)
+
+
+def _edge(model, sat: float, top: float, percentile: int, bounds: dict, rel_tol: float) -> float:
+    """The largest rate found to pass, up to `top` (within rel_tol x saturation of the edge
+    below which the bounds hold); 0.0 when even a trickle misses."""
     ok_hi, g_hi = model.margin_and_gap(top, percentile, bounds)
     if ok_hi >= -1e-9:
-        return _held_below(model, top, sat, percentile, bounds, replica, classes, arrival_cv, rel_tol)
+        return top
     lo = 1e-6 * sat
+    if lo >= top:
+        return 0.0
     ok_lo, g_lo = model.margin_and_gap(lo, percentile, bounds)
     if ok_lo < -1e-9:
         return 0.0
@@ -130,21 +151,7 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
             hi = mid
         last.append((mid, g))
         widths.append(hi - lo)
-    return _held_below(model, lo, sat, percentile, bounds, replica, classes, arrival_cv, rel_tol)
-
-
-def _held_below(model, cap: float, sat: float, percentile: int, bounds: dict, replica, classes, arrival_cv: float,
-                rel_tol: float) -> float:
-    """`cap`, if the bounds also hold at the rates just below it (_BELOW); else the search
-    again, below the first that misses. The percentiles rise with the rate up to noise, not
-    everywhere exactly (a batch's spread narrowing as load grows, a law changing method),
-    and a cap is a promise for every rate below it: the plan routes any rate up to it."""
-    for below in _BELOW:
-        r = cap * (1.0 - below)
-        if r > 1e-6 * sat and model.margin_and_gap(r, percentile, bounds)[0] < -1e-9:
-            return max_rate_for_slo(replica, classes, percentile, arrival_cv=arrival_cv,
-                                    max_utilization=r / sat * (1.0 - 1e-9), rel_tol=rel_tol, **bounds)
-    return cap
+    return lo
 
 
 def class_rate_caps(replica: Replica, classes: Sequence[TrafficClass], percentile: int, *,
