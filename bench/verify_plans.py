@@ -105,8 +105,12 @@ def example_cases() -> tuple[list[tuple[str, dict, str]], list[str]]:
             static = copy.deepcopy(doc)
             for k in ("change_costs", "current_fleet", "periods"):
                 static.pop(k, None)
-            for k in ("pricing_tiers", "max_spot_share"):
+            # On demand only: what sizes spot capacity goes with the spot tier.
+            for k in ("pricing_tiers", "max_spot_share", "spot_interruptions"):
                 (static.get("constraints") or {}).pop(k, None)
+            for svc in static.get("services") or []:
+                if isinstance(svc, dict):
+                    svc.pop("spot_interruptions", None)
             cases.extend(_variants(rel.split(" (")[0] + " static", static, base_dir))
         cases.extend(_variants(rel, doc, base_dir))
     return cases, notes
