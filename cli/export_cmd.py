@@ -103,6 +103,12 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
         if result.removed:
             lines.append(f"removed {len(result.removed)} file(s) an earlier export wrote for units no longer in the "
                          "plan: " + ", ".join(_shown(p, where) for p in result.removed))
+            releases = sorted(p.name.removesuffix(".values.yaml") for p in result.removed
+                              if p.parent == Path(where) / "llm-d" and p.name.endswith(".values.yaml"))
+            if releases:
+                # Removing a values file stops nothing: its Helm release runs until uninstalled.
+                lines.append(f"the llm-d workers of those files keep running until uninstalled: helm uninstall "
+                             f"{' '.join(releases)}")
     if schedule is not None:
         hint = (f"install KEDA, then kubectl apply -f {out_dir}: the ScaledObjects in keda-schedule.yaml switch the "
                 "fleet at each period's start")

@@ -9,6 +9,7 @@ its counts against the plan it came from.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -39,6 +40,8 @@ def plans(solver_cli, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
         # Aggregated replicas beside the pools, and a decode pool on two worker sizes.
         "mixed": _workload(23, ["H200", "L40S", "A100-80GB"]),
         "trtllm": _workload(10, ["H200"], engine="tensorrt-llm"),
+        # On AWS (instance types as node labels), prefill on H100 and H200 beside decode on H200.
+        "aws": dict(_workload(10, [], serving="disaggregated"), constraints={"providers": ["aws"]}),
     }
     result = {}
     for name, w in cases.items():
@@ -76,7 +79,7 @@ def test_every_pool_becomes_an_llm_d_release_the_chart_accepts(solver_cli, plans
     jsonschema = _need("jsonschema", "jsonschema")
     kv = _need("kubernetes_validate", "kubernetes-validate")
     schema = json.loads(VALUES_SCHEMA.read_text())
-    for name in ("pure", "mixed"):
+    for name in ("pure", "mixed", "aws"):
         path, plan = plans[name]
         assignments = _pool_assignments(plan)
         assert {r for r, _ in assignments} == {"prefill", "decode"}, f"{name}: the plan is not disaggregated"
@@ -105,13 +108,41 @@ def test_every_pool_becomes_an_llm_d_release_the_chart_accepts(solver_cli, plans
             assert "NixlConnector" in args[args.index("--kv-transfer-config") + 1]
             assert args[args.index("--kv-cache-dtype") + 1] == "fp8"  # the plan's fp8, KV cache included
             assert c["modelCommand"] == "vllmServe" and c["image"].startswith("ghcr.io/llm-d/llm-d-cuda:v")
-            assert spec["extraConfig"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-                "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["NVIDIA-H200"]
+            # What the chart adds itself (vllmServe: the model, --port, --tensor-parallel-size,
+            # --served-model-name) is not ours to repeat.
+            assert not {"--port", "--tensor-parallel-size", "--served-model-name", "--model"} & set(args)
+            assert v["multinode"] is False and v["routing"]["proxy"]["enabled"] is True
+            # Decode's vLLM listens behind the routing sidecar; prefill's on the service port.
+            port = 8200 if role == "decode" else 8000
+            assert v["routing"]["proxy"]["targetPort"] == 8200 and v["routing"]["servicePort"] == 8000
+            assert c["ports"][0]["containerPort"] == port
+            assert c["startupProbe"]["httpGet"]["port"] == c["readinessProbe"]["httpGet"]["port"] == port
+            env = {e["name"]: e for e in c["env"]}
+            assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+            assert env["VLLM_NIXL_SIDE_CHANNEL_PORT"]["value"] == "5600"
+            assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True
+            assert v["modelArtifacts"]["uri"] == "hf://" + v["modelArtifacts"]["name"]
+            assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+            assert any(vol["name"] == "dshm" and vol["emptyDir"]["medium"] == "Memory" for vol in spec["volumes"])
+            # Placement: the plan's GPU and offer, tolerating the GPU nodes' taint.
+            unit = next(a for r, a in assignments if r == role and a["gpus_per_replica"] == tp
+                        and a["replicas"] == spec["replicas"] and file.startswith(f"chat-{role}-"))
+            offer = next(f for f in plan["fleet"] if f["offer_id"] == unit["offer_id"])
+            assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+            product = spec["extraConfig"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                "nodeSelectorTerms"][0]["matchExpressions"][0]
+            assert product["key"] == "nvidia.com/gpu.product" and product["values"]
+            assert unit["gpu"].split("-")[0] in product["values"][0]
+            if offer["provider"] == "aws":
+                assert spec["nodeSelector"] == {"node.kubernetes.io/instance-type": offer["name"]}
+            else:
+                assert "nodeSelector" not in spec  # no instance-type label there
             exported.append((role, tp, spec["replicas"], batch))
             groups.add(v["modelArtifacts"]["labels"]["fleet-planner/pd-group"])
             assert v["modelArtifacts"]["name"] == "meta-llama/Llama-3.1-70B"
         assert sorted(exported) == planned
-        assert len(groups) == len({s["link"] for s in plan["services"] if s.get("role")})  # one InferencePool per tier
+        if name == "aws":
+            assert len({a["gpu"] for r, a in assignments if r == "prefill"}) > 1  # a pool on two GPU types
         # install.sh installs every release, and is valid shell.
         script = (out / "llm-d" / "install.sh").read_text()
         assert subprocess.run(["sh", "-n", str(out / "llm-d" / "install.sh")]).returncode == 0
@@ -187,6 +218,18 @@ def test_re_export_removes_the_workers_a_new_plan_no_longer_has(solver_cli, plan
     assert proc.returncode == 0, proc.stderr
     assert first and not (out / "llm-d").exists()  # its files removed, the empty folder too
     assert any(out.glob("chat-*.yaml"))
+    # Removing a values file stops nothing: the message names the releases to uninstall.
+    assert "helm uninstall " + " ".join(sorted(f.removesuffix(".values.yaml") for f in first)) in proc.stdout
+
+
+def test_an_export_without_its_manifest_still_knows_its_own_files(solver_cli, plans, tmp_path):
+    # Every file starts with the generated header (install.sh has no #! line for that).
+    out = tmp_path / "deploy"
+    assert _export(solver_cli, plans["pure"][0], out).returncode == 0
+    assert (out / "llm-d" / "install.sh").read_text().startswith("# Generated by `solver-cli export")
+    (out / ".solver-cli-export").unlink()
+    proc = _export(solver_cli, plans["pure"][0], out)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_pools_in_a_plan_with_owned_servers_keep_to_their_own_nodes(solver_cli, tmp_path):
@@ -200,11 +243,56 @@ def test_pools_in_a_plan_with_owned_servers_keep_to_their_own_nodes(solver_cli, 
     assert pools
     proc = _export(solver_cli, tmp_path / "plan.json", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "out" / "sites" / "dc-east.yaml").exists()
-    for v in _values_files(tmp_path / "out").values():
+    values = _values_files(tmp_path / "out")
+    assert values
+    for v in values.values():
         role = next(r for r in ("prefill", "decode") if v[r].get("create"))
         terms = v[role]["extraConfig"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         expressions = terms["nodeSelectorTerms"][0]["matchExpressions"]
-        on_site = v[role].get("nodeSelector", {}).get("fleet-planner/site")
-        # A cloud worker keeps off the owned servers (the plan prices them apart); an owned one selects its site.
-        assert on_site == "dc-east" or {"key": "fleet-planner/site", "operator": "DoesNotExist"} in expressions
+        # Pools run on cloud offers (owned servers state no network for a KV transfer): their
+        # workers keep off the owned servers, which the plan prices apart.
+        assert {"key": "fleet-planner/site", "operator": "DoesNotExist"} in expressions
+
+
+def test_each_link_tier_gets_its_own_valid_label(solver_cli, plans, tmp_path):
+    """Two tiers of one service (here a second copy of the plan's pools under another link
+    name, as a plan over two regions has) are two InferencePools: distinct labels, each a
+    valid label value even where the tier's name has no ASCII letter left."""
+    path, plan = plans["pure"]
+    edited = json.loads(path.read_text())
+    pools = [s for s in edited["services"] if s.get("role")]
+    for weird in ("ñ/日本/ü", "nebius/eu-north1/rdma-800g"):  # no slug left; a name that slugs like the real one
+        for p in pools:
+            edited["services"].append(dict(p, name=p["name"].split("@")[0] + "@" + weird, link=weird))
+    bad_path = tmp_path / "two-tiers.json"
+    bad_path.write_text(json.dumps(edited))
+    proc = _export(solver_cli, bad_path, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    labels = {}
+    for v in _values_files(tmp_path / "out").values():
+        label = v["modelArtifacts"]["labels"]["fleet-planner/pd-group"]
+        role = next(r for r in ("prefill", "decode") if v[r].get("create"))
+        labels.setdefault(label, []).append(role)
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", label) and len(label) <= 63, label
+    assert len(labels) == 3 and all(sorted(r) == ["decode", "prefill"] for r in labels.values()), labels
+
+
+def _over_two_instances(a: dict) -> None:
+    a.update(instances_per_replica=2, gpus_per_replica=2 * a["gpus_per_replica"])
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda svcs: svcs.remove(next(s for s in svcs if s.get("role") == "decode")), "no decode pool"),
+    (lambda svcs: next(s for s in svcs if s.get("role") == "decode").update(model="llama-3.1-8b"), "one model"),
+    (lambda svcs: _over_two_instances(next(s for s in svcs if s.get("role") == "prefill")["assignments"][0]),
+     "within one instance"),
+    (lambda svcs: [s.update(model="org/m{{ fail }}") for s in svcs], ".model"),
+])
+def test_pools_the_planner_never_makes_are_refused(solver_cli, plans, tmp_path, edit, needle):
+    path, _ = plans["pure"]
+    bad = json.loads(path.read_text())
+    edit(bad["services"])
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    proc = _export(solver_cli, tmp_path / "bad.json", tmp_path / "out")
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

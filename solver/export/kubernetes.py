@@ -165,13 +165,15 @@ def _pod_spec(u: Unit, containers: list[dict], keep_off_sites: bool = False) -> 
     spec = node_placement(u, keep_off_sites)
     spec["terminationGracePeriodSeconds"] = 60
     spec["containers"] = containers
-    memory_gib = pod_size(u).memory_gib
-    spec["volumes"] = [
-        # NCCL and the engines' worker processes exchange tensors through shared memory.
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(16, memory_gib // 4))}Gi"}},
-        {"name": "model-cache", "emptyDir": {}},
-    ]
+    spec["volumes"] = [shm_volume(u), {"name": "model-cache", "emptyDir": {}}]
     return spec
+
+
+def shm_volume(u: Unit) -> dict:
+    """/dev/shm for the pod: NCCL and the engines' worker processes exchange tensors through
+    shared memory, and a container's default is 64 MiB (a quarter of the pod's memory, 1-16 GiB)."""
+    memory_gib = pod_size(u).memory_gib
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(16, memory_gib // 4))}Gi"}}
 
 
 def node_placement(u: Unit, keep_off_sites: bool = False) -> dict:

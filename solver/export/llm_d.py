@@ -13,7 +13,7 @@ releases of one link tier share `modelArtifacts.labels`: one InferencePool selec
 Pinned (bump together; read at llm-d-incubation/llm-d-modelservice@3051935e, 2026-04-22):
 - chart `llm-d-modelservice` v0.4.12 (appVersion v0.4.0), Helm repo
   https://llm-d-incubation.github.io/llm-d-modelservice/; keys as in its values.yaml and
-  values.schema.json (tests/data/llm_d_modelservice/ holds the schema the tests validate against).
+  values.schema.json (tests/schemas/ holds the schema the tests validate against).
 - images `ghcr.io/llm-d/llm-d-cuda:v0.4.0` (vLLM with NIXL) and
   `ghcr.io/llm-d/llm-d-routing-sidecar:v0.4.0`, the release the chart's appVersion names.
 - `modelCommand: vllmServe`: the chart adds `vllm serve MODEL --port --tensor-parallel-size
@@ -28,12 +28,13 @@ profile (llm-d's P/D guide); the files say which labels it must select.
 from __future__ import annotations
 
 import math
+import re
 
 from solver.errors import InputError
 from solver.export import engines
 from solver.export.gpus import k8s_gpu_resource, vendor
-from solver.export.kubernetes import hf_token_env, node_placement, resources, site_comments
-from solver.export.names import shorten, slug
+from solver.export.kubernetes import hf_token_env, node_placement, resources, shm_volume, site_comments
+from solver.export.names import distinct
 from solver.export.units import PlanSummary, Unit
 from solver.export.yamlfile import document
 from solver.models.library import get_model
@@ -52,11 +53,24 @@ GROUP_LABEL = "fleet-planner/pd-group"  # one link tier's workers: what its Infe
 CHECKPOINT_MARGIN = 1.2  # the download volume over the 16-bit checkpoint: tokenizer, configs, a partial file
 
 
+# A Hugging Face repository id: what the chart puts into `hf://` and renders through its
+# template engine (anything else - braces, quotes, spaces, colons - would be read as
+# template code or YAML there, or cut off).
+_HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+
+
 def check_supported(u: Unit) -> None:
     """Refuse a pool unit llm-d's pinned images cannot run as planned."""
     where = f"services[{u.service}]"
     if u.model is None:
         raise InputError.single(where, "has a disaggregated pool without a model.", "plan pools from a model")
+    if not _HF_REPO.fullmatch(u.model_repo or u.model):
+        raise InputError.single(f"{where}.model", f"is {(u.model_repo or u.model)[:80]!r}: llm-d's chart loads a "
+                                "Hugging Face repository id (letters, digits, . _ - and one /).",
+                                "name the model by its Hugging Face id")
+    if u.instances_per_replica != 1:
+        raise InputError.single(where, f"has a {u.role} worker over {u.instances_per_replica} instances; the "
+                                "planner sizes pool workers within one instance.", _FIX)
     if u.engine != "vllm":
         raise InputError.single(f"{where}.engine", f"is {u.engine}, and the plan serves it disaggregated: the "
                                 "export writes llm-d workers, which run vLLM, and a deployment on another engine "
@@ -69,9 +83,32 @@ def check_supported(u: Unit) -> None:
                                 "(disaggregation.prefill_gpu_types / decode_gpu_types), or serve it aggregated")
 
 
-def group_label(u: Unit) -> str:
-    """The label value shared by the workers of one service's pools in one link tier."""
-    return shorten(f"{u.service_slug}-{slug(u.pool)}", 63)
+_FIX = "export the plan exactly as `solver-cli solve` wrote it"
+
+
+def group_labels(pools: list[Unit]) -> dict[tuple[str, str], str]:
+    """(service, link tier) -> the label value its workers share: a valid label, and distinct
+    for distinct tiers (two tiers whose names reduce alike get hashes of their own)."""
+    keys = sorted({(u.service, u.pool) for u in pools})
+    labels, _ = distinct({f"{s}\n{t}": f"{next(u.service_slug for u in pools if u.service == s)}-{t}"
+                          for s, t in keys}, keep_exact=False, fallback="pd-group")
+    return {(s, t): labels[f"{s}\n{t}"] for s, t in keys}
+
+
+def _check_tiers(pools: list[Unit]) -> None:
+    """Each link tier of a service has both roles, on one model: the plan's pools come in pairs."""
+    tiers: dict[tuple[str, str], dict[str, set]] = {}
+    for u in pools:
+        tiers.setdefault((u.service, u.pool), {}).setdefault(u.role, set()).add(u.model_repo or u.model)
+    for (service, tier), roles in sorted(tiers.items()):
+        missing = [r for r in ("prefill", "decode") if r not in roles]
+        if missing:
+            raise InputError.single(f"services[{service}]", f"has no {missing[0]} pool in link tier {tier!r} beside "
+                                    f"its {'decode' if missing[0] == 'prefill' else 'prefill'} pool.", _FIX)
+        models = set().union(*roles.values())
+        if len(models) > 1:
+            raise InputError.single(f"services[{service}]", f"serves {', '.join(sorted(map(str, models)))} in link "
+                                    f"tier {tier!r}: prefill and decode must run one model.", _FIX)
 
 
 def render(summary: PlanSummary, pools: list[Unit], warnings: list[str], keep_off_sites: bool = False,
@@ -80,34 +117,38 @@ def render(summary: PlanSummary, pools: list[Unit], warnings: list[str], keep_of
     `mixed_services`: service slugs that also have aggregated replicas (their split is the gateway's)."""
     for u in pools:
         check_supported(u)
+    _check_tiers(pools)
+    labels = group_labels(pools)
     files: dict[str, str] = {}
     for u in pools:
         notes = [u.model_note] if u.model_note else []
-        values = _values(u, keep_off_sites, notes)
+        values = _values(u, keep_off_sites, notes, labels[(u.service, u.pool)])
         files[f"{DIR}/{u.name}.values.yaml"] = document(
-            values, _comments(summary, u, pools, keep_off_sites, mixed_services) + notes)
+            values, _comments(summary, u, pools, keep_off_sites, mixed_services, labels) + notes)
     files[f"{DIR}/install.sh"] = _install_script(summary, pools)
     for label in sorted({u.service_slug for u in pools} & mixed_services):
         service = next(u.service for u in pools if u.service_slug == label)
         warnings.append(f"service {service!r} is served partly by aggregated replicas ({label}-service.yaml) and "
-                        f"partly by llm-d's prefill/decode workers ({DIR}/): route {_split(summary, pools, label)} "
+                        f"partly by llm-d's prefill/decode workers ({DIR}/): route {_split(summary, pools, label, labels)} "
                         "at your gateway, as the plan does")
     return files
 
 
-def _split(summary: PlanSummary, pools: list[Unit], label: str) -> str:
+def _split(summary: PlanSummary, pools: list[Unit], label: str, labels: dict[tuple[str, str], str]) -> str:
     """How the plan splits a mixed service's requests: aggregated replicas against each link tier's workers."""
     aggregated = sum(u.routed_per_s for u in summary.units if u.service_slug == label and not u.role)
     tiers: dict[str, float] = {}
     for u in pools:
         if u.service_slug == label and u.role == "prefill":  # every request is prefilled once
-            tiers[group_label(u)] = tiers.get(group_label(u), 0.0) + u.routed_per_s
+            group = labels[(u.service, u.pool)]
+            tiers[group] = tiers.get(group, 0.0) + u.routed_per_s
     return (f"{aggregated:.4g} req/s to the aggregated replicas and "
             + ", ".join(f"{rate:.4g} req/s to the workers labelled {GROUP_LABEL}={g}" for g, rate in tiers.items()))
 
 
 def _comments(summary: PlanSummary, u: Unit, pools: list[Unit], keep_off_sites: bool,
-              mixed_services: frozenset[str]) -> list[str]:
+              mixed_services: frozenset[str], labels: dict[tuple[str, str], str]) -> list[str]:
+    group = labels[(u.service, u.pool)]
     price = (f", ${summary.total_price_usd_per_hour:,.4f}/hour in all" if summary.total_price_usd_per_hour is not None
              else "")
     peers = [p for p in pools if p.service == u.service and p.pool == u.pool and p is not u]
@@ -116,7 +157,7 @@ def _comments(summary: PlanSummary, u: Unit, pools: list[Unit], keep_off_sites: 
              f"pool's unit on {u.offer_id} ({u.region}): {u.replicas} worker(s) of {u.gpus_per_replica} x {u.gpu}"
              + (f", {u.precision}" if u.precision else "") + (f", max batch {u.batch}" if u.batch else "")
              + f"; the plan routes {u.routed_per_s:.4g} req/s here ({u.routed_share:.1%} of the pool's).",
-             f"Link tier {u.pool!r}: its workers carry the label {GROUP_LABEL}={group_label(u)}; the same tier's "
+             f"Link tier {u.pool!r}: its workers carry the label {GROUP_LABEL}={group}; the same tier's "
              + ("other releases: " + ", ".join(f"{p.name} ({p.role}, {p.replicas} worker(s) of {p.gpus_per_replica} x "
                                           f"{p.gpu})" for p in peers)
                 if peers else "only release is this one") + ".",
@@ -125,21 +166,21 @@ def _comments(summary: PlanSummary, u: Unit, pools: list[Unit], keep_off_sites: 
              f"  helm upgrade --install {u.name} {CHART} --version {CHART_VERSION} -f {u.name}.values.yaml",
              "Requests reach the workers through an InferencePool (Gateway API Inference Extension) with llm-d's "
              "prefill/decode scheduler profile, installed as llm-d's P/D guide says, selecting "
-             f"llm-d.ai/inference-serving=true and {GROUP_LABEL}={group_label(u)} on port {SERVICE_PORT}.",
+             f"llm-d.ai/inference-serving=true and {GROUP_LABEL}={group} on port {SERVICE_PORT}.",
              *u.name_notes]
     if "rdma" in u.pool.lower():
         lines.append("The plan sized the KV transfer on RDMA: the cluster must give these pods the nodes' RDMA NICs "
                      "(an RDMA device plugin or host networking); over plain TCP NIXL is slower and TTFT grows.")
     if u.service_slug in mixed_services:
         lines.append(f"The service also has aggregated replicas ({u.service_slug}-service.yaml): route "
-                     f"{_split(summary, pools, u.service_slug)} at the gateway, as the plan does.")
+                     f"{_split(summary, pools, u.service_slug, labels)} at the gateway, as the plan does.")
     lines.extend(site_comments(u, keep_off_sites))
     lines.append(f"Gated models need a Hugging Face token: kubectl create secret generic hf-token "
                  "--from-literal=token=hf_...")
     return lines
 
 
-def _values(u: Unit, keep_off_sites: bool, notes: list[str]) -> dict:
+def _values(u: Unit, keep_off_sites: bool, notes: list[str], group: str) -> dict:
     placement = node_placement(u, keep_off_sites)
     role: dict = {"create": True, "replicas": u.replicas}
     if "nodeSelector" in placement:
@@ -153,6 +194,8 @@ def _values(u: Unit, keep_off_sites: bool, notes: list[str]) -> dict:
         role["extraConfig"] = extra
     role["parallelism"] = {"tensor": u.tensor_parallel, "data": 1, "dataLocal": 1, "workers": 1}
     role["containers"] = [_container(u, notes)]
+    # The chart's own volume (metrics-volume) kept beside /dev/shm: a list given here replaces the chart's.
+    role["volumes"] = [{"name": "metrics-volume", "emptyDir": {}}, shm_volume(u)]
     other = "decode" if u.role == "prefill" else "prefill"
     return {
         "multinode": False,
@@ -162,7 +205,7 @@ def _values(u: Unit, keep_off_sites: bool, notes: list[str]) -> dict:
             "uri": f"hf://{u.model_repo or u.model}",
             "size": _checkpoint_size(u),
             "labels": {"llm-d.ai/inference-serving": "true", "llm-d.ai/model": u.service_slug,
-                       GROUP_LABEL: group_label(u)},
+                       GROUP_LABEL: group},
         },
         "routing": {"servicePort": SERVICE_PORT,
                     "proxy": {"enabled": True, "image": SIDECAR_IMAGE, "imagePullPolicy": "IfNotPresent",
@@ -194,6 +237,7 @@ def _container(u: Unit, notes: list[str]) -> dict:
                   {"containerPort": NIXL_SIDE_CHANNEL_PORT, "protocol": "TCP"}],
         "resources": {"requests": res["requests"], "limits": {gpu: res["limits"][gpu]}},
         "mountModelVolume": True,
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
         # The chart sets no probes; the model's download and load take minutes.
         "startupProbe": {"httpGet": {"path": engines.HEALTH_PATH, "port": port}, "periodSeconds": 10,
                          "failureThreshold": 180},
@@ -211,9 +255,11 @@ def _checkpoint_size(u: Unit) -> str:
 
 
 def _install_script(summary: PlanSummary, pools: list[Unit]) -> str:
-    lines = ["#!/bin/sh",
-             f"# Generated by `solver-cli export --to kubernetes` from plan {summary.workload!r}: installs the llm-d",
+    # No #! line: the generated header comes first, as in every file an export writes (a
+    # re-export without its manifest recognises its own files by it). Run it with `sh`.
+    lines = [f"# Generated by `solver-cli export --to kubernetes` from plan {summary.workload!r}: installs the llm-d",
              "# prefill and decode workers of the plan's disaggregated services (one Helm release per unit).",
+             "# Run: sh install.sh. A release a later export no longer writes keeps running: helm uninstall it.",
              "set -eu",
              'cd "$(dirname "$0")"',
              f"helm repo add llm-d-modelservice {CHART_REPO} --force-update",

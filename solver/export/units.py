@@ -248,8 +248,8 @@ def _pool_of(svc: dict, where: str, service_labels: dict[str, str]) -> tuple[str
         raise InputError.single(f"{where}.serves", f"is {serves!r}, not a service of the plan; a {role} pool "
                                 "names the service it serves.", _FIX)
     if not isinstance(link, str) or not link:
-        raise InputError.single(f"{where}.link", "is missing: a pool names the link tier that joins its "
-                                "prefill and decode workers.", _FIX)
+        raise InputError.single(f"{where}.link", ("is missing" if link is None else f"is {link!r}, not text")
+                                + ": a pool names the link tier that joins its prefill and decode workers.", _FIX)
     return role, serves, link
 
 
