@@ -130,12 +130,17 @@ class ReplicaLoadModel:
         return self._slots
 
     def throughput_ceiling(self) -> float:
-        """An upper bound on the saturation rate, whatever batch the engine settles at: the
-        most over batches n up to the cap of min(f(n), g(n)), f the slot rate without
-        prompts (n / the bare slot time, rising with n) and g the prefill limit (falling):
-        the saturation rate at any n is below both, arriving prompts only lengthen steps.
-        Where g >= f at the cap that is f(cap); else the batches where f crosses g are found
-        by bisection. Needs no saturation solve, where `slots` needs several."""
+        """An upper bound on the saturation rate at the batch the engine settles at
+        (`slots`), without searching for it: f(n) = n / the bare slot time and g(n) = the
+        prefill limit both bound the saturation rate at n (arriving prompts only lengthen
+        steps). Where g >= f at the cap the engine holds the cap, and f(cap) is the bound.
+        Else `_effective_slots` bisects on "the limit binds" (the rate reaches g), and this
+        bisects on f > g over the same midpoints: the rate never exceeds f, so wherever the
+        limit binds f > g too, and the settled batch lies at or above lo - 1 .. within the
+        bracket this ends with; max(f(lo), g(hi)) then bounds min(f, g) there as long as g
+        falls with n (it never rose in 1,243 models of a review) - not because f rises: f
+        dips at a CUDA-graph limit or where prompts spill into another step. Keep the two
+        bisections alike (tests/test_queueing.py checks the bound on a budget sweep)."""
         cap = self._slot_cap
         if cap < 1:
             return 0.0
@@ -516,6 +521,8 @@ class ReplicaLoadModel:
         h(x) = N / L - r(x) has one root; Illinois steps on x to |h| <= 1e-4 r (the
         tolerance of the rate-space search this replaces).
         """
+        if self._sat is None:
+            self.slots  # the settled batch's search may find the rate on its way (`_effective_slots`)
         if self._sat is None:
             self._sat = self._saturation_rate()
         return self._sat
@@ -1254,6 +1261,7 @@ def _quantile_blend(a: np.ndarray, wa: np.ndarray, b: np.ndarray, wb: np.ndarray
             order = np.argsort(x, kind="stable")
             x, u = x[order], u[order]
             cum = np.cumsum(u) / u.sum()
+            cum[-1] = 1.0  # rounding may end it above 1, and the top cell would be dropped below
             steps.append((x, cum))
         edges = np.unique(np.concatenate([[0.0], steps[0][1], steps[1][1]]))
         edges = edges[edges <= 1.0]

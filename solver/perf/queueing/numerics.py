@@ -75,7 +75,8 @@ def _compress_tail(nodes: np.ndarray, weights: np.ndarray):
         lo = hi - w[:, k] / total
         share = np.clip(np.minimum(hi[:, None], edges[None, 1:]) - np.maximum(lo[:, None], edges[None, :-1]), 0.0, None)
         den = share.sum(axis=0)
-        out[:, k] = (share * v[:, k:k + 1]).sum(axis=0) / np.maximum(den, 1e-300)
+        # 0 x inf is nan: a node outside a bin adds nothing to it, whatever its value.
+        out[:, k] = np.where(share > 0, share * v[:, k:k + 1], 0.0).sum(axis=0) / np.maximum(den, 1e-300)
         out_w[:, k] = den
     return out, out_w  # an empty bin: node 0.0 of weight 0.0, which no CDF counts
 

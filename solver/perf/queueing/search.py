@@ -56,6 +56,15 @@ def saturation_rate(replica: Replica, classes: Sequence[TrafficClass]) -> float:
 
 # Where below a cap its rates are checked again (fractions of the cap).
 _BELOW = (0.01, 0.03, 0.06)
+_MAX_PASSES = 50  # searches below a miss, each at least 1 % lower: a pathological model ends
+
+
+def _passes(margin: float) -> bool:
+    """A rate passes where the CDF at each bound clears p by more than rounding. At exactly p
+    it does not: a mixture whose other class is complete can leave the CDF flat at p between
+    two values (0.6 + 0.4 x a tail bin's edge 0.975 = 0.99), and there the reported
+    percentile is the flat stretch's far end, above the bound."""
+    return margin > 1e-9
 
 
 def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percentile: int, *,
@@ -91,28 +100,29 @@ def max_rate_for_slo(replica: Replica, classes: Sequence[TrafficClass], percenti
     # spread narrowing as load grows, a law changing method), and a cap is a promise for
     # every rate below it - the plan routes any rate up to it: the rates just below the
     # edge found (_BELOW) are checked too, and a miss there starts the search below it.
-    while True:
+    for _ in range(_MAX_PASSES):
         cap = _edge(model, sat, top, percentile, bounds, rel_tol)
         if cap <= 0.0:
             return 0.0
         miss = next((r for r in (cap * (1.0 - below) for below in _BELOW)
-                     if r > 1e-6 * sat and model.margin_and_gap(r, percentile, bounds)[0] < -1e-9), None)
+                     if r > 1e-6 * sat and not _passes(model.margin_and_gap(r, percentile, bounds)[0])), None)
         if miss is None:
             return cap
         top = miss * (1.0 - 1e-9)
+    return 0.0  # no rate below which the bounds hold throughout was found
 
 
 def _edge(model, sat: float, top: float, percentile: int, bounds: dict, rel_tol: float) -> float:
     """The largest rate found to pass, up to `top` (within rel_tol x saturation of the edge
     below which the bounds hold); 0.0 when even a trickle misses."""
     ok_hi, g_hi = model.margin_and_gap(top, percentile, bounds)
-    if ok_hi >= -1e-9:
+    if _passes(ok_hi):
         return top
     lo = 1e-6 * sat
     if lo >= top:
         return 0.0
     ok_lo, g_lo = model.margin_and_gap(lo, percentile, bounds)
-    if ok_lo < -1e-9:
+    if not _passes(ok_lo):
         return 0.0
     hi = top
     # The margin (CDF at the bound - p) decides pass/fail, as `meets` does; it is flat
@@ -145,7 +155,7 @@ def _edge(model, sat: float, top: float, percentile: int, bounds: dict, rel_tol:
             mid = guess + far_side * 0.45 * step if settled or hi - lo < 2.0 * step else guess
         mid = min(max(mid, lo + 0.25 * step), hi - 0.25 * step)
         ok, g = model.margin_and_gap(mid, percentile, bounds)
-        if ok >= -1e-9:
+        if _passes(ok):
             lo = mid
         else:
             hi = mid
