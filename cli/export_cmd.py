@@ -64,6 +64,7 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
     `schedule`: solver.export.ScheduleOptions for `--period all --schedule` (one directory)."""
     from solver.errors import InputError
     from solver.export import ALL_PERIODS, export_periods, export_plan, export_scheduled, period_names
+    from solver.export.llm_d import DIR as LLM_D
 
     try:
         if schedule is not None:
@@ -87,7 +88,7 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
         for warning in result.warnings:  # stderr in both commands: the export's stdout lines may be the plan's
             print(escape_controls(f"warning: {warning}"), file=sys.stderr)
         deployable = [p for p in result.written if p.parent == Path(where)]
-        workers = [p for p in result.written if p.parent == Path(where) / "llm-d"]  # disaggregated services
+        workers = [p for p in result.written if p.parent == Path(where) / LLM_D]  # disaggregated services
         placements = [p for p in result.written if p.parent == Path(where) / "sites"]
         if deployable or not workers:
             lines += [f"wrote {len(deployable)} {target} file(s) to {where}" + (f" (period {name}):" if name else ":")]
@@ -104,7 +105,7 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
             lines.append(f"removed {len(result.removed)} file(s) an earlier export wrote for units no longer in the "
                          "plan: " + ", ".join(_shown(p, where) for p in result.removed))
             releases = sorted(p.name.removesuffix(".values.yaml") for p in result.removed
-                              if p.parent == Path(where) / "llm-d" and p.name.endswith(".values.yaml"))
+                              if p.parent == Path(where) / LLM_D and p.name.endswith(".values.yaml"))
             if releases:
                 # Removing a values file stops nothing: its Helm release runs until uninstalled.
                 lines.append(f"the llm-d workers of those files keep running until uninstalled: helm uninstall "
@@ -117,8 +118,8 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
                 "and delete what the previous period ran that this one does not")
     else:
         hint = "sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}"
-        if any(p.parent == Path(out_dir) / "llm-d" for p in results[0][1].written):
-            llm_d = f"sh {Path(out_dir) / 'llm-d' / 'install.sh'}"
+        if any(p.parent == Path(out_dir) / LLM_D for p in results[0][1].written):
+            llm_d = f"sh {Path(out_dir) / LLM_D / 'install.sh'}"
             hint = f"{hint}; {llm_d}" if any(p.parent == Path(out_dir) for p in results[0][1].written) else llm_d
     lines.append(f"next: {hint} (see the comments at the top of each file)")
     return EXIT_OK, [escape_controls(line) for line in lines]

@@ -167,10 +167,9 @@ class ReplicaLoadModel:
 
     # -- building blocks
     def atoms(self, mean_count: float) -> _Atoms:
-        spread = max(self.cv, 1.0)
         if not math.isfinite(mean_count):
             mean_count = 1e6
-        j = int(min(48, max(3, math.ceil(mean_count + 5.0 * spread * math.sqrt(mean_count + 0.5) + 2))))
+        j = int(min(_ATOMS_MAX, max(3, math.ceil(self._atoms_reach(mean_count)))))
         return _atoms(*self._groups, j)
 
     def _weights(self, means, at: _Atoms, palm: bool = False) -> np.ndarray:
