@@ -71,6 +71,33 @@ def test_long_bursty_prompts_p99_tpot_tracks_the_simulator():
     assert 0.82 * simulated <= analytic <= 1.1 * simulated
 
 
+def test_a_bursty_arrival_shares_its_batch_with_its_cluster_mates():
+    """Seen from a request, bursty arrivals put more others in its batch than the
+    stationary mean: those that came just before it are still running and those right after
+    it join (2 x the renewal excess, averaged over its stay; at most cv^2 - 1). The median
+    TPOT of 3,000-token prompts at CV 2 was 4.4 % below the simulator with the stationary
+    batch (1 % now); Poisson arrivals add nobody."""
+    from solver.perf import queueing as Q
+
+    rep = _replica("llama-3.1-8b", "H100-SXM", "vllm")
+    classes = (Q.TrafficClass(1.0, 3000, 200),)
+    poisson = Q.load_model(rep, classes, 1.0)
+    assert poisson._palm_batch_excess(poisson._state(0.25 * poisson.saturation_rate())).tolist() == [0.0]
+    for cv in (2.0, 3.0):
+        model = Q.load_model(rep, classes, cv)
+        extra = model._palm_batch_excess(model._state(0.25 * model.saturation_rate()))
+        assert 0.5 < extra[0] <= cv * cv - 1.0, (cv, extra)
+    model = Q.load_model(rep, classes, 2.0)
+    rate = 0.25 * model.saturation_rate()
+    from solver.sim.replica import simulate_replica
+
+    sim = simulate_replica(rep, classes, rate, max_seqs=rep.max_seqs, kv_cache_tokens=rep.kv_cache_tokens,
+                           token_budget=rep.token_budget, request_overhead_s=rep.request_overhead_s,
+                           duration_s=20_000 / rate, seed=7, arrival_cv=2.0)
+    simulated = float(np.percentile(sim.tpot_s, 50)) * 1000.0
+    assert model.at_rate(rate, percentiles=(50,)).tpot_ms[50] == pytest.approx(simulated, rel=0.03)
+
+
 def test_a_few_slot_replica_prefills_only_what_it_admits():
     """A 2-slot A10G (Llama-2-7B, SGLang, prefill first) under bursty 3,000-token prompts:
     a window can only hold the prompts the other slot admits; the analytic p99 TPOT was

@@ -169,14 +169,14 @@ def _ttft_parts_plain(self, st):
     sub_w /= sub_w.sum()
     lengths, length_of = np.unique(sub_d, return_inverse=True)
     same = self._weights(rate * lengths, at, palm=True)  # others arriving in a step of each length
-    cur_d, cur_w, cur_left, same = model_mod._compress_entries(sub_d, sub_w, sub_left, same, 10, rows_of=length_of)
-    co, same = model_mod._compress_atoms(at, same, cur_w, 24)
+    cur_d, cur_w, cur_left, same = model_mod._compress_entries(sub_d, sub_w, sub_left, same, rows_of=length_of)
+    co, same = model_mod._compress_atoms(at, same, cur_w)
     own0 = self._own_done(dec0, ctx0, co, cur_left)  # [classes, entries, atoms]
     # Waited: admitted at a step end with the batch full, prefilled in the next step.
     decn = float(self._decodes(st.slots))
     ctxn = decn * self.context_per_decode
     wn = self._weights(np.array([rate * float(st.tau(st.slots))]), at)
-    con, wn = model_mod._compress_atoms(at, wn, np.ones(1), 24)
+    con, wn = model_mod._compress_atoms(at, wn, np.ones(1))
     wn = wn[0]
     ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
     # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
@@ -452,30 +452,36 @@ def test_float_slot_seconds_match_the_numpy_ones_bit_for_bit():
     assert checked >= 100
 
 
-def _compress_entries_naive(dur, weight, left, rows, bins):
-    """Weight quantiles by length (nothing left) or by content left, each group's weighted
-    mean, written out entry by entry."""
+def _compress_entries_naive(dur, weight, left, rows, edges):
+    """Weight quantiles by length (nothing left) or by content left, each bin between
+    `edges` the weighted mean of the parts of its members' weights inside it (a member's
+    stretch [cum - w, cum] of the cumulative weight, cut at the edges), written out entry
+    by entry; a weightless member adds nothing to any bin."""
     out = []
-    for mask, key, nb in ((left <= 0, dur, bins), (left > 0, left, max(bins // 2, 1))):
+    bounds = [0.0, *edges, 1.0]
+    for mask, key in ((left <= 0, dur), (left > 0, left)):
         idx = [i for i in range(len(dur)) if mask[i]]
         if not idx or sum(weight[i] for i in idx) <= 0:
             continue
-        if len(idx) <= nb:
+        if len(idx) <= len(edges) + 1:
             out += [(dur[i], weight[i], left[i], rows[i]) for i in idx]
             continue
         idx.sort(key=lambda i: key[i])
         total = sum(weight[i] for i in idx)
-        groups: dict[int, list[int]] = {}
+        parts: dict[int, list[tuple[int, float]]] = {}
         cum = 0.0
         for i in idx:
-            cum += weight[i]
-            groups.setdefault(min(int((cum - 0.5 * weight[i]) / total * nb), nb - 1), []).append(i)
-        for g in sorted(groups):
-            w = sum(weight[i] for i in groups[g])
+            lo, cum = cum, cum + weight[i]
+            for g in range(len(bounds) - 1):
+                inside = min(cum / total, bounds[g + 1]) - max(lo / total, bounds[g])
+                if inside > 0:
+                    parts.setdefault(g, []).append((i, inside * total))
+        for g in sorted(parts):
+            w = sum(x for _, x in parts[g])
             if w > 0:
-                out.append((sum(weight[i] * dur[i] for i in groups[g]) / w, w,
-                            sum(weight[i] * left[i] for i in groups[g]) / w,
-                            sum(weight[i] * rows[i] for i in groups[g]) / w))
+                out.append((sum(x * dur[i] for i, x in parts[g]) / w, w,
+                            sum(x * left[i] for i, x in parts[g]) / w,
+                            sum(x * rows[i] for i, x in parts[g]) / w))
     return (np.array([o[0] for o in out]), np.array([o[1] for o in out]), np.array([o[2] for o in out]),
             np.array([o[3] for o in out]))
 
@@ -492,8 +498,9 @@ def test_compress_entries_is_each_groups_weighted_mean(seed):
     weight = rng.uniform(0, 1, n) * (rng.uniform(0, 1, n) > (0.2 if seed % 2 else 0.9))  # weightless groups too
     left = np.where(rng.uniform(0, 1, n) < 0.5, 0.0, rng.uniform(1, 5000, n))
     rows_distinct = rng.uniform(0, 1, (len(lengths), 7))
-    want = _compress_entries_naive(dur, weight, left, rows_distinct[length_of], 10)
-    for got in (numerics._compress_entries(dur, weight, left, rows_distinct[length_of], 10),
-                numerics._compress_entries(dur, weight, left, rows_distinct, 10, rows_of=length_of)):
+    edges = numerics._ENTRY_EDGES
+    want = _compress_entries_naive(dur, weight, left, rows_distinct[length_of], edges)
+    for got in (numerics._compress_entries(dur, weight, left, rows_distinct[length_of]),
+                numerics._compress_entries(dur, weight, left, rows_distinct, rows_of=length_of)):
         for g, w in zip(got, want):
             assert g.shape == w.shape and np.allclose(g, w, rtol=1e-12, atol=1e-15)

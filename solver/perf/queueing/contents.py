@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from solver.perf.queueing.exp import exp
-from solver.perf.queueing.renewal import dispersion
+from solver.perf.queueing.renewal import dispersion, palm_count_pmf
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,14 @@ def _count_pmf(means: np.ndarray, cv: float, j_max: int, lump_tail: bool = True,
     """P(count = j), j = 0..j_max (the last holds the tail), of arrivals in windows with the
     given mean counts: Poisson (cv = 1), negative binomial (variance cv^2 x mean, bursty) or
     binomial (smoother than Poisson). `palm`: the count of the *others* in a window seen
-    from one of its arrivals (size-biased less one: NB r + 1, binomial n - 1; Poisson alike)."""
+    from one of its arrivals (size-biased less one: binomial n - 1; Poisson alike; bursty
+    arrivals: the exact gamma-renewal law, renewal.palm_count_pmf, where its table reaches,
+    else NB r + 1)."""
+    exact = None
+    if palm and cv > 1.0 + 1e-6 and lump_tail:
+        exact = palm_count_pmf(np.maximum(np.asarray(means, dtype=float), 1e-12), cv, j_max)
+        if not np.isnan(exact).any():
+            return exact
     m = np.maximum(np.asarray(means, dtype=float), 1e-12)[..., None]
     j, logj = _counts(j_max)
     if abs(cv - 1.0) < 1e-6:  # Poisson: m >= 1e-12, no log of 0 (no error state to set: ~2 % of a call)
@@ -168,4 +175,6 @@ def _count_pmf(means: np.ndarray, cv: float, j_max: int, lump_tail: bool = True,
     pmf = exp(logs, inplace=True)  # np.exp bit for bit, without its slow underflow path
     if lump_tail:
         pmf[..., -1] += np.maximum(0.0, 1.0 - pmf.sum(axis=-1))
+    if exact is not None:  # windows beyond the exact table's reach: the negative binomial
+        pmf = np.where(np.isnan(exact), pmf, exact)
     return pmf

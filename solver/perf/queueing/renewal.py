@@ -183,3 +183,80 @@ def previous_window_share(means: np.ndarray, cv: float) -> np.ndarray:
     table = _previous_table(float(cv))
     logm = np.log(np.maximum(np.asarray(means, dtype=float), 1e-300))
     return np.interp(logm, _LOG_M, table)
+
+
+# The Palm law below: counts up to _PALM_J (the last lumps the rest; the model's atoms stop
+# at 48), the arrival's position in its window by a 32-point midpoint rule (within 3e-4 of
+# 128 points at CV 1.2-4).
+_PALM_J = 64
+_PALM_POSITIONS = (np.arange(32) + 0.5) / 32.0
+
+
+def _from_point_pmf(lags: np.ndarray, cv: float, j_max: int) -> np.ndarray:
+    """[T, j_max + 1]: P(N(u) = j) arrivals within u mean gaps after an arrival (an ordinary
+    renewal process from that point: P(N(u) >= j) = P(S_j <= u)); the last lumps j >= j_max."""
+    k = 1.0 / (cv * cv)
+    j = np.arange(1, j_max + 1, dtype=float)
+    lg = np.vectorize(math.lgamma, otypes=[float])(j * k)
+    at_least = np.ones((len(lags), j_max + 1))
+    at_least[:, 1:] = regularized_lower_gamma((j * k)[None, :], (np.asarray(lags, dtype=float) * k)[:, None], lg[None, :])
+    pmf = at_least.copy()
+    pmf[:, :-1] -= at_least[:, 1:]
+    return np.clip(pmf, 0.0, 1.0)
+
+
+def palm_count_pmf_exact(means: np.ndarray, cv: float, j_max: int = _PALM_J) -> np.ndarray:
+    """[M, j_max + 1]: the number of *others* in a window holding `means` arrivals on average,
+    seen from one of its arrivals (the last lumps j >= j_max). Given the arrival at position
+    u of its window, the others are those within u m before it and (1 - u) m after it: two
+    independent ordinary renewal counts (gaps are independent), u uniform. Exact for gamma
+    gaps, where a negative binomial matched to the mean and variance (size-biased) put twice
+    the weight on 5 or more others in a window of 0.04 arrivals at CV 2 (3.5 % against 2.0 %
+    measured on 2 million simulated gaps): a p99 TTFT 5-15 % above the simulator's."""
+    m = np.atleast_1d(np.asarray(means, dtype=float))
+    out = np.zeros((len(m), j_max + 1))
+    for u in _PALM_POSITIONS:
+        after = _from_point_pmf((1.0 - u) * m, cv, j_max)
+        before = _from_point_pmf(u * m, cv, j_max)
+        both = np.zeros_like(after)
+        for j in range(j_max + 1):
+            both[:, j:] += after[:, j:j + 1] * before[:, :j_max + 1 - j]
+        both[:, -1] += np.maximum(1.0 - both.sum(axis=1), 0.0)
+        out += both
+    return out / len(_PALM_POSITIONS)
+
+
+@lru_cache(maxsize=64)
+def _palm_table(cv: float) -> np.ndarray:
+    """`palm_count_pmf_exact` at every `_LOG_M` point (read-only; once per arrival CV, ~0.1 s)."""
+    table = palm_count_pmf_exact(np.exp(_LOG_M), cv)
+    table.flags.writeable = False
+    return table
+
+
+def palm_count_pmf(means: np.ndarray, cv: float, j_max: int) -> np.ndarray:
+    """[..., j_max + 1] (the last lumps the rest): `palm_count_pmf_exact` interpolated in
+    log m from the per-CV table, for bursty arrivals (cv > 1) and windows of at most the
+    table's largest mean (300 arrivals; NaN rows beyond it, for the caller to fill). Below
+    the table's smallest mean, P(others = j >= 1) scales as m^k (k = 1 / cv^2: an arrival
+    within a short lag u of another has probability ~ u^k)."""
+    table = _palm_table(float(cv))
+    m = np.asarray(means, dtype=float)
+    logm = np.log(np.maximum(m, 1e-300)).ravel()
+    pos = np.clip((logm - _LOG_M[0]) / (_LOG_M[1] - _LOG_M[0]), 0.0, len(_LOG_M) - 1.0)
+    lo = np.minimum(pos.astype(int), len(_LOG_M) - 2)
+    frac = (pos - lo)[:, None]
+    rows = (1.0 - frac) * table[lo] + frac * table[lo + 1]
+    below = logm < _LOG_M[0]
+    if below.any():
+        scale = np.exp((logm[below] - _LOG_M[0]) / (cv * cv))[:, None]
+        rows[below, 1:] = table[0, 1:] * scale
+        rows[below, 0] = 1.0 - rows[below, 1:].sum(axis=1)
+    if j_max < _PALM_J:
+        rows = np.concatenate([rows[:, :j_max], rows[:, j_max:].sum(axis=1, keepdims=True)], axis=1)
+    elif j_max > _PALM_J:
+        rows = np.concatenate([rows, np.zeros((len(rows), j_max - _PALM_J))], axis=1)
+        rows[:, j_max] = rows[:, _PALM_J]  # the lumped tail stays the last entry
+        rows[:, _PALM_J] = 0.0
+    rows[logm > _LOG_M[-1]] = np.nan
+    return rows.reshape(*m.shape, j_max + 1)
