@@ -296,7 +296,7 @@ def _under_load(catalog, calibration, svc, config, a) -> list[str]:
                 out.append(f"{a.config_key}: class {svc.class_names[k]} gets {routed:.4g} of {total:.4g}, not its "
                            f"share {share:g} (every replica must serve the service's mix)")
                 break
-    at, robust = at_load_checked(catalog, calibration, svc, config, a.replicas, a.routed)
+    at, robust = at_load_checked(catalog, calibration, svc, config, a.replicas, a.routed, band=False)
     if not at.meets_slo:
         shown = ", ".join(f"{name} {getattr(at, name)}" for name in ("ttft_ms", "tpot_ms", "latency_ms")
                           if getattr(at, name) is not None)

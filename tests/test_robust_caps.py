@@ -189,6 +189,31 @@ def test_every_assignment_reports_its_band_robust_check_and_caps():
     assert s.capacity_margin == pytest.approx(1 - robust_capacity / nominal_capacity, abs=1e-4)
 
 
+def test_the_evaluators_check_without_a_band_is_the_reported_check():
+    """The evaluator reads only the checks of `at_load_checked`, so it skips the band's two
+    model evaluations (band=False): the values, both verdicts and the robust values are the
+    same as the plan's report computes, at rates that pass and rates that miss."""
+    from solver.compile.load_caps import at_load_checked
+
+    problem = build_problem(parse_workload(_workload(0.9, rate=40)), default_catalog(), cache=None)
+    (svc,) = problem.services
+    configs = [c for c in problem.configs if c.source != "measured"][:6]
+    assert configs
+    verdicts = set()
+    for c in configs:
+        top = c.classes[0].throughput
+        for rate in (0.3 * top, 0.95 * top, 1.3 * top):
+            full, robust_full = at_load_checked(default_catalog(), problem.calibration, svc, c, 2, (2 * rate,))
+            bare, robust_bare = at_load_checked(default_catalog(), problem.calibration, svc, c, 2, (2 * rate,),
+                                                band=False)
+            assert (bare.ttft_ms, bare.tpot_ms, bare.latency_ms, bare.utilization) == \
+                (full.ttft_ms, full.tpot_ms, full.latency_ms, full.utilization)
+            assert (bare.meets_slo, bare.meets_slo_robust) == (full.meets_slo, full.meets_slo_robust)
+            assert robust_bare == robust_full
+            verdicts.add((full.meets_slo, full.meets_slo_robust))
+    assert (True, True) in verdicts and any(not v[1] for v in verdicts)
+
+
 def test_services_without_a_percentile_keep_their_plan_and_get_a_band():
     r = _plan(_workload(percentile=None, rate=40))
     (s,) = r.services

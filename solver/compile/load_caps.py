@@ -446,8 +446,10 @@ def at_load(catalog, calibration, svc, config: Config, replicas: int, routed: tu
 
 
 def at_load_checked(catalog, calibration, svc, config: Config, replicas: int,
-                    routed: tuple[float, ...]) -> tuple[AtLoad, dict]:
-    """`at_load`, and the values of its robust check (for the evaluator's messages)."""
+                    routed: tuple[float, ...], band: bool = True) -> tuple[AtLoad, dict]:
+    """`at_load`, and the values of its robust check (for the evaluator's messages).
+    `band=False` (the evaluator, which reads only the checks): the band is not computed
+    and is reported as the value itself - two of the four model evaluations."""
     p = svc.slo.percentile or 99
     rate_total = sum(routed)
     per_replica = rate_total / replicas if replicas else 0.0
@@ -472,8 +474,8 @@ def at_load_checked(catalog, calibration, svc, config: Config, replicas: int,
         # The factors are clamped to include 1: the band always contains the model's own
         # value, even where the fitted quantiles lie on one side of it.
         q_low, q_high = band_levels(c)
-        low = _llm_at(replica, mix, per_replica, cv, p, min(quantile(q_low, table), 1.0))
-        high = _llm_at(replica, mix, per_replica, cv, p, max(quantile(q_high, table), 1.0))
+        low = _llm_at(replica, mix, per_replica, cv, p, min(quantile(q_low, table), 1.0)) if band else values
+        high = _llm_at(replica, mix, per_replica, cv, p, max(quantile(q_high, table), 1.0)) if band else values
         slow = slowdown(level, calibration)
         robust = values if slow == 1 and margin == 0 else \
             _llm_at(replica.slowed(slow), mix, per_replica * (1 + margin), cv, p)
