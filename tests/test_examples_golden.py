@@ -87,7 +87,10 @@ def test_llm_platform_sizes_for_confidence_0_9(solver_cli):
     assert cost["nominal_price_usd_per_hour"] == pytest.approx(9.47363, abs=1e-4)
     assert cost["margin_usd_per_hour"] == pytest.approx(2.41, abs=1e-4)
     margins = {s["name"]: s["capacity_margin"] for s in d["services"]}
-    assert margins == {"chat": pytest.approx(0.1828, abs=1e-3), "assistant-70b": pytest.approx(0.3029, abs=1e-3),
+    # The assistant's margin was 0.3029 until the decode window's batch grew with the prompts
+    # it receives (queueing model, 2026-12-06): its robust cap fell more than its nominal one
+    # (capacity 2.75 -> 2.66 requests/s); the fleet and prices stay.
+    assert margins == {"chat": pytest.approx(0.1828, abs=1e-3), "assistant-70b": pytest.approx(0.3092, abs=1e-3),
                        "embed-images": None}
     for s in d["services"][:2]:
         assert s["confidence"] == {"level": 0.9, "slowdown": 1.188, "rate_margin": 0.03}
