@@ -3,12 +3,11 @@ queueing model is too generous the simulator refutes the plan's caps, the planne
 them and solves again, and an independent replay confirms what the plan then claims.
 
 The case the simulator refutes: Qwen3-30B-A3B (MoE) fp8 on H100s with SGLang's prefill-first
-scheduling, short prompts at 60 requests/s, p99 TPOT 40 ms, planned at the model's edge
-("nominal"). The analytic model prefills the prompts of a whole super-step in one
-prefill-only step, where the engine runs a chain of them and an MoE pays nearly a decode
-step's expert reads for each (docs/queueing.md, "What stays"): its p99 TPOT is about half
-the simulator's there, so without the loop the plan misses p99 TPOT in a replay with other
-seeds. (The bursty L4 case these tests used before - arrival CV 3, a few per cent low - is
+scheduling, short prompts at 60 requests/s, p99 TPOT 60 ms, planned at the model's edge
+("nominal"). Near saturation the model's p99 TPOT of a prefill-first MoE is still far
+below the simulator's (docs/queueing.md, "What stays"): one H100 at 60/s is 56 ms in the
+model and 170 ms in the simulator, so without the loop the plan misses p99 TPOT in a
+replay with other seeds. (The bursty L4 case these tests used before - arrival CV 3, a few per cent low - is
 no longer refuted since the decode window's batch grows with its prompts; it still serves
 the tests that need no refutation.)"""
 
@@ -43,7 +42,7 @@ def bursty(verify: bool = True) -> dict:
         "constraints": {"gpu_types": ["L4"]}, "solver": {"verify": verify}}
 
 
-BOUNDS = {"ttft_ms": 1000, "tpot_ms": 40}
+BOUNDS = {"ttft_ms": 1000, "tpot_ms": 60}
 
 
 def optimistic(verify: bool = True) -> dict:
