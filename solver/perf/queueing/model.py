@@ -645,7 +645,7 @@ class ReplicaLoadModel:
         if decide and not prefill_bound:  # the root lies at or below no_queue, the ceiling
             return math.nan, False
         if self.prefill_first:
-            return self._saturation_prefill_first(N, top, prefill_bound, decide)
+            return self._saturation_prefill_first(N, no_queue, top, prefill_bound, decide)
         dec = self._decodes(n)
         ctx = dec * self.context_per_decode
 
@@ -674,25 +674,11 @@ class ReplicaLoadModel:
             hi *= 2.0
         else:
             return top, prefill_bound
-        x, r, side = hi, r_hi, 0  # side: which end the last step replaced (Illinois)
-        for _ in range(60):
-            x = hi - h_hi * (hi - lo) / (h_hi - h_lo)
-            hx, r = h(x)
-            if abs(hx) <= 1e-4 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
-                break
-            if hx > 0:
-                lo, h_lo = x, hx
-                if side > 0:
-                    h_hi *= 0.5
-                side = 1
-            else:
-                hi, h_hi = x, hx
-                if side < 0:
-                    h_lo *= 0.5
-                side = -1
+        _, r = _illinois(h, lo, h_lo, hi, h_hi, r_hi, 60)
         return min(r, top), prefill_bound and r >= top
 
-    def _saturation_prefill_first(self, N: float, top: float, prefill_bound: bool, decide: bool) -> tuple[float, bool]:
+    def _saturation_prefill_first(self, N: float, no_queue: float, top: float, prefill_bound: bool,
+                                  decide: bool) -> tuple[float, bool]:
         """`_saturation_rate_at` for a prefill-first engine, in the rate itself: its mean step
         (a decode step and the chain of prefill steps, `_prefill_chain`) has no fixed point
         to parametrize by. h(r) = N / L(N, r) - r falls with r; Illinois steps in (0, top)
@@ -702,31 +688,15 @@ class ReplicaLoadModel:
         def h(r):
             tau = self.mean_step(n, r)
             if not np.isfinite(tau[0]):
-                return -r
-            return N / float(self.slot_seconds(n, r, tau)[0]) - r
+                return -r, r
+            return N / float(self.slot_seconds(n, r, tau)[0]) - r, r
 
-        h_top = h(top)
+        h_top, _ = h(top)
         if h_top >= 0:
             return top, prefill_bound
         if decide:
             return math.nan, False
-        lo, h_lo, hi, h_hi, side = 0.0, N / float(self.slot_seconds(n, 0.0)[0]), top, h_top, 0
-        r = top
-        for _ in range(80):
-            r = hi - h_hi * (hi - lo) / (h_hi - h_lo)
-            hr = h(r)
-            if abs(hr) <= 1e-4 * max(r, 1e-12) or hi - lo <= 1e-9 * hi:
-                break
-            if hr > 0:
-                lo, h_lo = r, hr
-                if side > 0:
-                    h_hi *= 0.5
-                side = 1
-            else:
-                hi, h_hi = r, hr
-                if side < 0:
-                    h_lo *= 0.5
-                side = -1
+        r, _ = _illinois(h, 0.0, no_queue, top, h_top, top, 80)
         return min(r, top), False
 
     def _window_nodes(self, rate: float, rho: float, tau: np.ndarray, skewed: bool = False,
@@ -1357,6 +1327,30 @@ _CF_SKEW = (6.0 * _CF_C + 8.0 * _CF_C ** 3) / (1.0 + 2.0 * _CF_C ** 2) ** 1.5
 
 # Equal-weight levels of [0, 1] (`_held_back`'s wait atoms).
 _HELD_ATOMS = (np.arange(24) + 0.5) / 24
+
+
+def _illinois(f, lo: float, f_lo: float, hi: float, f_hi: float, scale: float, iterations: int):
+    """The root of a falling f in [lo, hi] (f_lo > 0 > f_hi) by Illinois steps (regula falsi
+    that halves the value kept at a stale end): (x, its scale) where |f(x)| <= 1e-4 x scale
+    or the bracket is 1e-9 wide. f returns (value, scale): the tolerance is relative to the
+    scale, the saturation searches' rate. `scale`: what to return if no step runs."""
+    x, side = hi, 0  # side: which end the last step replaced
+    for _ in range(iterations):
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        fx, scale = f(x)
+        if abs(fx) <= 1e-4 * max(scale, 1e-12) or hi - lo <= 1e-9 * hi:
+            break
+        if fx > 0:
+            lo, f_lo = x, fx
+            if side > 0:
+                f_hi *= 0.5
+            side = 1
+        else:
+            hi, f_hi = x, fx
+            if side < 0:
+                f_lo *= 0.5
+            side = -1
+    return x, scale
 
 
 def _skewed_nodes(xi: np.ndarray, gamma) -> np.ndarray:
