@@ -47,21 +47,29 @@ def _compress_tail(nodes: np.ndarray, weights: np.ndarray):
     order = np.argsort(nodes, axis=0, kind="stable")
     w = np.take_along_axis(weights, order, axis=0)
     v = np.take_along_axis(nodes, order, axis=0)
-    cum = np.cumsum(w, axis=0)
     bins = len(_TAIL_EDGES) + 1
-    edges = np.concatenate([[0.0], _TAIL_EDGES, [1.0]])
     out = np.zeros((bins, nodes.shape[1]))
     out_w = np.zeros((bins, nodes.shape[1]))
     for k in range(nodes.shape[1]):
-        total = max(float(cum[-1, k]), 1e-300)
-        hi = cum[:, k] / total
-        lo = hi - w[:, k] / total
-        share = np.clip(np.minimum(hi[:, None], edges[None, 1:]) - np.maximum(lo[:, None], edges[None, :-1]), 0.0, None)
+        share, _, _ = _overlaps(w[:, k], _TAIL_EDGES)
         den = share.sum(axis=0)
         # 0 x inf is nan: a node outside a bin adds nothing to it, whatever its value.
         out[:, k] = np.where(share > 0, share * v[:, k:k + 1], 0.0).sum(axis=0) / np.maximum(den, 1e-300)
         out_w[:, k] = den
     return out, out_w  # an empty bin: node 0.0 of weight 0.0, which no CDF counts
+
+
+def _overlaps(w: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Members of weights `w` (sorted by value) laid end to end on [0, 1] by cumulative
+    weight: ([members, bins] the length of each member's stretch inside each bin between
+    `edges`, [members] the upper end of each stretch, the total weight). What
+    `_compress_tail` and `_split_shares` split weights by."""
+    cum = np.cumsum(w)
+    total = max(float(cum[-1]), 1e-300)
+    hi = cum / total
+    lo = hi - w / total
+    e = np.concatenate([[0.0], edges, [1.0]])
+    return np.clip(np.minimum(hi[:, None], e[None, 1:]) - np.maximum(lo[:, None], e[None, :-1]), 0.0, None), hi, total
 
 
 def _refined_edges(bins: int) -> np.ndarray:
@@ -90,17 +98,13 @@ def _split_shares(values: np.ndarray, weights: np.ndarray, edges: np.ndarray) ->
     nothing, as it has nothing)."""
     order = np.argsort(values, kind="stable")
     w = weights[order]
-    total = max(float(w.sum()), 1e-300)
-    hi = np.cumsum(w) / total
-    lo = hi - w / total
-    e = np.concatenate([[0.0], edges, [1.0]])
-    overlap = np.clip(np.minimum(hi[:, None], e[None, 1:]) - np.maximum(lo[:, None], e[None, :-1]), 0.0, None)
-    shares = np.zeros((len(w), len(e) - 1))
+    overlap, hi, total = _overlaps(w, edges)
+    shares = np.zeros(overlap.shape)
     heavy = w > 0
     shares[heavy] = overlap[heavy] / (w[heavy, None] / total)
     light = np.nonzero(~heavy)[0]
     if len(light):
-        shares[light, np.minimum(np.searchsorted(edges, hi[light], side="right"), len(e) - 2)] = 1.0
+        shares[light, np.minimum(np.searchsorted(edges, hi[light], side="right"), len(edges))] = 1.0
     out = np.empty_like(shares)
     out[order] = shares
     return out
