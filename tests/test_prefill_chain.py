@@ -69,7 +69,7 @@ def test_the_chain_grows_with_the_rate_and_is_empty_without_prompts(moe):
     assert np.allclose(model.mean_step(n, 40.0), base + chains[3])
 
 
-def test_a_dense_prefill_first_replica_is_nearly_unchanged():
+def test_a_dense_prefill_first_replica_still_follows_the_simulator():
     """Llama-3.1-8B on an A100 with vLLM 0.7 (prefill first): a prefill step's cost is
     mostly per token, so splitting a window's prompts over steps costs little and the
     median TPOT still follows the simulator within 8 % up to 60 % of saturation."""
