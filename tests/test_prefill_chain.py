@@ -38,19 +38,21 @@ def _simulated(rep, classes, rate: float, requests: int = 4000):
 
 
 def test_the_chain_is_what_the_simulator_runs_between_decode_steps(moe):
-    """At 49 requests/s the simulator ran 1.8 prefill-only steps per decode step; one
+    """At 49 requests/s the simulator runs 1.25 prefill-only steps per decode step; one
     super-step prefilling its window's prompts at once, then decoding, had 0.75 and a
-    p50 TPOT of 29 ms against the simulator's 55. Now the model's median TPOT follows the
-    simulator within 12 % up to 40 % of the saturation rate the chain gives (91/s, was 163/s:
-    the old rate's 30 % is its 54 %)."""
+    p50 TPOT of 29 ms against the simulator's 38. Now the model's median TPOT follows the
+    simulator within 8 % up to 60 % of the saturation rate the chain gives (91/s, was 163/s:
+    the old rate's 30 % is its 54 %). (Until the simulator stopped charging a prefill-only
+    step for the paused sequences' context, it measured 55 ms there and 1.8 prefill steps
+    per decode step, and this check held only to 40 % within 12 %.)"""
     model = Q.load_model(moe, SHORT, 1.0)
     sat = model.saturation_rate()
     assert 80 < sat < 100
-    for u in (0.2, 0.3, 0.4):
+    for u in (0.2, 0.4, 0.6):
         rate = u * sat
         sim = _simulated(moe, SHORT, rate)
         simulated = float(np.percentile(sim.tpot_s, 50)) * 1000.0
-        assert model.at_rate(rate, percentiles=(50,)).tpot_ms[50] == pytest.approx(simulated, rel=0.12), u
+        assert model.at_rate(rate, percentiles=(50,)).tpot_ms[50] == pytest.approx(simulated, rel=0.08), u
 
 
 def test_the_chain_grows_with_the_rate_and_is_empty_without_prompts(moe):

@@ -66,6 +66,19 @@ def test_prefill_first_stops_decodes_for_a_prefill_step():
     assert sim.tpot_s * 1e3 == _ms([10, 10])
 
 
+def test_a_prefill_only_step_does_not_read_the_paused_sequences_context():
+    # 10 ms steps plus 0.1 ms per context token of the sequences a step decodes.
+    step = StepCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1e-4, 0.0, 0.01, 0.01, 0.0)
+    # R0 (50-token prompt, 4 out) at 0; R1 (30, 3) at 15 ms. prefill_first:
+    # [0,10] prefill R0 | [10,25.1] decode R0 (51 context tokens: 5.1 ms) |
+    # [25.1,35.1] prefill R1 alone: R0 is paused and its 52 tokens are not read |
+    # [35.1,53.4] decode both (52 + 31 context: 8.3 ms) | [53.4,71.9] decode both (53 + 32): both done.
+    sim = simulate_requests(step, (0.0, 0.015), (50, 30), (4, 3), max_seqs=8, kv_cache_tokens=1e6,
+                            token_budget=100, scheduler="prefill_first")
+    assert sim.ttft_s * 1e3 == _ms([10, 20.1])
+    assert sim.latency_s * 1e3 == _ms([71.9, 56.9])
+
+
 def test_a_prompt_longer_than_the_budget_is_prefilled_in_consecutive_prefill_only_steps():
     # All at t = 0, budget 100 tokens: R0 (10, 3 out), R1 (250, 2), R2 (20, 2).
     # prefill_first: [0,10] R0 alone (R1's 250 tokens do not fit the 90 left; FCFS, so R2 waits too) |

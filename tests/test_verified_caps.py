@@ -4,9 +4,11 @@ them and solves again, and an independent replay confirms what the plan then cla
 
 The case the simulator refutes: Qwen3-30B-A3B (MoE) fp8 on H100s with SGLang's prefill-first
 scheduling, short prompts at 60 requests/s, p99 TPOT 60 ms, planned at the model's edge
-("nominal"). Near saturation the model's p99 TPOT of a prefill-first MoE is still far
-below the simulator's (docs/queueing.md, "What stays"): one H100 at 60/s is 56 ms in the
-model and 170 ms in the simulator, so without the loop the plan misses p99 TPOT in a
+("nominal"). Near saturation the model's p99 TPOT of a prefill-first MoE is still below
+the simulator's (docs/queueing.md, "Known gaps"): one H100 at 60/s is 56 ms in the model
+and about 62 ms in the simulator (170 before the simulator stopped charging prefill-only
+steps for the paused sequences' context), so without the loop the plan - one H100 at
+the model's cap of 71/s, where the simulator measures ~78 ms - misses p99 TPOT in a
 replay with other seeds. (The bursty L4 case these tests used before - arrival CV 3, a few per cent low - is
 no longer refuted since the decode window's batch grows with its prompts; it still serves
 the tests that need no refutation.)"""

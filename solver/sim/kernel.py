@@ -263,7 +263,9 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, claim_tokens, open_e
             status = STALLED
             break
 
-        tau = step_seconds(params, float(decodes), float(ctx_sum), float(pre_tokens), pairs)
+        # A prefill-only step (prefill-first) runs the new prompts alone: the paused decoding
+        # sequences' KV is not read, so their context costs nothing there.
+        tau = step_seconds(params, float(decodes), float(ctx_sum) if decodes > 0 else 0.0, float(pre_tokens), pairs)
         prev_start = t
         batch_area += running * tau
         batch_sq_area += running * running * tau
