@@ -2,15 +2,15 @@
 queueing model is too generous the simulator refutes the plan's caps, the planner lowers
 them and solves again, and an independent replay confirms what the plan then claims.
 
-The case the simulator refutes: Qwen3-30B-A3B (MoE) fp8 on H100s with SGLang's prefill-first
-scheduling, short prompts at 60 requests/s, p99 TPOT 60 ms, planned at the model's edge
-("nominal"). Near saturation the model's p99 TPOT of a prefill-first MoE is still below
-the simulator's (docs/queueing.md, "Known gaps"): one H100 at 60/s is 56 ms in the model
-and about 62 ms in the simulator (170 before the simulator stopped charging prefill-only
-steps for the paused sequences' context), so without the loop the plan - one H100 at
-the model's cap of 71/s, where the simulator measures ~78 ms - misses p99 TPOT in a
-replay with other seeds. (The bursty L4 case these tests used before - arrival CV 3, a few per cent low - is
-no longer refuted since the decode window's batch grows with its prompts; it still serves
+The case the simulator refutes: Llama-2-7B fp16 on A10Gs with SGLang, short prompts at
+4 requests/s with bursty arrivals (CV 2), p99 TTFT 1 s, planned at the model's edge
+("nominal"). An A10G's cache holds ~20 such sequences; when a burst fills them, arrivals
+queue for slots longer than the analytic model's chain gives (docs/queueing.md, "Known
+gaps": small-N replicas), so its p99 TTFT at its cap (1.7/s per A10G) is ~1 s where the
+simulator measures 1.2-2.1 s (95 % interval, a replay with other seeds). (The MoE these
+tests used before - Qwen3-30B-A3B on SGLang at 60/s - is confirmed since the simulator
+stopped charging prefill-only steps for the paused sequences' context and the model
+prices a prefill-first window's prompts at their own steps; the bursty L4 case serves
 the tests that need no refutation.)"""
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ BOUNDS = {"ttft_ms": 1000, "tpot_ms": 60}
 
 
 def optimistic(verify: bool = True) -> dict:
-    return {"name": "moe-prefill-first", "services": [{
-        "name": "chat", "model": "qwen3-30b-a3b", "precisions": ["fp8"], "engine": "sglang",
-        "demand": {"requests_per_s": 60, "prompt_tokens": 256, "output_tokens": 128},
+    return {"name": "few-slots", "services": [{
+        "name": "chat", "model": "llama-2-7b", "precisions": ["fp16"], "engine": "sglang",
+        "demand": {"requests_per_s": 4, "prompt_tokens": 256, "output_tokens": 128, "arrival_cv": 2},
         "slo": {**BOUNDS, "percentile": 99, "confidence": "nominal"}}],
-        "constraints": {"gpu_types": ["H100-SXM"]}, "solver": {"verify": verify}}
+        "constraints": {"gpu_types": ["A10G"]}, "solver": {"verify": verify}}
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +70,10 @@ def test_the_loop_lowers_the_caps_the_simulator_refutes_and_ends_confirmed(plans
     assert verified.solver.timings["verify_rounds"] >= 1
     assert verified.total_price_usd_per_hour > unverified.total_price_usd_per_hour + 1
     first_caps = {a.config: a.throughput_per_replica[0] for a in unverified.services[0].assignments}
+    # Every configuration is confirmed; those the simulator refuted are bound by it now.
+    assert any(a.binding_limit == "slo_simulated" for a in verified.services[0].assignments)
     for a in verified.services[0].assignments:
-        assert a.verified.verdict == "met" and a.binding_limit == "slo_simulated"
+        assert a.verified.verdict == "met" and a.binding_limit in ("slo_simulated", "slo_under_load")
         assert a.verified.percentile == 99 and a.verified.seeds >= 4
         # Simulated at the rate the plan routes to one replica (nominal: no rate margin).
         assert a.verified.rate_per_s == pytest.approx(sum(a.routed) / a.replicas, rel=1e-6)
