@@ -128,6 +128,11 @@ def run(args) -> int:
             trace = read_trace(args.trace, llm, other)
         base_dir = str(Path(args.workload).parent)
         catalog = resolve_catalog(workload, base_dir)
+        # It plans as `solve` does: SCIP's two spurious ERROR lines per verified or
+        # cancellable solve stay off the terminal.
+        from solver.optimize.backends import stderr_filter
+
+        stderr_filter.install()
         result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, base_dir=base_dir,
                                             catalog=catalog))
     except TraceError as exc:

@@ -92,6 +92,7 @@ def _replay(tmp_path: Path, workload: dict) -> dict:
     out = subprocess.run([str(CLI), "simulate", str(path), "--seed", "7", "--format", "json"], capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr
+    assert "SCIPcatchEvent" not in out.stderr  # the verified solve's spurious SCIP lines are filtered, as in `solve`
     return json.loads(out.stdout)["services"][0]
 
 
