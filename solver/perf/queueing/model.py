@@ -245,10 +245,9 @@ class ReplicaLoadModel:
         room = np.maximum(float(self._slot_cap) - n, 0.0) + n / max(self.decode_steps_per_request, 1.0)
         for _ in range(60):
             means = np.maximum(rate * window, 1e-12)
-            e, _ = self._expected_superstep(dec, ctx, means)
+            e, _, empty = self._expected_superstep(dec, ctx, means, with_empty=True)
             prefill = np.maximum(e - decode, 0.0)  # E[prefill seconds of the window's prompts]
-            at = self.atoms(float(means.max()))
-            some = np.maximum(1.0 - _count_pmf(means, self.cv, at.j_max)[:, 0], 1e-300)
+            some = np.maximum(1.0 - empty, 1e-300)
             admitted = alive * means  # the level's prompts (their mean count, the empty case included)
             part = np.clip(room / np.maximum(admitted, 1e-300), 0.0, 1.0)  # of this level, what the slots allow
             total += alive * prefill * part  # s_(i-1) x P(>= 1) x E[length | >= 1]
@@ -291,8 +290,10 @@ class ReplicaLoadModel:
         seconds = self.step.seconds(dec, ctx, prefill, per_token_pairs * prefill)
         return seconds[0], seconds[1], k
 
-    def _expected_superstep(self, dec, ctx, means):
-        """E[seconds], E[steps] of the content of windows with `means` prompts on average.
+    def _expected_superstep(self, dec, ctx, means, with_empty: bool = False):
+        """E[seconds], E[steps] of the content of windows with `means` prompts on average
+        (and, `with_empty`, the chance that a window gathers none: the count law's first
+        column, the same numbers as `_count_pmf(...)[:, 0]`, without a second evaluation).
         Counts beyond the enumerated atoms are one atom at their conditional mean, so the
         means stay right however many prompts a step gathers.
 
@@ -313,6 +314,8 @@ class ReplicaLoadModel:
         ctx = np.asarray(ctx, dtype=float)
         d, k = self._atom_supersteps(dec, ctx, at)
         dt, kt = self._tail_supersteps(dec, ctx, means, tail, j_in, at.j_max)
+        if with_empty:
+            return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt, pmf[:, 0]
         return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
 
     def _atom_supersteps(self, dec: np.ndarray, ctx: np.ndarray, at: _Atoms):
