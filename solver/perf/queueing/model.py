@@ -882,7 +882,8 @@ class ReplicaLoadModel:
         logp = np.concatenate([[0.0], np.cumsum(logr)])
         logp -= logp.max()
         p = exp(logp, inplace=True)  # n = 0..N (np.exp bit for bit, without its slow underflow path)
-        tail = p[-1] * rho / (1.0 - rho)  # the queue beyond N: geometric, as M/M/N
+        sigma = _queue_ratio(rho, self.cv)
+        tail = p[-1] * sigma / (1.0 - sigma)  # the queue beyond N: geometric, as GI/M/N
         total = p.sum() + tail
         p /= total
         wait_m = float(p[-1] + tail / total)  # an arrival finds all N slots busy (PASTA)
@@ -1346,6 +1347,28 @@ _CF_SKEW = (6.0 * _CF_C + 8.0 * _CF_C ** 3) / (1.0 + 2.0 * _CF_C ** 2) ** 1.5
 
 # Equal-weight levels of [0, 1] (`_held_back`'s wait atoms).
 _HELD_ATOMS = (np.arange(24) + 0.5) / 24
+
+
+def _queue_ratio(rho: float, cv: float) -> float:
+    """The geometric ratio of the queue beyond N busy slots, GI/M/N with gamma-renewal
+    arrivals of CV cv at load rho: the root sigma in (0, 1) of sigma = A*(N mu (1 - sigma)),
+    A* the gaps' Laplace transform, (1 + (1 - sigma) / (k rho))^-k with shape k = 1 / cv^2
+    (Poisson: sigma = rho)."""
+    if abs(cv - 1.0) < 1e-9 or rho <= 0.0:
+        return rho
+    k = 1.0 / max(cv * cv, 1e-6)
+
+    def f(x):
+        return x - (1.0 + (1.0 - x) / (k * rho)) ** -k
+
+    lo, hi = 0.0, 1.0 - 1e-12
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if f(mid) < 0.0:
+            lo = mid
+        else:
+            hi = mid
+    return min(0.5 * (lo + hi), 1.0 - 1e-9)
 
 
 def _illinois(f, lo: float, f_lo: float, hi: float, f_hi: float, scale: float, iterations: int):
