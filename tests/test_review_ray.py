@@ -69,6 +69,9 @@ def test_a_local_ray_that_cannot_start_is_a_clear_error_and_leaves_nothing_runni
     with pytest.raises(InputError) as err:
         _start_ray(-1)
     (v,) = err.value.violations
-    assert v.field == "backend" and f"({START_ATTEMPTS} attempt(s))" in v.message and "nonnegative" in v.message
+    assert v.field == "backend" and f"({START_ATTEMPTS} attempt(s))" in v.message
+    # The cause Ray gives: its check of the CPU count, or - on a loaded machine (a CI run,
+    # 2026-12-06) - its own wait for the GCS server timing out before it got there.
+    assert "nonnegative" in v.message or "Timed out waiting for" in v.message, v.message
     assert "--backend local" in v.fix and "RAY_ADDRESS" in v.fix
     assert not ray.is_initialized()
