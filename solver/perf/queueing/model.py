@@ -245,7 +245,7 @@ class ReplicaLoadModel:
         room = np.maximum(float(self._slot_cap) - n, 0.0) + n / max(self.decode_steps_per_request, 1.0)
         for _ in range(60):
             means = np.maximum(rate * window, 1e-12)
-            e, _, empty = self._expected_superstep(dec, ctx, means, with_empty=True)
+            e, _, empty = self._expected_superstep(dec, ctx, means)
             prefill = np.maximum(e - decode, 0.0)  # E[prefill seconds of the window's prompts]
             some = np.maximum(1.0 - empty, 1e-300)
             admitted = alive * means  # the level's prompts (their mean count, the empty case included)
@@ -290,10 +290,10 @@ class ReplicaLoadModel:
         seconds = self.step.seconds(dec, ctx, prefill, per_token_pairs * prefill)
         return seconds[0], seconds[1], k
 
-    def _expected_superstep(self, dec, ctx, means, with_empty: bool = False):
-        """E[seconds], E[steps] of the content of windows with `means` prompts on average
-        (and, `with_empty`, the chance that a window gathers none: the count law's first
-        column, the same numbers as `_count_pmf(...)[:, 0]`, without a second evaluation).
+    def _expected_superstep(self, dec, ctx, means):
+        """E[seconds], E[steps] of the content of windows with `means` prompts on average,
+        and the chance that a window gathers none (the count law's first column: the prefill
+        chain needs it, and reading it here spares a second evaluation of the law).
         Counts beyond the enumerated atoms are one atom at their conditional mean, so the
         means stay right however many prompts a step gathers.
 
@@ -314,9 +314,7 @@ class ReplicaLoadModel:
         ctx = np.asarray(ctx, dtype=float)
         d, k = self._atom_supersteps(dec, ctx, at)
         dt, kt = self._tail_supersteps(dec, ctx, means, tail, j_in, at.j_max)
-        if with_empty:
-            return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt, pmf[:, 0]
-        return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt
+        return (w * d).sum(axis=-1) + tail * dt, (w * k).sum(axis=-1) + tail * kt, pmf[:, 0]
 
     def _atom_supersteps(self, dec: np.ndarray, ctx: np.ndarray, at: _Atoms):
         """Seconds and steps [M, A] of the atoms' contents at each batch (kept)."""
@@ -475,7 +473,7 @@ class ReplicaLoadModel:
             return out
 
         def gap(span):
-            e, k = self._expected_superstep(dec, ctx, rate * span)
+            e, k, _ = self._expected_superstep(dec, ctx, rate * span)
             return e - span, e, k
 
         lo = base.copy()
@@ -654,7 +652,7 @@ class ReplicaLoadModel:
         ctx = dec * self.context_per_decode
 
         def h(x):
-            e, k = self._expected_superstep(dec, ctx, np.array([x]))
+            e, k, _ = self._expected_superstep(dec, ctx, np.array([x]))
             span = float(e[0])
             r = x / span
             tau = span / float(k[0])
@@ -716,7 +714,8 @@ class ReplicaLoadModel:
         that receives more work also decodes a larger batch (`_batch_shifted_decode`)."""
         steps = self._steps1
         g = self._work_scale(rate, rho)
-        a = max(self.cv, 0.05) * g * math.sqrt(rate * self._work_sq)
+        a_marginal = max(self.cv, 0.05) * math.sqrt(rate * self._work_sq)
+        a = g * a_marginal
         rho = min(rho, 0.95)
         decode = steps * tau * (1.0 - rho)
         xi = _GH_NODES.reshape((-1,) + (1,) * np.ndim(decode))
@@ -725,8 +724,9 @@ class ReplicaLoadModel:
             decode = decode + self._cluster_excess(rate * tau * _OWN_LAG_STEPS, rate * steps * tau) * g * self._work_mean
         if skewed and a > 0:
             # Skewness of the work in the mean window T = steps x tau: k3 / k2^1.5 with
-            # k2 = a^2 T and k3 = lambda T k3(work per arrival).
-            gamma = rate * g ** 3 * self._work_k3 / (a ** 3 * np.sqrt(steps * tau))
+            # k2 = a^2 T and k3 = lambda T k3(work per arrival); scale-free, so the marginal
+            # work's (the prefill-first scale g cancels).
+            gamma = rate * self._work_k3 / (a_marginal ** 3 * np.sqrt(steps * tau))
             xi = _skewed_nodes(xi, gamma)
         if batch is not None:
             # The work's excess of xi spreads is about xi x cv sqrt(lambda T) arrivals.
