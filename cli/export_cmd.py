@@ -64,6 +64,7 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
     `schedule`: solver.export.ScheduleOptions for `--period all --schedule` (one directory)."""
     from solver.errors import InputError
     from solver.export import ALL_PERIODS, export_periods, export_plan, export_scheduled, period_names
+    from solver.export.dynamo import DIR as DYNAMO
     from solver.export.llm_d import DIR as LLM_D
 
     try:
@@ -89,14 +90,19 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
             print(escape_controls(f"warning: {warning}"), file=sys.stderr)
         deployable = [p for p in result.written if p.parent == Path(where)]
         workers = [p for p in result.written if p.parent == Path(where) / LLM_D]  # disaggregated services
+        graphs = [p for p in result.written if p.parent == Path(where) / DYNAMO]  # the same on SGLang / TensorRT-LLM
         placements = [p for p in result.written if p.parent == Path(where) / "sites"]
-        if deployable or not workers:
+        if deployable or not (workers or graphs):
             lines += [f"wrote {len(deployable)} {target} file(s) to {where}" + (f" (period {name}):" if name else ":")]
             lines += [f"  {_shown(p, where)}" for p in deployable]
         if workers:
             lines.append(f"wrote {len(workers)} file(s) to {where} for the llm-d prefill and decode workers of "
                          "disaggregated services (Helm values for llm-d's ModelService chart, and install.sh): "
                          + ", ".join(_shown(p, where) for p in workers))
+        if graphs:
+            lines.append(f"wrote {len(graphs)} file(s) to {where} for the Dynamo prefill and decode workers of "
+                         "disaggregated services (a DynamoGraphDeployment per service and link tier): "
+                         + ", ".join(_shown(p, where) for p in graphs))
         if placements:
             lines.append(f"wrote {len(placements)} owned-site placement(s) (which replicas run on which owned server; "
                          "not applied): "
@@ -110,6 +116,12 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
                 # Removing a values file stops nothing: its Helm release runs until uninstalled.
                 lines.append(f"the llm-d workers of those files keep running until uninstalled: helm uninstall "
                              f"{' '.join(releases)}")
+            deployments = sorted(p.name.removesuffix(".yaml") for p in result.removed
+                                 if p.parent == Path(where) / DYNAMO and p.name.endswith(".yaml"))
+            if deployments:
+                # Nor does removing a DGD's file: the operator runs its workers until the object is deleted.
+                lines.append(f"the Dynamo workers of those files keep running until deleted: kubectl delete "
+                             f"dynamographdeployment {' '.join(deployments)}")
     if schedule is not None:
         hint = (f"install KEDA, then kubectl apply -f {out_dir}: the ScaledObjects in keda-schedule.yaml switch the "
                 "fleet at each period's start")
@@ -118,9 +130,14 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
                 "and delete what the previous period ran that this one does not")
     else:
         hint = "sky serve up -n NAME FILE" if target == "skypilot" else f"kubectl apply -f {out_dir}"
-        if any(p.parent == Path(out_dir) / LLM_D for p in results[0][1].written):
-            llm_d = f"sh {Path(out_dir) / LLM_D / 'install.sh'}"
-            hint = f"{hint}; {llm_d}" if any(p.parent == Path(out_dir) for p in results[0][1].written) else llm_d
+        written = results[0][1].written
+        stacks = []
+        if any(p.parent == Path(out_dir) / LLM_D for p in written):
+            stacks.append(f"sh {Path(out_dir) / LLM_D / 'install.sh'}")
+        if any(p.parent == Path(out_dir) / DYNAMO for p in written):
+            stacks.append(f"kubectl apply -f {Path(out_dir) / DYNAMO} (Dynamo's platform installed)")
+        if stacks:
+            hint = "; ".join(([hint] if any(p.parent == Path(out_dir) for p in written) else []) + stacks)
     lines.append(f"next: {hint} (see the comments at the top of each file)")
     return EXIT_OK, [escape_controls(line) for line in lines]
 

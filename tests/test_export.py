@@ -223,16 +223,23 @@ def test_every_example_plan_exports_and_validates(solver_cli, example_plans, tar
             continue  # one period at a time: test_each_period_exports_its_own_fleet
         pools = [a for s in plan["services"] if s.get("role") for a in s["assignments"]]
         if pools:
-            # Disaggregated pools become llm-d workers (tests/test_export_llm_d.py validates them):
-            # Kubernetes only, and only on vLLM, the engine llm-d runs; the rest is refused, naming the fix.
+            # Disaggregated pools become llm-d workers on vLLM and Dynamo components on SGLang and
+            # TensorRT-LLM (tests/test_export_llm_d.py, test_export_dynamo.py validate them):
+            # Kubernetes only; SkyPilot refuses them, naming the fix.
             proc = run_cli(solver_cli, "export", str(plan_path), "--to", target, "--out", str(tmp_path / name))
             engine = next(s["engine"] for s in plan["services"] if s.get("role"))
-            if target == "kubernetes" and engine == "vllm":
+            if target == "kubernetes":
                 assert proc.returncode == 0, proc.stderr
-                assert len(list((tmp_path / name / "llm-d").glob("*.values.yaml"))) == len(pools), name
+                if engine == "vllm":
+                    assert len(list((tmp_path / name / "llm-d").glob("*.values.yaml"))) == len(pools), name
+                else:
+                    graphs = [yaml.safe_load_all(p.read_text()) for p in (tmp_path / name / "dynamo").glob("*.yaml")]
+                    workers = [c for docs in graphs for d in docs if d["kind"] == "DynamoGraphDeployment"
+                               for c in d["spec"]["services"].values() if c["componentType"] == "worker"]
+                    assert len(workers) == len(pools), name
                 continue
             assert proc.returncode == 2, name
-            assert ("--to kubernetes" if target == "skypilot" else ".engine") in proc.stderr, name
+            assert "--to kubernetes" in proc.stderr, name
             assert "serving: aggregated" in proc.stderr, name
             assert not (tmp_path / name).exists() or not any((tmp_path / name).iterdir())
             continue

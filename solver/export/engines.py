@@ -97,13 +97,13 @@ def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_addres
         if unit.multi_node:
             args += ["--nnodes", nnodes, "--node-rank", node_rank,
                      "--dist-init-addr", f"{leader_address}:{SGLANG_DIST_PORT}"]
-        args += _sglang_precision(unit, notes)
+        args += sglang_precision(unit, notes)
     elif unit.engine == "tensorrt-llm":
         args = ["trtllm-serve", model, "--host", "0.0.0.0", "--port", str(PORT), "--backend", "pytorch",
                 "--tp_size", tp, "--pp_size", pp]
         if unit.batch:
             args += ["--max_batch_size", str(unit.batch)]
-        _trtllm_precision(unit, notes)
+        trtllm_precision(unit, notes)
     else:
         raise ValueError(f"unknown engine {unit.engine!r}")
     return Launch(args, notes)
@@ -128,7 +128,7 @@ def vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
     return []
 
 
-def _sglang_precision(unit: Unit, notes: list[str]) -> list[str]:
+def sglang_precision(unit: Unit, notes: list[str]) -> list[str]:
     if unit.precision == "fp16":
         return ["--dtype", "float16"]
     if unit.precision == "bf16":
@@ -142,7 +142,7 @@ def _sglang_precision(unit: Unit, notes: list[str]) -> list[str]:
     return []
 
 
-def _trtllm_precision(unit: Unit, notes: list[str]) -> None:
+def trtllm_precision(unit: Unit, notes: list[str]) -> None:
     if unit.precision in ("fp8", "int8"):
         notes.append(f"{unit.precision}: TensorRT-LLM's PyTorch backend reads the quantization from the checkpoint; "
                      f"point the model at a {unit.precision.upper()} checkpoint (e.g. an NVIDIA ModelOpt export).")

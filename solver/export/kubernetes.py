@@ -48,10 +48,15 @@ def render(summary: PlanSummary, warnings: list[str], unrouted: frozenset[str] =
     # A cluster that holds owned servers: cloud pods must not take their GPUs (the plan prices them apart).
     keep_off_sites = bool(owned_units(summary.units))
     pools = [u for u in summary.units if u.role]
-    if pools:  # disaggregated services: llm-d's prefill and decode workers (imported here: llm_d imports us)
-        from solver.export import llm_d
+    if pools:  # disaggregated services: vLLM's run as llm-d workers, SGLang's and TensorRT-LLM's on Dynamo
+        from solver.export import dynamo, llm_d  # imported here: they import us
 
-        files.update(llm_d.render(summary, pools, warnings, keep_off_sites, frozenset(by_service)))
+        vllm = [u for u in pools if u.engine == "vllm"]
+        others = [u for u in pools if u.engine != "vllm"]
+        if vllm:
+            files.update(llm_d.render(summary, vllm, warnings, keep_off_sites, frozenset(by_service)))
+        if others:
+            files.update(dynamo.render(summary, others, warnings, keep_off_sites, frozenset(by_service)))
     for u in replicas:
         routed = len(by_service[u.service_slug]) > 1 and u.service_slug not in unrouted
         files[f"{u.name}.yaml"] = _workload(summary, u, warnings, routed=routed, keep_off_sites=keep_off_sites)
@@ -172,8 +177,12 @@ def _pod_spec(u: Unit, containers: list[dict], keep_off_sites: bool = False) -> 
 def shm_volume(u: Unit) -> dict:
     """/dev/shm for the pod: NCCL and the engines' worker processes exchange tensors through
     shared memory, and a container's default is 64 MiB (a quarter of the pod's memory, 1-16 GiB)."""
-    memory_gib = pod_size(u).memory_gib
-    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, min(16, memory_gib // 4))}Gi"}}
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib(u)}Gi"}}
+
+
+def shm_gib(u: Unit) -> int:
+    """/dev/shm's size: a quarter of the pod's memory, 1-16 GiB."""
+    return max(1, min(16, pod_size(u).memory_gib // 4))
 
 
 def node_placement(u: Unit, keep_off_sites: bool = False) -> dict:

@@ -28,13 +28,11 @@ profile (llm-d's P/D guide); the files say which labels it must select.
 from __future__ import annotations
 
 import math
-import re
 
 from solver.errors import InputError
-from solver.export import engines
-from solver.export.gpus import k8s_gpu_resource, vendor
-from solver.export.kubernetes import hf_token_env, node_placement, resources, shm_volume, site_comments
-from solver.export.names import distinct
+from solver.export import engines, pd_pools
+from solver.export.gpus import k8s_gpu_resource
+from solver.export.kubernetes import hf_token_env, node_placement, resources, shm_volume
 from solver.export.units import PlanSummary, Unit
 from solver.export.yamlfile import document
 from solver.models.library import get_model
@@ -53,62 +51,15 @@ GROUP_LABEL = "fleet-planner/pd-group"  # one link tier's workers: what its Infe
 CHECKPOINT_MARGIN = 1.2  # the download volume over the 16-bit checkpoint: tokenizer, configs, a partial file
 
 
-# A Hugging Face repository id: what the chart puts into `hf://` and renders through its
-# template engine (anything else - braces, quotes, spaces, colons - would be read as
-# template code or YAML there, or cut off).
-_HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
-
-
 def check_supported(u: Unit) -> None:
     """Refuse a pool unit llm-d's pinned images cannot run as planned."""
-    where = f"services[{u.service}]"
-    if u.model is None:
-        raise InputError.single(where, "has a disaggregated pool without a model.", "plan pools from a model")
-    if not _HF_REPO.fullmatch(u.model_repo or u.model):
-        raise InputError.single(f"{where}.model", f"is {(u.model_repo or u.model)[:80]!r}: llm-d's chart loads a "
-                                "Hugging Face repository id (letters, digits, . _ - and one /).",
-                                "name the model by its Hugging Face id")
-    if u.instances_per_replica != 1:
-        raise InputError.single(where, f"has a {u.role} worker over {u.instances_per_replica} instances; the "
-                                "planner sizes pool workers within one instance.", _FIX)
+    pd_pools.check_unit(u, "llm-d's chart", IMAGE)
     if u.engine != "vllm":
-        raise InputError.single(f"{where}.engine", f"is {u.engine}, and the plan serves it disaggregated: the "
-                                "export writes llm-d workers, which run vLLM, and a deployment on another engine "
+        raise InputError.single(f"services[{u.service}].engine", f"is {u.engine}, and the plan serves it "
+                                "disaggregated: llm-d's workers run vLLM, and a deployment on another engine "
                                 "would not perform as planned.",
-                                "plan the service with engine vllm to export its pools, or with serving: aggregated")
-    if vendor(u.gpu) != "NVIDIA":
-        raise InputError.single(where, f"has a {u.role} pool on {u.gpu}: llm-d's pinned worker image "
-                                f"({IMAGE}) is built for NVIDIA GPUs.",
-                                "constrain the service's disaggregation to NVIDIA GPU types "
-                                "(disaggregation.prefill_gpu_types / decode_gpu_types), or serve it aggregated")
-
-
-_FIX = "export the plan exactly as `solver-cli solve` wrote it"
-
-
-def group_labels(pools: list[Unit]) -> dict[tuple[str, str], str]:
-    """(service, link tier) -> the label value its workers share: a valid label, and distinct
-    for distinct tiers (two tiers whose names reduce alike get hashes of their own)."""
-    keys = sorted({(u.service, u.pool) for u in pools})
-    labels, _ = distinct({f"{s}\n{t}": f"{next(u.service_slug for u in pools if u.service == s)}-{t}"
-                          for s, t in keys}, keep_exact=False, fallback="pd-group")
-    return {(s, t): labels[f"{s}\n{t}"] for s, t in keys}
-
-
-def _check_tiers(pools: list[Unit]) -> None:
-    """Each link tier of a service has both roles, on one model: the plan's pools come in pairs."""
-    tiers: dict[tuple[str, str], dict[str, set]] = {}
-    for u in pools:
-        tiers.setdefault((u.service, u.pool), {}).setdefault(u.role, set()).add(u.model_repo or u.model)
-    for (service, tier), roles in sorted(tiers.items()):
-        missing = [r for r in ("prefill", "decode") if r not in roles]
-        if missing:
-            raise InputError.single(f"services[{service}]", f"has no {missing[0]} pool in link tier {tier!r} beside "
-                                    f"its {'decode' if missing[0] == 'prefill' else 'prefill'} pool.", _FIX)
-        models = set().union(*roles.values())
-        if len(models) > 1:
-            raise InputError.single(f"services[{service}]", f"serves {', '.join(sorted(map(str, models)))} in link "
-                                    f"tier {tier!r}: prefill and decode must run one model.", _FIX)
+                                "plan the service with engine vllm, sglang or tensorrt-llm (Dynamo), or with "
+                                "serving: aggregated")
 
 
 def render(summary: PlanSummary, pools: list[Unit], warnings: list[str], keep_off_sites: bool = False,
@@ -117,8 +68,8 @@ def render(summary: PlanSummary, pools: list[Unit], warnings: list[str], keep_of
     `mixed_services`: service slugs that also have aggregated replicas (their split is the gateway's)."""
     for u in pools:
         check_supported(u)
-    _check_tiers(pools)
-    labels = group_labels(pools)
+    pd_pools.check_tiers(pools)
+    labels = pd_pools.group_labels(pools)
     files: dict[str, str] = {}
     for u in pools:
         notes = [u.model_note] if u.model_note else []
@@ -136,12 +87,7 @@ def render(summary: PlanSummary, pools: list[Unit], warnings: list[str], keep_of
 
 def _split(summary: PlanSummary, pools: list[Unit], label: str, labels: dict[tuple[str, str], str]) -> str:
     """How the plan splits a mixed service's requests: aggregated replicas against each link tier's workers."""
-    aggregated = sum(u.routed_per_s for u in summary.units if u.service_slug == label and not u.role)
-    tiers: dict[str, float] = {}
-    for u in pools:
-        if u.service_slug == label and u.role == "prefill":  # every request is prefilled once
-            group = labels[(u.service, u.pool)]
-            tiers[group] = tiers.get(group, 0.0) + u.routed_per_s
+    aggregated, tiers = pd_pools.tier_rates(summary, pools, label, labels)
     return (f"{aggregated:.4g} req/s to the aggregated replicas and "
             + ", ".join(f"{rate:.4g} req/s to the workers labelled {GROUP_LABEL}={g}" for g, rate in tiers.items()))
 
@@ -168,15 +114,8 @@ def _comments(summary: PlanSummary, u: Unit, pools: list[Unit], keep_off_sites: 
              "prefill/decode scheduler profile, installed as llm-d's P/D guide says, selecting "
              f"llm-d.ai/inference-serving=true and {GROUP_LABEL}={group} on port {SERVICE_PORT}.",
              *u.name_notes]
-    if "rdma" in u.pool.lower():
-        lines.append("The plan sized the KV transfer on RDMA: the cluster must give these pods the nodes' RDMA NICs "
-                     "(an RDMA device plugin or host networking); over plain TCP NIXL is slower and TTFT grows.")
-    if u.service_slug in mixed_services:
-        lines.append(f"The service also has aggregated replicas ({u.service_slug}-service.yaml): route "
-                     f"{_split(summary, pools, u.service_slug, labels)} at the gateway, as the plan does.")
-    lines.extend(site_comments(u, keep_off_sites))
-    lines.append(f"Gated models need a Hugging Face token: kubectl create secret generic hf-token "
-                 "--from-literal=token=hf_...")
+    split = _split(summary, pools, u.service_slug, labels) if u.service_slug in mixed_services else ""
+    lines.extend(pd_pools.closing_comments(u, mixed_services, split, keep_off_sites))
     return lines
 
 

@@ -1,0 +1,226 @@
+"""Disaggregated services on SGLang or TensorRT-LLM (issue 24) -> NVIDIA Dynamo DynamoGraphDeployments.
+
+llm-d (llm_d.py) runs vLLM workers only; a plan sized for SGLang or TensorRT-LLM runs its
+pools on Dynamo instead: one DynamoGraphDeployment (DGD) per service and link tier, holding
+Dynamo's Frontend (the OpenAI-compatible endpoint, which routes each request to a prefill
+and a decode worker) and one component per pool unit (one role, GPU type and worker size,
+the plan's worker count). The KV cache moves from prefill to decode over NIXL, as Dynamo's
+disaggregated examples do.
+
+Pinned (bump together; read at ai-dynamo/dynamo, see docs/export.md for each file's commit):
+- the CRD `nvidia.com/v1alpha1` DynamoGraphDeployment (deploy/cloud/operator/config/crd/bases/
+  nvidia.com_dynamographdeployments.yaml @ 967e177c; tests/schemas/ holds the part the tests
+  validate against): `spec.services` a map of components; `resources.limits.gpu` a string;
+  pod fields under `extraPodSpec`, the container under `extraPodSpec.mainContainer`.
+- images `nvcr.io/nvidia/ai-dynamo/sglang-runtime:1.3.1` and `tensorrtllm-runtime:1.3.1`, as
+  examples/backends/{sglang,trtllm}/deploy/disagg.yaml @ 04521f47 run them.
+- SGLang workers: `python3 -m dynamo.sglang` passes SGLang's own server flags through
+  (components/src/dynamo/sglang/args.py): the plan's TP, batch and precision as for
+  replicas, `--disaggregation-mode ROLE --disaggregation-transfer-backend nixl`.
+- TensorRT-LLM workers: `python3 -m dynamo.trtllm` takes engine settings from a YAML file
+  (`--extra-engine-args`): written into a ConfigMap beside the DGD, one key per component, as
+  examples/backends/trtllm/deploy/disagg-multinode.yaml ships its engine configs.
+The operator names each component's Deployment and Service `DGD-COMPONENT` (lower case) and
+gives the Frontend port 8000.
+"""
+
+from __future__ import annotations
+
+from solver.errors import InputError
+from solver.export import engines, pd_pools
+from solver.export.kubernetes import hf_token_env, node_placement, shm_gib
+from solver.export.names import shorten, slug
+from solver.export.pod_size import pod_size
+from solver.export.units import PlanSummary, Unit
+from solver.export.yamlfile import document, documents
+
+DIR = "dynamo"
+API = "nvidia.com/v1alpha1"
+KIND = "DynamoGraphDeployment"
+RUNTIME_TAG = "1.3.1"
+IMAGES = {"sglang": f"nvcr.io/nvidia/ai-dynamo/sglang-runtime:{RUNTIME_TAG}",
+          "tensorrt-llm": f"nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:{RUNTIME_TAG}"}
+BACKEND = {"sglang": "sglang", "tensorrt-llm": "trtllm"}  # the CRD's backendFramework values
+FRONTEND = "Frontend"
+FRONTEND_PORT = 8000  # the operator's DynamoServicePort
+PLATFORM_DOCS = "https://docs.nvidia.com/dynamo/latest/kubernetes/installation_guide.html"
+ENGINE_DIR = "/etc/fleet-planner"  # where a TensorRT-LLM worker finds its engine YAML
+# Room under the 63-character DNS label the operator's `DGD-COMPONENT` names must fit.
+NAME_LIMIT = 63
+GROUP_LABEL = "fleet-planner/pd-group"
+
+
+def check_supported(u: Unit) -> None:
+    """Refuse a pool unit Dynamo's pinned images cannot run as planned."""
+    pd_pools.check_unit(u, "Dynamo", IMAGES.get(u.engine or "", IMAGES["sglang"]))
+    if u.engine not in IMAGES:
+        raise InputError.single(f"services[{u.service}].engine", f"is {u.engine}: Dynamo's workers are written for "
+                                "SGLang and TensorRT-LLM here (vLLM pools become llm-d workers).",
+                                "plan the service with engine vllm, sglang or tensorrt-llm")
+
+
+def render(summary: PlanSummary, pools: list[Unit], warnings: list[str], keep_off_sites: bool = False,
+           mixed_services: frozenset[str] = frozenset()) -> dict[str, str]:
+    """dynamo/TIER.yaml per service and link tier: a DGD (and, for TensorRT-LLM, the ConfigMap
+    of its engine settings). `mixed_services`: slugs that also have aggregated replicas."""
+    for u in pools:
+        check_supported(u)
+    pd_pools.check_tiers(pools)
+    labels = pd_pools.group_labels(pools)
+    tiers: dict[tuple[str, str], list[Unit]] = {}
+    for u in pools:
+        tiers.setdefault((u.service, u.pool), []).append(u)
+    names = {key: dgd_name(labels[key], units) for key, units in tiers.items()}
+    files: dict[str, str] = {}
+    for key, units in sorted(tiers.items()):
+        files[f"{DIR}/{names[key]}.yaml"] = _tier_file(summary, units, names[key], labels[key], keep_off_sites,
+                                                        mixed_services, pools, labels, names)
+    for service_slug in sorted({u.service_slug for u in pools} & mixed_services):
+        service = next(u.service for u in pools if u.service_slug == service_slug)
+        warnings.append(f"service {service!r} is served partly by aggregated replicas ({service_slug}-service.yaml) "
+                        f"and partly by Dynamo's prefill/decode workers ({DIR}/): route "
+                        f"{_split(summary, pools, service_slug, labels, names)} at your gateway, as the plan does")
+    return files
+
+
+def component_names(units: list[Unit]) -> dict[str, str]:
+    """unit name -> its component key in the DGD: ROLE-GPU-xN, numbered where two units of a
+    tier would share one (the same GPU and size on two offers)."""
+    base = {u.name: f"{u.role}-{slug(u.gpu)}-x{u.gpus_per_replica}" + ("-spot" if u.spot else "") for u in units}
+    out: dict[str, str] = {}
+    for name in sorted(base):
+        same = sorted(n for n in base if base[n] == base[name])
+        out[name] = base[name] if len(same) == 1 else f"{base[name]}-{same.index(name) + 1}"
+    return out
+
+
+def dgd_name(group: str, units: list[Unit]) -> str:
+    """The DGD's name: the tier's label, cut (with a digest) so that `NAME-COMPONENT` fits a DNS label."""
+    longest = max([len(FRONTEND), *map(len, component_names(units).values())])
+    return shorten(group, NAME_LIMIT - 1 - longest)
+
+
+def _split(summary: PlanSummary, pools: list[Unit], service_slug: str, labels: dict, names: dict) -> str:
+    aggregated, tiers = pd_pools.tier_rates(summary, pools, service_slug, labels)
+    by_label = {labels[k]: names[k] for k in labels}
+    return (f"{aggregated:.4g} req/s to the aggregated replicas and "
+            + ", ".join(f"{rate:.4g} req/s to {by_label[g]}-frontend:{FRONTEND_PORT}" for g, rate in tiers.items()))
+
+
+def _tier_file(summary: PlanSummary, units: list[Unit], name: str, group: str, keep_off_sites: bool,
+               mixed_services: frozenset[str], pools: list[Unit], labels: dict, names: dict) -> str:
+    first = units[0]
+    components = component_names(units)
+    notes = [first.model_note] if first.model_note else []
+    engine_files: dict[str, str] = {}
+    services: dict = {FRONTEND: {"componentType": "frontend", "replicas": 1,
+                                 "extraPodSpec": {"mainContainer": {"image": IMAGES[first.engine]}}}}
+    for u in sorted(units, key=lambda x: (x.role != "prefill", components[x.name])):
+        key = components[u.name]
+        services[key] = _component(u, key, name, group, keep_off_sites, notes, engine_files)
+    dgd = {"apiVersion": API, "kind": KIND,
+           "metadata": {"name": name, "labels": {"app.kubernetes.io/name": first.service_slug, GROUP_LABEL: group},
+                        "annotations": {"fleet-planner/service": first.service, "fleet-planner/link": first.pool}},
+           "spec": {"backendFramework": BACKEND[first.engine], "services": services}}
+    comments = _comments(summary, units, name, components, keep_off_sites, mixed_services, pools, labels, names) + notes
+    if not engine_files:
+        return document(dgd, comments)
+    config = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": _config_map(name), "labels": {"app.kubernetes.io/name": first.service_slug}},
+              "data": engine_files}
+    return documents([config, dgd], comments)
+
+
+def _config_map(name: str) -> str:
+    return f"{name}-engine"
+
+
+def _component(u: Unit, key: str, name: str, group: str, keep_off_sites: bool, notes: list[str],
+               engine_files: dict[str, str]) -> dict:
+    size = pod_size(u)
+    gpus = str(u.gpus_per_replica)
+    pod = node_placement(u, keep_off_sites)
+    container: dict = {"image": IMAGES[u.engine], "command": ["python3", "-m", f"dynamo.{BACKEND[u.engine]}"]}
+    if u.engine == "sglang":
+        container["args"] = _sglang_args(u, notes)
+    else:
+        file = f"{key}.yaml"
+        engine_files[file] = _trtllm_engine_yaml(u, notes)
+        container["args"] = _trtllm_args(u, f"{ENGINE_DIR}/{file}")
+        pod["volumes"] = [{"name": "engine-config", "configMap": {"name": _config_map(name)}}]
+        container["volumeMounts"] = [{"name": "engine-config", "mountPath": ENGINE_DIR, "readOnly": True}]
+    env = hf_token_env(u)
+    if env:
+        container["env"] = env
+    pod["mainContainer"] = container
+    return {"componentType": "worker", "subComponentType": u.role, "replicas": u.replicas,
+            "resources": {"requests": {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", "gpu": gpus},
+                          "limits": {"gpu": gpus}},
+            # /dev/shm for NCCL's tensor-parallel traffic, sized as the plan's replicas get it.
+            "sharedMemory": {"size": f"{shm_gib(u)}Gi"},
+            # The service's label on every worker pod: what the plan's spread (redundancy) selects.
+            "extraPodMetadata": {"labels": {"app.kubernetes.io/name": u.service_slug, GROUP_LABEL: group}},
+            "extraPodSpec": pod}
+
+
+def _sglang_args(u: Unit, notes: list[str]) -> list[str]:
+    model = u.model_repo or u.model
+    args = ["--model-path", model, "--served-model-name", model, "--tp", str(u.tensor_parallel)]
+    if u.batch:
+        # A prefill worker's planned batch is the prompts it holds at once (the TTFT model's).
+        args += ["--max-running-requests", str(u.batch)]
+    args += engines.sglang_precision(u, notes)
+    return args + ["--skip-tokenizer-init",  # the Frontend tokenizes (Dynamo's examples)
+                   "--disaggregation-mode", u.role, "--disaggregation-transfer-backend", "nixl",
+                   "--host", "0.0.0.0"]
+
+
+def _trtllm_args(u: Unit, engine_yaml: str) -> list[str]:
+    model = u.model_repo or u.model
+    # TP and batch both here and in the file: the file overrides the flags' defaults, and one
+    # Dynamo release or another may read either.
+    args = ["--model-path", model, "--served-model-name", model, "--tensor-parallel-size", str(u.tensor_parallel)]
+    if u.batch:
+        args += ["--max-batch-size", str(u.batch)]
+    return args + ["--extra-engine-args", engine_yaml, "--disaggregation-mode", u.role]
+
+
+def _trtllm_engine_yaml(u: Unit, notes: list[str]) -> str:
+    """The engine settings of one TensorRT-LLM worker: the plan's TP and batch, and what
+    disaggregation needs (the KV cache transceiver; no overlap scheduler on prefill workers,
+    as Dynamo's engine configs say)."""
+    engines.trtllm_precision(u, notes)
+    settings: dict = {"backend": "pytorch", "tensor_parallel_size": u.tensor_parallel}
+    if u.batch:
+        settings["max_batch_size"] = u.batch
+    settings.update({"enable_chunked_prefill": True, "disable_overlap_scheduler": u.role == "prefill",
+                     "cache_transceiver_config": {"backend": "DEFAULT"}})
+    return document(settings, [])
+
+
+def _comments(summary: PlanSummary, units: list[Unit], name: str, components: dict[str, str], keep_off_sites: bool,
+              mixed_services: frozenset[str], pools: list[Unit], labels: dict, names: dict) -> list[str]:
+    first = units[0]
+    price = (f", ${summary.total_price_usd_per_hour:,.4f}/hour in all" if summary.total_price_usd_per_hour is not None
+             else "")
+    engine = "SGLang" if first.engine == "sglang" else "TensorRT-LLM"
+    lines = [f"Generated by `solver-cli export --to kubernetes` from plan {summary.workload!r} ({summary.status}{price}).",
+             f"Service {first.service!r} ({first.model_repo or first.model} on {engine}) is served disaggregated in "
+             f"link tier {first.pool!r}; Dynamo's Frontend (Service {name}-frontend, port {FRONTEND_PORT}) sends each "
+             "request to a prefill and a decode worker, and the KV cache moves between them over NIXL."]
+    for u in sorted(units, key=lambda x: (x.role != "prefill", components[x.name])):
+        lines.append(f"  {components[u.name]}: {u.role}, {u.replicas} worker(s) of {u.gpus_per_replica} x {u.gpu} on "
+                     f"{u.offer_id} ({u.region})" + (f", {u.precision}" if u.precision else "")
+                     + (f", max batch {u.batch}" if u.batch else "")
+                     + f"; the plan routes {u.routed_per_s:.4g} req/s here ({u.routed_share:.1%} of the pool's)")
+        lines.extend(u.name_notes)
+    if len({u.gpu for u in units if u.role == "prefill"}) > 1 or len({u.gpu for u in units if u.role == "decode"}) > 1:
+        lines.append("Dynamo's router picks workers by their load and cached prefixes, not by the plan's shares: a "
+                     "pool on two GPU types gets about the split above when each worker is loaded alike.")
+    lines += ["Needs Dynamo's platform (operator and CRDs) in the cluster, as its installation guide says:",
+              f"  {PLATFORM_DOCS}",
+              f"  kubectl apply -f {name}.yaml"]
+    split = (_split(summary, pools, first.service_slug, labels, names) if first.service_slug in mixed_services
+             else "")
+    lines.extend(pd_pools.closing_comments(first, mixed_services, split, keep_off_sites))
+    return lines

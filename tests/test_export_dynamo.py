@@ -1,0 +1,170 @@
+"""Disaggregated plans on SGLang and TensorRT-LLM exported as NVIDIA Dynamo DynamoGraphDeployments
+(issue 24, solver/export/dynamo.py).
+
+Real plans from the installed CLI, exported by the installed CLI; every DGD checked against
+the part of Dynamo's CRD tests/schemas/ holds (v1alpha1 @ 967e177c: unknown component keys
+fail, as the API server would prune them), each worker's pod fields and container as
+Kubernetes objects (kubernetes-validate, strict), the TensorRT-LLM engine settings as YAML,
+and every count against the plan it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from test_export import K8S_VERSIONS, _need, run_cli, solve_to_file
+from test_export_llm_d import _pool_assignments, _workload
+
+DGD_SCHEMA = ROOT / "tests" / "schemas" / "dynamographdeployment-v1alpha1-dynamo-967e177.json"
+
+
+@pytest.fixture(scope="module")
+def plans(solver_cli, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    out = tmp_path_factory.mktemp("dynamo-plans")
+    cases = {
+        # Aggregated replicas beside the pools (the optimizer's choice at 23 requests/s).
+        "sglang": _workload(23, ["H200", "L40S", "A100-80GB"], engine="sglang"),
+        # All disaggregated; the decode pool on two worker sizes.
+        "trtllm": _workload(10, ["H200"], engine="tensorrt-llm", serving="disaggregated"),
+    }
+    result = {}
+    for name, w in cases.items():
+        (out / f"{name}-workload.json").write_text(json.dumps(w))
+        result[name] = (out / f"{name}.json", solve_to_file(solver_cli, out / f"{name}-workload.json",
+                                                            out / f"{name}.json"))
+    return result
+
+
+def _export(cli: str, plan: Path, out: Path) -> subprocess.CompletedProcess:
+    return run_cli(cli, "export", str(plan), "--to", "kubernetes", "--out", str(out))
+
+
+def _docs(out: Path) -> dict[str, list[dict]]:
+    return {p.name: list(yaml.safe_load_all(p.read_text())) for p in sorted((out / "dynamo").glob("*.yaml"))}
+
+
+def _as_pod(component: dict) -> dict:
+    """The pod the operator builds from one component: its pod fields, its container as `main`."""
+    spec = {k: v for k, v in component["extraPodSpec"].items() if k != "mainContainer"}
+    spec["containers"] = [{"name": "main", **component["extraPodSpec"]["mainContainer"]}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker"}, "spec": spec}
+
+
+def _arg(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+@pytest.mark.parametrize("case", ["sglang", "trtllm"])
+def test_every_pool_becomes_a_dynamo_component_the_crd_accepts(solver_cli, plans, tmp_path, case):
+    jsonschema = _need("jsonschema", "jsonschema")
+    kv = _need("kubernetes_validate", "kubernetes-validate")
+    schema = json.loads(DGD_SCHEMA.read_text())
+    path, plan = plans[case]
+    assignments = _pool_assignments(plan)
+    assert {r for r, _ in assignments} == {"prefill", "decode"}, f"{case}: the plan is not disaggregated"
+    proc = _export(solver_cli, path, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "llm-d").exists()  # llm-d runs vLLM only
+    files = _docs(tmp_path)
+    assert len(files) == 1  # one service, one link tier
+    docs = next(iter(files.values()))
+    dgd = docs[-1]
+    jsonschema.validate(dgd, schema)
+    assert dgd["apiVersion"] == "nvidia.com/v1alpha1" and dgd["kind"] == "DynamoGraphDeployment"
+    assert dgd["spec"]["backendFramework"] == {"sglang": "sglang", "trtllm": "trtllm"}[case]
+    name = dgd["metadata"]["name"]
+    services = dgd["spec"]["services"]
+    assert services["Frontend"]["componentType"] == "frontend"
+    workers = {k: v for k, v in services.items() if k != "Frontend"}
+    # The operator names each component's Deployment and Service NAME-COMPONENT: a DNS label.
+    for key in services:
+        assert len(f"{name}-{key.lower()}") <= 63, key
+    config = {}
+    if case == "trtllm":
+        config_map = docs[0]
+        assert config_map["kind"] == "ConfigMap"
+        for version in K8S_VERSIONS:
+            kv.validate(config_map, version, strict=True)
+        config = {k: yaml.safe_load(v) for k, v in config_map["data"].items()}
+        assert set(config) == {f"{k}.yaml" for k in workers}
+    else:
+        assert len(docs) == 1
+    exported = []
+    for key, c in workers.items():
+        for version in K8S_VERSIONS:
+            kv.validate(_as_pod(c), version, strict=True)
+        role = c["subComponentType"]
+        assert c["componentType"] == "worker" and key.startswith(role)
+        gpus = int(c["resources"]["limits"]["gpu"])
+        assert c["resources"]["requests"]["gpu"] == str(gpus)
+        main = c["extraPodSpec"]["mainContainer"]
+        args = main["args"]
+        assert main["command"] == ["python3", "-m", f"dynamo.{dgd['spec']['backendFramework']}"]
+        assert _arg(args, "--disaggregation-mode") == role
+        assert _arg(args, "--model-path") == _arg(args, "--served-model-name") == "meta-llama/Llama-3.1-70B"
+        if case == "sglang":
+            tp, batch = int(_arg(args, "--tp")), int(_arg(args, "--max-running-requests"))
+            assert _arg(args, "--disaggregation-transfer-backend") == "nixl"
+            assert _arg(args, "--quantization") == "fp8"  # the plan's fp8, KV cache included
+            assert _arg(args, "--kv-cache-dtype") == "fp8_e4m3"
+        else:
+            engine = config[f"{key}.yaml"]
+            assert _arg(args, "--extra-engine-args") == f"/etc/fleet-planner/{key}.yaml"
+            assert {"name": "engine-config", "mountPath": "/etc/fleet-planner", "readOnly": True} in main["volumeMounts"]
+            assert c["extraPodSpec"]["volumes"][0]["configMap"]["name"] == docs[0]["metadata"]["name"]
+            tp, batch = engine["tensor_parallel_size"], engine["max_batch_size"]
+            # The CLI flags say the same as the file (whichever of the two Dynamo's version reads).
+            assert (int(_arg(args, "--tensor-parallel-size")), int(_arg(args, "--max-batch-size"))) == (tp, batch)
+            assert engine["cache_transceiver_config"] == {"backend": "DEFAULT"}
+            assert engine["disable_overlap_scheduler"] is (role == "prefill")
+        assert tp == gpus
+        # Placement: the plan's GPU, tolerating the GPU nodes' taint; the service's label on the pods.
+        pod = c["extraPodSpec"]
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        product = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"][0]["matchExpressions"][0]
+        assert product["key"] == "nvidia.com/gpu.product" and "H200" in product["values"][0]
+        assert c["extraPodMetadata"]["labels"]["app.kubernetes.io/name"] == "chat"
+        assert c["sharedMemory"]["size"].endswith("Gi")
+        exported.append((role, gpus, c["replicas"], batch))
+    planned = sorted((r, a["gpus_per_replica"], a["replicas"], a["batch"]) for r, a in assignments)
+    assert sorted(exported) == planned
+    aggregated = [a for s in plan["services"] if not s.get("role") for a in s["assignments"]]
+    if aggregated:  # a service served both ways: the split is the gateway's, in the plan's rates
+        assert "chat-service.yaml" in {p.name for p in tmp_path.iterdir()}
+        assert f"to {name}-frontend:8000" in proc.stderr
+    assert f"kubectl apply -f {tmp_path / 'dynamo'}" in proc.stdout
+
+
+def test_a_component_key_the_crd_does_not_know_fails_the_schema():
+    # The check above can fail: a misspelt key (resources.limits.gpus) is what the API server would drop.
+    jsonschema = _need("jsonschema", "jsonschema")
+    schema = json.loads(DGD_SCHEMA.read_text())
+    good = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "x"},
+            "spec": {"services": {"w": {"componentType": "worker", "resources": {"limits": {"gpu": "1"}}}}}}
+    jsonschema.validate(good, schema)
+    for bad in ({"resources": {"limits": {"gpus": "1"}}}, {"replica": 2}, {"resources": {"limits": {"gpu": 1}}}):
+        doc = json.loads(json.dumps(good))
+        doc["spec"]["services"]["w"].update(bad)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(doc, schema)
+
+
+def test_re_export_names_the_graphs_to_delete(solver_cli, plans, tmp_path):
+    out = tmp_path / "deploy"
+    assert _export(solver_cli, plans["trtllm"][0], out).returncode == 0
+    first = sorted(p.stem for p in (out / "dynamo").glob("*.yaml"))
+    workload = tmp_path / "agg-workload.json"
+    workload.write_text(json.dumps(_workload(10, ["H200"], engine="tensorrt-llm", serving="aggregated")))
+    solve_to_file(solver_cli, workload, tmp_path / "agg.json")
+    proc = _export(solver_cli, tmp_path / "agg.json", out)
+    assert proc.returncode == 0, proc.stderr
+    assert first and not (out / "dynamo").exists()
+    # Removing a DGD's file stops nothing: the message names the objects to delete.
+    assert "kubectl delete dynamographdeployment " + " ".join(first) in proc.stdout
