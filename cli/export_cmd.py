@@ -64,7 +64,7 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
     `schedule`: solver.export.ScheduleOptions for `--period all --schedule` (one directory)."""
     from solver.errors import InputError
     from solver.export import ALL_PERIODS, export_periods, export_plan, export_scheduled, period_names
-    from solver.export.dynamo import DIR as DYNAMO
+    from solver.export.dynamo import DIR as DYNAMO, config_map
     from solver.export.llm_d import DIR as LLM_D
 
     try:
@@ -121,7 +121,9 @@ def write(plan: dict, target: str, out_dir: str, period: str | None = None,
             if deployments:
                 # Nor does removing a DGD's file: the operator runs its workers until the object is deleted.
                 lines.append(f"the Dynamo workers of those files keep running until deleted: kubectl delete "
-                             f"dynamographdeployment {' '.join(deployments)}")
+                             f"dynamographdeployment {' '.join(deployments)} (and TensorRT-LLM's engine settings: "
+                             f"kubectl delete configmap --ignore-not-found "
+                             f"{' '.join(config_map(d) for d in deployments)})")
     if schedule is not None:
         hint = (f"install KEDA, then kubectl apply -f {out_dir}: the ScaledObjects in keda-schedule.yaml switch the "
                 "fleet at each period's start")

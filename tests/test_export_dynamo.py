@@ -32,7 +32,12 @@ def plans(solver_cli, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
         "sglang": _workload(23, ["H200", "L40S", "A100-80GB"], engine="sglang"),
         # All disaggregated; the decode pool on two worker sizes.
         "trtllm": _workload(10, ["H200"], engine="tensorrt-llm", serving="disaggregated"),
+        # Two link tiers of one service (GCP's two RDMA speeds), under a name far past the name budget.
+        "tiers": dict(_workload(10, [], engine="sglang", serving="disaggregated"),
+                      constraints={"providers": ["aws", "gcp"]}),
     }
+    cases["tiers"]["services"][0].update(name="a-very-long-service-name-for-the-retrieval-augmented-generation-team",
+                                         slo={"ttft_ms": 1000, "tpot_ms": 30, "percentile": 99})
     result = {}
     for name, w in cases.items():
         (out / f"{name}-workload.json").write_text(json.dumps(w))
@@ -82,9 +87,12 @@ def test_every_pool_becomes_a_dynamo_component_the_crd_accepts(solver_cli, plans
     services = dgd["spec"]["services"]
     assert services["Frontend"]["componentType"] == "frontend"
     workers = {k: v for k, v in services.items() if k != "Frontend"}
-    # The operator names each component's Deployment and Service NAME-COMPONENT: a DNS label.
+    # Dynamo's webhook (with Grove) refuses a DGD whose name and component key pass 45 characters.
     for key in services:
-        assert len(f"{name}-{key.lower()}") <= 63, key
+        assert len(f"{name}-{key.lower()}") <= 45, key
+    frontend = services["Frontend"]["extraPodSpec"]["mainContainer"]
+    assert _arg(frontend["args"], "--router-mode") == "kv"  # not round-robin over unlike workers
+    assert {e["name"] for e in frontend["env"]} == {"HF_TOKEN"}  # it tokenizes: gated models need the token
     config = {}
     if case == "trtllm":
         config_map = docs[0]
@@ -131,15 +139,65 @@ def test_every_pool_becomes_a_dynamo_component_the_crd_accepts(solver_cli, plans
             "nodeSelectorTerms"][0]["matchExpressions"][0]
         assert product["key"] == "nvidia.com/gpu.product" and "H200" in product["values"][0]
         assert c["extraPodMetadata"]["labels"]["app.kubernetes.io/name"] == "chat"
+        assert c["extraPodMetadata"]["labels"]["fleet-planner/gpu"] == "H200"
+        # The checkpoint downloads into an emptyDir (HF_HOME), not the container's writable layer.
+        assert {"name": "model-cache", "mountPath": "/model-cache"} in main["volumeMounts"]
+        assert {"name": "model-cache", "emptyDir": {}} in pod["volumes"]
+        assert {"name": "HF_HOME", "value": "/model-cache"} in main["env"]
         assert c["sharedMemory"]["size"].endswith("Gi")
         exported.append((role, gpus, c["replicas"], batch))
     planned = sorted((r, a["gpus_per_replica"], a["replicas"], a["batch"]) for r, a in assignments)
     assert sorted(exported) == planned
     aggregated = [a for s in plan["services"] if not s.get("role") for a in s["assignments"]]
-    if aggregated:  # a service served both ways: the split is the gateway's, in the plan's rates
+    # The SGLang case is served both ways (the optimizer's choice): the split is the gateway's, in the plan's rates.
+    assert bool(aggregated) is (case == "sglang")
+    if aggregated:
         assert "chat-service.yaml" in {p.name for p in tmp_path.iterdir()}
         assert f"to {name}-frontend:8000" in proc.stderr
     assert f"kubectl apply -f {tmp_path / 'dynamo'}" in proc.stdout
+
+
+def test_two_link_tiers_are_two_graphs_with_the_plans_split(solver_cli, plans, tmp_path):
+    jsonschema = _need("jsonschema", "jsonschema")
+    schema = json.loads(DGD_SCHEMA.read_text())
+    path, plan = plans["tiers"]
+    links = {s["link"] for s in plan["services"] if s.get("role")}
+    assert len(links) == 2, "the plan no longer spans two link tiers"
+    proc = _export(solver_cli, path, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    files = _docs(tmp_path)
+    assert len(files) == 2
+    routed: dict[str, float] = {}
+    for svc in plan["services"]:
+        if svc.get("role") == "prefill":
+            routed[svc["link"]] = routed.get(svc["link"], 0.0) + sum(sum(a["routed"]) for a in svc["assignments"])
+    assert sum(routed.values()) == pytest.approx(10, rel=1e-6)
+    names = set()
+    assert "2 link tiers" in proc.stderr
+    for docs in files.values():
+        dgd = docs[-1]
+        jsonschema.validate(dgd, schema)
+        name = dgd["metadata"]["name"]
+        names.add(name)
+        for key in dgd["spec"]["services"]:
+            assert len(f"{name}-{key.lower()}") <= 45, key
+        # No aggregated replicas, but two Frontends: stderr gives the plan's rate for each.
+        link = dgd["metadata"]["annotations"]["fleet-planner/link"]
+        assert f"{routed[link]:.4g} req/s to {name}-frontend:8000" in proc.stderr
+    assert len(names) == 2
+
+
+def test_a_tier_on_two_engines_is_refused(solver_cli, plans, tmp_path):
+    path, plan = plans["sglang"]
+    bad = json.loads(path.read_text())
+    decode = next(s for s in bad["services"] if s.get("role") == "decode")
+    decode["engine"] = "tensorrt-llm"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    proc = _export(solver_cli, tmp_path / "bad.json", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    assert "services[chat].engine" in proc.stderr and "one engine" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_a_component_key_the_crd_does_not_know_fails_the_schema():
@@ -168,3 +226,4 @@ def test_re_export_names_the_graphs_to_delete(solver_cli, plans, tmp_path):
     assert first and not (out / "dynamo").exists()
     # Removing a DGD's file stops nothing: the message names the objects to delete.
     assert "kubectl delete dynamographdeployment " + " ".join(first) in proc.stdout
+    assert "kubectl delete configmap --ignore-not-found " + " ".join(f"{n}-engine" for n in first) in proc.stdout

@@ -21,7 +21,12 @@ Pinned (bump together; read at ai-dynamo/dynamo, see docs/export.md for each fil
   (`--extra-engine-args`): written into a ConfigMap beside the DGD, one key per component, as
   examples/backends/trtllm/deploy/disagg-multinode.yaml ships its engine configs.
 The operator names each component's Deployment and Service `DGD-COMPONENT` (lower case) and
-gives the Frontend port 8000.
+gives the Frontend port 8000; its admission webhook (with Grove, which names pods from both)
+refuses a DGD whose name and component key together pass 45 characters
+(deploy/operator/internal/webhook/validation/), so keys are short (`prefill`, `decode-2`) and
+the DGD's name is cut to fit. The Frontend routes with Dynamo's KV router (`--router-mode kv`:
+each request to the worker with the least work left after its cached prefix), not
+round-robin, which would split a pool on two GPU types evenly.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 from solver.errors import InputError
 from solver.export import engines, pd_pools
 from solver.export.kubernetes import hf_token_env, node_placement, shm_gib
-from solver.export.names import shorten, slug
+from solver.export.names import shorten, valid_label_value
 from solver.export.pod_size import pod_size
 from solver.export.units import PlanSummary, Unit
 from solver.export.yamlfile import document, documents
@@ -45,9 +50,9 @@ FRONTEND = "Frontend"
 FRONTEND_PORT = 8000  # the operator's DynamoServicePort
 PLATFORM_DOCS = "https://docs.nvidia.com/dynamo/latest/kubernetes/installation_guide.html"
 ENGINE_DIR = "/etc/fleet-planner"  # where a TensorRT-LLM worker finds its engine YAML
-# Room under the 63-character DNS label the operator's `DGD-COMPONENT` names must fit.
-NAME_LIMIT = 63
+NAME_LIMIT = 45  # the webhook's bound on len(DGD name) + len(component key) (one more for the dash, to be safe)
 GROUP_LABEL = "fleet-planner/pd-group"
+MODEL_CACHE = "/model-cache"  # HF_HOME: the checkpoint downloads into an emptyDir, not the container's layer
 
 
 def check_supported(u: Unit) -> None:
@@ -75,27 +80,33 @@ def render(summary: PlanSummary, pools: list[Unit], warnings: list[str], keep_of
     for key, units in sorted(tiers.items()):
         files[f"{DIR}/{names[key]}.yaml"] = _tier_file(summary, units, names[key], labels[key], keep_off_sites,
                                                         mixed_services, pools, labels, names)
-    for service_slug in sorted({u.service_slug for u in pools} & mixed_services):
+    for service_slug in sorted({u.service_slug for u in pools}):
         service = next(u.service for u in pools if u.service_slug == service_slug)
-        warnings.append(f"service {service!r} is served partly by aggregated replicas ({service_slug}-service.yaml) "
-                        f"and partly by Dynamo's prefill/decode workers ({DIR}/): route "
-                        f"{_split(summary, pools, service_slug, labels, names)} at your gateway, as the plan does")
+        tier_count = len({u.pool for u in pools if u.service_slug == service_slug})
+        if service_slug in mixed_services:
+            warnings.append(f"service {service!r} is served partly by aggregated replicas ({service_slug}-service.yaml) "
+                            f"and partly by Dynamo's prefill/decode workers ({DIR}/): route "
+                            f"{_split(summary, pools, service_slug, labels, names)} at your gateway, as the plan does")
+        elif tier_count > 1:
+            warnings.append(f"service {service!r} is served by Dynamo's prefill/decode workers in {tier_count} link "
+                            f"tiers ({DIR}/), each behind its own Frontend: route "
+                            f"{_split(summary, pools, service_slug, labels, names)} at your gateway, as the plan does")
     return files
 
 
 def component_names(units: list[Unit]) -> dict[str, str]:
-    """unit name -> its component key in the DGD: ROLE-GPU-xN, numbered where two units of a
-    tier would share one (the same GPU and size on two offers)."""
-    base = {u.name: f"{u.role}-{slug(u.gpu)}-x{u.gpus_per_replica}" + ("-spot" if u.spot else "") for u in units}
+    """unit name -> its component key in the DGD: its role, numbered (by GPU, size and offer)
+    where a role has several units in the tier. Short: the name budget is the webhook's 45."""
     out: dict[str, str] = {}
-    for name in sorted(base):
-        same = sorted(n for n in base if base[n] == base[name])
-        out[name] = base[name] if len(same) == 1 else f"{base[name]}-{same.index(name) + 1}"
+    for role in ("prefill", "decode"):
+        mine = sorted((u for u in units if u.role == role), key=lambda u: (u.gpu, u.gpus_per_replica, u.name))
+        for i, u in enumerate(mine):
+            out[u.name] = role if len(mine) == 1 else f"{role}-{i + 1}"
     return out
 
 
 def dgd_name(group: str, units: list[Unit]) -> str:
-    """The DGD's name: the tier's label, cut (with a digest) so that `NAME-COMPONENT` fits a DNS label."""
+    """The DGD's name: the tier's label, cut (with a digest) to the webhook's budget with its longest key."""
     longest = max([len(FRONTEND), *map(len, component_names(units).values())])
     return shorten(group, NAME_LIMIT - 1 - longest)
 
@@ -103,7 +114,7 @@ def dgd_name(group: str, units: list[Unit]) -> str:
 def _split(summary: PlanSummary, pools: list[Unit], service_slug: str, labels: dict, names: dict) -> str:
     aggregated, tiers = pd_pools.tier_rates(summary, pools, service_slug, labels)
     by_label = {labels[k]: names[k] for k in labels}
-    return (f"{aggregated:.4g} req/s to the aggregated replicas and "
+    return ((f"{aggregated:.4g} req/s to the aggregated replicas and " if aggregated > 0 else "")
             + ", ".join(f"{rate:.4g} req/s to {by_label[g]}-frontend:{FRONTEND_PORT}" for g, rate in tiers.items()))
 
 
@@ -113,8 +124,7 @@ def _tier_file(summary: PlanSummary, units: list[Unit], name: str, group: str, k
     components = component_names(units)
     notes = [first.model_note] if first.model_note else []
     engine_files: dict[str, str] = {}
-    services: dict = {FRONTEND: {"componentType": "frontend", "replicas": 1,
-                                 "extraPodSpec": {"mainContainer": {"image": IMAGES[first.engine]}}}}
+    services: dict = {FRONTEND: _frontend(first)}
     for u in sorted(units, key=lambda x: (x.role != "prefill", components[x.name])):
         key = components[u.name]
         services[key] = _component(u, key, name, group, keep_off_sites, notes, engine_files)
@@ -126,13 +136,24 @@ def _tier_file(summary: PlanSummary, units: list[Unit], name: str, group: str, k
     if not engine_files:
         return document(dgd, comments)
     config = {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": _config_map(name), "labels": {"app.kubernetes.io/name": first.service_slug}},
+              "metadata": {"name": config_map(name), "labels": {"app.kubernetes.io/name": first.service_slug}},
               "data": engine_files}
     return documents([config, dgd], comments)
 
 
-def _config_map(name: str) -> str:
+def config_map(name: str) -> str:
     return f"{name}-engine"
+
+
+def _frontend(u: Unit) -> dict:
+    """Dynamo's OpenAI-compatible endpoint. It tokenizes (the workers skip it), so it reads the
+    model's tokenizer from Hugging Face: the token too."""
+    container: dict = {"image": IMAGES[u.engine], "command": ["python3", "-m", "dynamo.frontend"],
+                       "args": ["--http-port", str(FRONTEND_PORT), "--router-mode", "kv"]}
+    env = hf_token_env(u)
+    if env:
+        container["env"] = env
+    return {"componentType": "frontend", "replicas": 1, "extraPodSpec": {"mainContainer": container}}
 
 
 def _component(u: Unit, key: str, name: str, group: str, keep_off_sites: bool, notes: list[str],
@@ -147,11 +168,11 @@ def _component(u: Unit, key: str, name: str, group: str, keep_off_sites: bool, n
         file = f"{key}.yaml"
         engine_files[file] = _trtllm_engine_yaml(u, notes)
         container["args"] = _trtllm_args(u, f"{ENGINE_DIR}/{file}")
-        pod["volumes"] = [{"name": "engine-config", "configMap": {"name": _config_map(name)}}]
+        pod["volumes"] = [{"name": "engine-config", "configMap": {"name": config_map(name)}}]
         container["volumeMounts"] = [{"name": "engine-config", "mountPath": ENGINE_DIR, "readOnly": True}]
-    env = hf_token_env(u)
-    if env:
-        container["env"] = env
+    pod.setdefault("volumes", []).append({"name": "model-cache", "emptyDir": {}})
+    container.setdefault("volumeMounts", []).append({"name": "model-cache", "mountPath": MODEL_CACHE})
+    container["env"] = [{"name": "HF_HOME", "value": MODEL_CACHE}, *hf_token_env(u)]
     pod["mainContainer"] = container
     return {"componentType": "worker", "subComponentType": u.role, "replicas": u.replicas,
             "resources": {"requests": {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", "gpu": gpus},
@@ -159,8 +180,15 @@ def _component(u: Unit, key: str, name: str, group: str, keep_off_sites: bool, n
             # /dev/shm for NCCL's tensor-parallel traffic, sized as the plan's replicas get it.
             "sharedMemory": {"size": f"{shm_gib(u)}Gi"},
             # The service's label on every worker pod: what the plan's spread (redundancy) selects.
-            "extraPodMetadata": {"labels": {"app.kubernetes.io/name": u.service_slug, GROUP_LABEL: group}},
+            "extraPodMetadata": {"labels": _pod_labels(u, group)},
             "extraPodSpec": pod}
+
+
+def _pod_labels(u: Unit, group: str) -> dict[str, str]:
+    labels = {"app.kubernetes.io/name": u.service_slug, GROUP_LABEL: group}
+    if valid_label_value(u.gpu):
+        labels["fleet-planner/gpu"] = u.gpu  # the component key no longer says which GPU
+    return labels
 
 
 def _sglang_args(u: Unit, notes: list[str]) -> list[str]:
@@ -215,8 +243,9 @@ def _comments(summary: PlanSummary, units: list[Unit], name: str, components: di
                      + f"; the plan routes {u.routed_per_s:.4g} req/s here ({u.routed_share:.1%} of the pool's)")
         lines.extend(u.name_notes)
     if len({u.gpu for u in units if u.role == "prefill"}) > 1 or len({u.gpu for u in units if u.role == "decode"}) > 1:
-        lines.append("Dynamo's router picks workers by their load and cached prefixes, not by the plan's shares: a "
-                     "pool on two GPU types gets about the split above when each worker is loaded alike.")
+        lines.append("The Frontend's KV router sends each request to the worker with the least work left (after its "
+                     "cached prefix), not by the plan's shares: a pool on two GPU types gets about the split above "
+                     "when the faster workers take more.")
     lines += ["Needs Dynamo's platform (operator and CRDs) in the cluster, as its installation guide says:",
               f"  {PLATFORM_DOCS}",
               f"  kubectl apply -f {name}.yaml"]

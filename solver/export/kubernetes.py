@@ -49,8 +49,9 @@ def render(summary: PlanSummary, warnings: list[str], unrouted: frozenset[str] =
     keep_off_sites = bool(owned_units(summary.units))
     pools = [u for u in summary.units if u.role]
     if pools:  # disaggregated services: vLLM's run as llm-d workers, SGLang's and TensorRT-LLM's on Dynamo
-        from solver.export import dynamo, llm_d  # imported here: they import us
+        from solver.export import dynamo, llm_d, pd_pools  # imported here: they import us
 
+        pd_pools.check_tiers(pools)  # before the split by engine: a tier runs one
         vllm = [u for u in pools if u.engine == "vllm"]
         others = [u for u in pools if u.engine != "vllm"]
         if vllm:

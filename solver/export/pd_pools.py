@@ -45,10 +45,17 @@ def check_unit(u: Unit, stack: str, image: str) -> None:
 
 
 def check_tiers(pools: list[Unit]) -> None:
-    """Each link tier of a service has both roles, on one model: the plan's pools come in pairs."""
+    """Each link tier of a service has both roles, on one model and one engine: the plan's
+    pools come in pairs (prefill and decode workers of two engines cannot pass a KV cache)."""
     tiers: dict[tuple[str, str], dict[str, set]] = {}
+    engines: dict[tuple[str, str], set] = {}
     for u in pools:
         tiers.setdefault((u.service, u.pool), {}).setdefault(u.role, set()).add(u.model_repo or u.model)
+        engines.setdefault((u.service, u.pool), set()).add(u.engine)
+    for (service, tier), names in sorted(engines.items()):
+        if len(names) > 1:
+            raise InputError.single(f"services[{service}].engine", f"is {' and '.join(sorted(map(str, names)))} in "
+                                    f"link tier {tier!r}: prefill and decode must run one engine.", FIX)
     for (service, tier), roles in sorted(tiers.items()):
         missing = [r for r in ("prefill", "decode") if r not in roles]
         if missing:
