@@ -65,6 +65,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "GUARANTEED_NO_EVICT) or paged_on_demand (blocks as tokens arrive: vLLM, TensorRT-LLM's "
                    "MAX_UTILIZATION); how many sequences a replica holds under load (--rate); default: the "
                    "engine version's own")
+    p.add_argument("--multi-step", metavar="K", default=None,
+                   help="decode steps a prefill-first engine runs per scheduling decision (vLLM V0 "
+                   "num_scheduler_steps): a prompt arriving during them waits for the block's end (TTFT under "
+                   "load, --rate); needs --scheduler prefill_first; default 1")
     p.add_argument("--kv-cache-memory-fraction", metavar="F", default=None,
                    help="the engine's memory setting in (0, 1], in its own meaning: vLLM gpu_memory_utilization, "
                    "TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang mem_fraction_static")
@@ -174,9 +178,9 @@ def _ints(values: list[str], option: str) -> list[int]:
 
 def _engine_options(args) -> dict:
     """--max-batch, --kv-cache-memory-fraction, --kv-cache-dtype, --max-num-batched-tokens,
-    --scheduler and --kv-admission, checked as the workload schema checks engine_options."""
+    --scheduler, --kv-admission and --multi-step, checked as the workload schema checks engine_options."""
     out: dict = {"max_batch": None, "kv_cache_memory_fraction": None, "kv_precision": None,
-                 "max_num_batched_tokens": None, "scheduler": None, "kv_admission": None}
+                 "max_num_batched_tokens": None, "scheduler": None, "kv_admission": None, "multi_step": None}
     kv = getattr(args, "kv_cache_dtype", None)
     if kv is not None:
         if kv not in ("auto", "fp16", "bf16", "fp8"):
@@ -200,6 +204,16 @@ def _engine_options(args) -> dict:
                 raise ValueError(f"{flag} must be {' or '.join(choices)}, got {shown}. To fix: e.g. "
                                  f"{flag} {choices[-1]}")
             out[name] = value
+    steps = getattr(args, "multi_step", None)
+    if steps is not None:
+        text = str(steps).strip()
+        if not text.isdigit() or not 1 <= int(text) <= 64:
+            raise ValueError(f"--multi-step must be a whole number from 1 to 64, got {steps!r}. To fix: e.g. "
+                             "--multi-step 8")
+        if int(text) > 1 and out["scheduler"] != "prefill_first":
+            raise ValueError(f"--multi-step {int(text)} is modelled for prefill-first engines only (vLLM V0 without "
+                             "chunked prefill, SGLang). To fix: add --scheduler prefill_first, or leave --multi-step out")
+        out["multi_step"] = int(text)
     if args.max_batch is not None:
         text = str(args.max_batch).strip()
         if not text.isdigit() or not 0 < int(text) <= 100_000:
@@ -452,7 +466,8 @@ def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
         "engine_options": {"max_batch": policy.max_batch, "kv_cache_memory_fraction": policy.memory_fraction,
                            "kv_cache_dtype": kv_precision(q), "max_num_batched_tokens": policy.token_budget,
                            "scheduler": q.scheduler or profile(q).scheduler,
-                           "kv_admission": q.kv_admission or profile(q).kv_admission},
+                           "kv_admission": q.kv_admission or profile(q).kv_admission,
+                           "multi_step": q.multi_step or 1},
         "engine_version": profile(q).version,
         "interconnect": host.interconnect, "offer": host.offer_id,
         "feasible": e.feasible, "reason": e.reason, "reason_kind": e.reason_kind,

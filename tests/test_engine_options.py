@@ -77,6 +77,24 @@ def test_kv_admission_reaches_the_plan_and_the_evaluator():
     assert shared and all(a.throughput_per_replica[0] > r for a, r in shared)
 
 
+def test_multi_step_reaches_the_plan_and_the_evaluator():
+    # vLLM V0 without chunked prefill, 8 decode steps per scheduling decision: a prompt that
+    # arrives during a block waits for its end, so p99 TTFT under load grows (tests/test_multi_step.py
+    # checks the model against the simulator) and a tight TTFT bound costs replicas.
+    def w(steps):
+        svc = {"name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16"], "engine": "vllm-0.9",
+               "engine_options": {"scheduler": "prefill_first", "multi_step": steps},
+               "demand": {"requests_per_s": 20, "prompt_tokens": 1000, "output_tokens": 200},
+               "slo": {"ttft_ms": 120, "tpot_ms": 60, "percentile": 99}}
+        return {"services": [svc], "constraints": {"gpu_types": ["H100-SXM"]}}
+
+    one, eight = plan(parse_workload(w(1))), plan(parse_workload(w(8)))
+    assert one.evaluation["ok"] and eight.evaluation["ok"]
+    # The 2-GPU replica that serves it at K = 1 (p99 TTFT ~81 ms) misses 120 ms at K = 8; the plan
+    # moves to a faster replica.
+    assert eight.total_price_usd_per_hour > one.total_price_usd_per_hour
+
+
 def test_size_with_error_band_uses_the_band_of_each_estimates_regime():
     w = workload()
     w["services"][0]["size_with_error_band"] = True
@@ -102,6 +120,10 @@ def test_size_with_error_band_uses_the_band_of_each_estimates_regime():
     ({"kv_cache_memory_fraction": 1.01}, "engine_options.kv_cache_memory_fraction"),
     ({"max_num_seqs": 256}, "'max_num_seqs'"),
     ({"kv_admission": "lazy"}, "engine_options.kv_admission"),
+    ({"multi_step": 0}, "engine_options.multi_step"),
+    ({"multi_step": 65}, "engine_options.multi_step"),
+    ({"multi_step": 2.5}, "engine_options.multi_step"),
+    ({"multi_step": 8}, "scheduler: prefill_first"),  # multi-step is modelled beside prefill-only steps only
 ])
 def test_bad_engine_options_exit_2_naming_the_field(tmp_path: Path, options: dict, field: str):
     path = tmp_path / "w.json"
@@ -140,12 +162,22 @@ def test_estimate_takes_the_engine_options():
     # its 16-bit KV cache beside fp8 weights ("auto"), and its chunked mixed steps.
     assert default["engine_options"] == {"max_batch": 1024, "kv_cache_memory_fraction": 0.92, "kv_cache_dtype": "fp16",
                                          "max_num_batched_tokens": 8192, "scheduler": "chunked_mixed",
-                                         "kv_admission": "paged_on_demand"}
+                                         "kv_admission": "paged_on_demand", "multi_step": 1}
     assert capped["batch"] == 32 and capped["engine_options"]["max_batch"] == 32
     # TensorRT-LLM stores fp8 KV beside fp8 weights: twice the sequences fit.
     assert trt["engine_options"]["max_batch"] == 2048 and trt["engine_options"]["kv_cache_dtype"] == "fp8"
     assert trt["max_batch_vram"] > 1.9 * default["max_batch_vram"]
     assert small["max_batch_vram"] < default["max_batch_vram"] and small["engine_options"]["kv_cache_memory_fraction"] == 0.5
+
+
+def test_estimate_multi_step_lengthens_ttft_under_load():
+    base = ("llama-3.1-8b", "--gpu", "H100-SXM", "--gpus-per-replica", "1", "--precision", "fp16", "--engine",
+            "vllm-0.9", "--scheduler", "prefill_first", "--prompt-tokens", "1000", "--output-tokens", "200",
+            "--rate", "10")
+    [one] = estimate_json(*base, "--multi-step", "1")
+    [eight] = estimate_json(*base, "--multi-step", "8")
+    assert one["engine_options"]["multi_step"] == 1 and eight["engine_options"]["multi_step"] == 8
+    assert eight["at_rate"]["ttft_ms_p99"] > 1.5 * one["at_rate"]["ttft_ms_p99"]
 
 
 def test_estimate_kv_admission_decides_how_full_a_replica_is_at_a_rate():
@@ -192,6 +224,9 @@ def test_estimate_reads_an_inline_model(tmp_path: Path):
     (("--kv-admission", "lazy"), "--kv-admission"),
     (("--kv-admission", ""), "--kv-admission"),
     (("--kv-admission", "x" * 100_000), "(100,000 characters)"),
+    (("--multi-step", "0"), "--multi-step"),
+    (("--multi-step", "nan"), "--multi-step"),
+    (("--multi-step", "8"), "--scheduler prefill_first"),
     (("--scheduler", "nan"), "--scheduler"),
 ])
 def test_bad_engine_flags_exit_2(args, needle):

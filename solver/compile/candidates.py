@@ -1186,7 +1186,7 @@ class _OfferCandidates:
             instances_per_replica=span, inter_node_gbs=self.offer.inter_node_gbs, calibration=cal,
             kv_precision=svc.kv_cache_dtype, max_batch=svc.max_batch, kv_cache_memory_fraction=svc.kv_cache_memory_fraction,
             size_with_error_band=svc.size_with_error_band, max_num_batched_tokens=svc.max_num_batched_tokens,
-            scheduler=svc.scheduler, kv_admission=svc.kv_admission,
+            scheduler=svc.scheduler, kv_admission=svc.kv_admission, multi_step=svc.multi_step,
         )
         b._query_fields[self._base] = (cal, dict(made.__dict__))
         return made

@@ -53,7 +53,7 @@ def compile_service(svc: Service, headroom: float, periods: tuple[Period, ...] =
         kv_cache_dtype=None if svc.engine_options.kv_cache_dtype == "auto" else svc.engine_options.kv_cache_dtype,
         max_batch=svc.engine_options.max_batch, kv_cache_memory_fraction=svc.engine_options.kv_cache_memory_fraction,
         max_num_batched_tokens=svc.engine_options.max_num_batched_tokens, scheduler=svc.engine_options.scheduler,
-        kv_admission=svc.engine_options.kv_admission,
+        kv_admission=svc.engine_options.kv_admission, multi_step=svc.engine_options.multi_step,
         period_multipliers=tuple(float(svc.demand.profile.get(p.name, 1.0)) for p in periods),
         serving=svc.serving,
         prefill_gpu_types=tuple(svc.disaggregation.prefill_gpu_types) if svc.disaggregation.prefill_gpu_types else None,

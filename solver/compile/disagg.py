@@ -118,7 +118,7 @@ def worker_query(s: ServiceDemand, catalog: Catalog, offer: Offer, gpus: int, pr
                      calibration=cal, kv_precision=s.kv_cache_dtype, max_batch=s.max_batch,
                      kv_cache_memory_fraction=s.kv_cache_memory_fraction,
                      max_num_batched_tokens=s.max_num_batched_tokens, scheduler=s.scheduler,
-                     kv_admission=s.kv_admission)
+                     kv_admission=s.kv_admission, multi_step=s.multi_step)
 
 
 def _config(pool: str, offer: Offer, gpus: int, precision: str, w: Worker) -> Config:

@@ -219,6 +219,7 @@ class ServiceDemand:
     max_num_batched_tokens: int | None = None  # engine_options.max_num_batched_tokens; None: the engine's
     scheduler: str | None = None  # engine_options.scheduler; None: the engine's
     kv_admission: str | None = None  # engine_options.kv_admission; None: the engine's
+    multi_step: int | None = None  # engine_options.multi_step; None: 1
     class_shares: tuple[float, ...] = (1.0,)  # of the service's requests, per class (the mix a replica serves)
     arrival_cv: float = 1.0  # of inter-arrival times (1: Poisson)
     period_multipliers: tuple[float, ...] = ()  # one per Problem.periods entry (1.0 where unnamed)
@@ -262,7 +263,8 @@ class ServiceDemand:
         queueing = (self.class_shares, self.arrival_cv) if self.slo.percentile is not None else ()
         return (self.unit, self.class_names, self.class_tokens, self.model, self.precisions, self.engine,
                 self.slo, self.profiles, self.size_with_error_band, self.kv_cache_dtype, self.max_batch,
-                self.kv_cache_memory_fraction, self.max_num_batched_tokens, self.scheduler, self.kv_admission, queueing)
+                self.kv_cache_memory_fraction, self.max_num_batched_tokens, self.scheduler, self.kv_admission,
+                self.multi_step, queueing)
 
     @property
     def mixed_routing(self) -> bool:

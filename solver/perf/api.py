@@ -268,6 +268,9 @@ class PerfQuery:
     # (blocks as tokens arrive, preempting on overflow: vLLM, TensorRT-LLM's MAX_UTILIZATION);
     # None: the engine version's default (solver.perf.engines.KV_ADMISSIONS).
     kv_admission: str | None = None
+    # Decode steps per scheduling decision of a prefill-first engine (vLLM V0's
+    # num_scheduler_steps); None: 1, every engine's default (solver.perf.queueing.physics.Replica).
+    multi_step: int | None = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ resting on an assumption can be read as such.
 from __future__ import annotations
 
 import csv
+import re
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -118,6 +119,7 @@ class LoadCase:
     max_model_len: int | None = None  # the context length the engine was started with, where stated
     kv_admission: str | None = None  # the scheduler's KV admission where the submitter's harness sets it
     scheduler: str | None = None  # "prefill_first" where the submitter turned chunked prefill off; None: the engine's
+    multi_step: int | None = None  # vLLM V0's num_scheduler_steps where the submitter's harness sets it
 
     @property
     def classes(self):
@@ -195,6 +197,21 @@ def _harness_scheduler(row: dict) -> str | None:
     return None
 
 
+def _harness_multi_step(row: dict) -> int | None:
+    """vLLM V0's multi-step scheduling where the submitter's harness turns it on beside
+    prefill-only steps: AMD's MLPerf harness yaml and its partners' copies
+    (`num_scheduler_steps: 9` for Server, 8 for Interactive, 7-19 for Offline, e.g.
+    closed/AMD/code/llama2-70b-99/harness_llm/models/llama2-70b/server_mi300x.yaml in
+    v5.1), as the rows' config_notes quote it. Once V0 decides to decode it runs that many
+    decode steps before it looks at waiting prompts (without chunked prefill a prompt batch
+    is one step: Scheduler._get_num_lookahead_slots gives prefills none), so a prompt
+    arriving meanwhile waits for the block's end. None: the engine's default (1)."""
+    if _harness_scheduler(row) != "prefill_first":
+        return None
+    m = re.search(r"num_scheduler_steps: (\d+)", row["config_notes"])
+    return int(m.group(1)) if m and int(m.group(1)) > 1 else None
+
+
 def _oldest(family: str) -> str:
     from solver.perf.engines import releases
 
@@ -240,7 +257,7 @@ def mlperf_cases() -> tuple[LoadCase, ...]:
                           else None,
                           max_batch=_int(r["max_batch"]), max_num_batched_tokens=_int(r["max_num_batched_tokens"]),
                           memory_fraction=_num(r["gpu_memory_fraction"]), kv_admission=_harness_admission(r),
-                          scheduler=_harness_scheduler(r))
+                          scheduler=_harness_scheduler(r), multi_step=_harness_multi_step(r))
             if r["scenario"] == "Offline":
                 out.append(LoadCase(rate_per_s=None, measured=(("saturation_per_s", rate / dp),), **common))
                 continue
@@ -324,7 +341,7 @@ def query_for(case: LoadCase, calibration=None):
                      kv_precision=case.kv_cache_dtype, max_batch=case.max_batch,
                      kv_cache_memory_fraction=case.memory_fraction,
                      max_num_batched_tokens=case.max_num_batched_tokens, max_model_len=case.max_model_len,
-                     kv_admission=case.kv_admission, scheduler=case.scheduler,
+                     kv_admission=case.kv_admission, scheduler=case.scheduler, multi_step=case.multi_step,
                      calibration=calibration or Calibration())
 
 

@@ -164,7 +164,7 @@ def _service_setup(workload, catalog, svc, sv, n_svc, *, percentile, arrival_cv,
                           kv_precision=None if opts.kv_cache_dtype == "auto" else opts.kv_cache_dtype,
                           max_batch=opts.max_batch, kv_cache_memory_fraction=opts.kv_cache_memory_fraction,
                           max_num_batched_tokens=opts.max_num_batched_tokens, scheduler=opts.scheduler,
-                          kv_admission=opts.kv_admission)
+                          kv_admission=opts.kv_admission, multi_step=opts.multi_step)
             rep = replica_for(q)
             classes = [TrafficClass(r / total, p, o) for r, (p, o) in zip(routed, tokens) if r > 0]
             view["kind"] = "replica"

@@ -20,7 +20,8 @@ The loop (`simulate_core`). Requests come as arrays in arrival order: arrival ti
 prompt and output tokens. Two schedulers (docs in solver/sim/replica.py):
 `CHUNKED_MIXED` (every step decodes one token of every running sequence and fills the
 rest of the token budget with prompt chunks) and `PREFILL_FIRST` (a step either
-prefills only or decodes only). Admission is FCFS with head-of-line blocking, so the
+prefills only or decodes only; with `multi_step` K > 1 a decision to decode runs K decode
+steps before waiting prompts are looked at again, as vLLM V0's multi-step scheduling). Admission is FCFS with head-of-line blocking, so the
 waiting queue is always the index range [admitted, arrived) and the sequences with an
 unfinished prompt are [prefilling, admitted): no queues are needed, only three counters.
 Decoding sequences leave at the end of a known decode step (the one that makes their
@@ -130,8 +131,8 @@ def _step_seconds(p, decodes, context, prefill, pairs):
 
 
 def _simulate_core(arrival_s, prompt_tokens, output_tokens, claim_tokens, open_ended, params, max_seqs, kv_cache_tokens,
-                  token_budget, scheduler, measure_lo, measure_hi, stop_after_s, time_limit_s, window_lo_s,
-                  window_hi_s, first_s, done_s, waited, got, wheel_next, wheel_head, batch_time_s, stats):
+                  token_budget, scheduler, multi_step, measure_lo, measure_hi, stop_after_s, time_limit_s,
+                  window_lo_s, window_hi_s, first_s, done_s, waited, got, wheel_next, wheel_head, batch_time_s, stats):
     """Run one replica over the given requests; returns DONE, EXHAUSTED or STALLED.
 
     Inputs: `arrival_s` (non-decreasing), `prompt_tokens`, `output_tokens` (>= 1) per
@@ -139,7 +140,9 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, claim_tokens, open_e
     (solver.perf.queueing.physics.kv_claim_tokens: its whole length, or its mean holding
     where the engine allocates pages on demand); `open_ended`: more requests would follow the last one (synthetic traffic), so
     the run must stop (EXHAUSTED) when it needs to know the next arrival after the last;
-    `params` = step_params(StepCost); `max_seqs` <= `token_budget`.
+    `params` = step_params(StepCost); `max_seqs` <= `token_budget`; `multi_step` >= 1 (decode
+    steps per decision to decode, PREFILL_FIRST only: a block ends early when no sequence is
+    left to decode).
     Stops at the top of a step once t > stop_after_s and either every request with index in
     [measure_lo, measure_hi) has finished or t > time_limit_s; without open_ended it also
     stops when every request has finished.
@@ -161,6 +164,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, claim_tokens, open_e
     t = 0.0
     step = 0
     decode_clock = 0  # decode steps done (every step under CHUNKED_MIXED)
+    block_left = 0  # decode steps left in the current multi-step block (PREFILL_FIRST)
     prev_start = -1e300  # start of the previous step
     measured_left = measure_hi - measure_lo
     finished_in_window = 0
@@ -224,11 +228,15 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, claim_tokens, open_e
             # whole prompts that fit after it; else a step prefills if the queue's head can be
             # admitted, and decodes otherwise.
             decoding = True
-            if prefilling < admitted:
+            if block_left > 0 and n_dec > 0:
+                block_left -= 1  # inside a multi-step block: waiting prompts are not looked at
+            elif prefilling < admitted:
                 decoding = False
             elif arrived > admitted and running < max_seqs \
                     and kv_used + claim_tokens[admitted] <= kv_cache_tokens:
                 decoding = False
+            else:
+                block_left = multi_step - 1  # a decision to decode: this step and multi_step - 1 more
             if not decoding:
                 decodes = 0
                 budget = token_budget

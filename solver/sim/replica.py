@@ -172,11 +172,13 @@ class CoreRun:
 def run_core(params: np.ndarray, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray, *,
              open_ended: bool, max_seqs: int, kv_cache_tokens: float, token_budget: int, scheduler: str,
              measure: tuple[int, int], stop_after_s: float, time_limit_s: float,
-             window_s: tuple[float, float], kv_admission: str = "whole_sequence") -> CoreRun:
+             window_s: tuple[float, float], kv_admission: str = "whole_sequence", multi_step: int = 1) -> CoreRun:
     """Allocate the core's arrays, run it, return what it filled. `max_seqs` as given is
     capped by `token_budget` here (every running sequence decodes one token per step)."""
     if scheduler not in kernel.SCHEDULERS:
         raise ValueError(f"scheduler must be one of {', '.join(kernel.SCHEDULERS)}, got {scheduler!r}")
+    if not (isinstance(multi_step, int) and multi_step >= 1):
+        raise ValueError(f"multi_step must be a whole number of decode steps, at least 1, got {multi_step!r}")
     n = len(arrival_s)
     max_seqs = int(min(max_seqs, token_budget))
     wheel = int(np.max(output_tokens)) + 1 if n else 2
@@ -199,7 +201,7 @@ def run_core(params: np.ndarray, arrival_s: np.ndarray, prompt_tokens: np.ndarra
         outs = [a.tolist() for a in outs]
     status = kernel.compiled().simulate_core(args[0], args[1], args[2], args[3], bool(open_ended), params, max_seqs,
                                   float(kv_cache_tokens), int(token_budget), kernel.SCHEDULERS[scheduler],
-                                  int(measure[0]), int(measure[1]), float(stop_after_s), float(time_limit_s),
+                                  int(multi_step), int(measure[0]), int(measure[1]), float(stop_after_s), float(time_limit_s),
                                   float(window_s[0]), float(window_s[1]), *outs)
     if not kernel.jit_enabled():
         first, done = np.asarray(outs[0], dtype=float), np.asarray(outs[1], dtype=float)
@@ -233,6 +235,7 @@ def simulate_replica(step, classes: Sequence, rate_per_s: float, *, max_seqs: in
     # A Replica brings its engine's scheduler and KV admission; a bare StepCost runs today's defaults.
     scheduler = scheduler or getattr(step, "scheduler", "chunked_mixed")
     kv_admission = kv_admission or getattr(step, "kv_admission", "whole_sequence")
+    multi_step = getattr(step, "multi_step", 1)  # a Replica's; a bare StepCost decides every step
     if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
         raise ValueError(f"rate_per_s must be a positive finite number, got {rate_per_s}")
     if not (arrival_cv >= 0 and math.isfinite(arrival_cv)):
@@ -259,7 +262,7 @@ def simulate_replica(step, classes: Sequence, rate_per_s: float, *, max_seqs: in
         run = run_core(params, times, prompts[cls], outputs[cls], open_ended=True, max_seqs=max_seqs,
                        kv_cache_tokens=kv_cache_tokens, token_budget=token_budget, scheduler=scheduler,
                        measure=(lo, hi), stop_after_s=duration_s, time_limit_s=drain_limit,
-                       window_s=(warmup, duration_s), kv_admission=kv_admission)
+                       window_s=(warmup, duration_s), kv_admission=kv_admission, multi_step=multi_step)
         if run.status != kernel.EXHAUSTED:
             break
         # The run outlasted the arrivals drawn so far (it stops by drain_limit, so this ends).
@@ -303,6 +306,7 @@ def simulate_requests(step, arrival_s, prompt_tokens, output_tokens, *, max_seqs
     `class_index` is the request's index in the list."""
     scheduler = scheduler or getattr(step, "scheduler", "chunked_mixed")
     kv_admission = kv_admission or getattr(step, "kv_admission", "whole_sequence")
+    multi_step = getattr(step, "multi_step", 1)  # a Replica's; a bare StepCost decides every step
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     prompts = np.asarray(prompt_tokens, dtype=np.int64)
     outputs = np.asarray(output_tokens, dtype=np.int64)
@@ -322,7 +326,7 @@ def simulate_requests(step, arrival_s, prompt_tokens, output_tokens, *, max_seqs
     run = run_core(params, arrival_s, prompts, outputs, open_ended=False, max_seqs=max_seqs,
                    kv_cache_tokens=kv_cache_tokens, token_budget=token_budget, scheduler=scheduler,
                    measure=(0, n), stop_after_s=-1.0, time_limit_s=math.inf, window_s=(0.0, math.inf),
-                   kv_admission=kv_admission)
+                   kv_admission=kv_admission, multi_step=multi_step)
     if run.status == kernel.STALLED:
         raise RuntimeError("simulation stalled: a request fits neither the batch nor the KV cache")
     span = float(run.stats[kernel.ST_END_S])

@@ -115,7 +115,8 @@ def run_replica_seed(replica, classes: Sequence, rate_per_s: float, *, arrival_c
                        kv_cache_tokens=replica.kv_cache_tokens, token_budget=replica.token_budget,
                        scheduler=scheduler, measure=(lo, hi), stop_after_s=span,
                        time_limit_s=max(2.0 * span, span + 600.0), window_s=(float(times[lo]) if hi > lo else 0.0,
-                                                                              span), kv_admission=admission)
+                                                                              span), kv_admission=admission,
+                       multi_step=getattr(replica, "multi_step", 1))
         if run.status != kernel.EXHAUSTED:
             break
         times, cls = traffic.first(2 * len(times))  # the run outlasted the arrivals drawn: run again with more

@@ -432,6 +432,20 @@ class EngineOptions(_Strict):
         "GUARANTEED_NO_EVICT, its default) or paged_on_demand (blocks as tokens arrive, a sequence preempted or "
         "paused when the cache is full: vLLM, TensorRT-LLM's MAX_UTILIZATION); decides how many sequences a "
         "replica holds; default: the engine version's own")
+    multi_step: int | None = Field(
+        default=None, ge=1, le=64, description="decode steps a prefill-first engine runs per scheduling decision "
+        "(vLLM V0's num_scheduler_steps, SGLang's num_continuous_decode_steps): once it decodes it runs this many "
+        "steps before it looks at waiting prompts again, so a prompt arriving meanwhile waits for the block's end "
+        "(TTFT grows by about half a block); needs scheduler: prefill_first; default 1")
+
+    @model_validator(mode="after")
+    def _multi_step_needs_prefill_first(self):
+        if self.multi_step is not None and self.multi_step > 1 and self.scheduler != "prefill_first":
+            raise ValueError(f"multi_step is {self.multi_step}, which the planner models for prefill-first engines "
+                             "only (vLLM V0 without chunked prefill, SGLang): with chunked prefill vLLM V0 runs prompt "
+                             "chunks inside the block too. To fix: also set scheduler: prefill_first, or leave "
+                             "multi_step out")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -65,6 +65,9 @@ class ReplicaLoadModel:
         # paused (physics.Replica.scheduler); the step content's cost, the own prompt's
         # prefill and the prefill limit follow that rule below.
         self.prefill_first = replica.scheduler == "prefill_first"
+        # Decode steps per decision to decode (physics.Replica.multi_step): a prefill-first
+        # engine's block of decode steps between two looks at the waiting prompts.
+        self.block_steps = float(replica.multi_step)
         # A class holds its slot about O steps: it weighs the batch's composition by share x O.
         slot_w = self.share * self.output
         slot_w /= slot_w.sum()
@@ -195,13 +198,14 @@ class ReplicaLoadModel:
 
     def _prefill_first_superstep(self, dec, ctx, tokens, pairs, outer: bool = False):
         """A prefill-first engine's super-step: the content's prompts in prefill-only steps
-        (running sequences paused), then one decode step; (seconds, decode steps = 1)."""
+        (running sequences paused), then its block of decode steps (one, or multi_step);
+        (seconds, decode steps)."""
         dec = np.asarray(dec, dtype=float)
         ctx = np.asarray(ctx, dtype=float)
         if outer and np.ndim(dec):
             dec, ctx = dec[..., None], ctx[..., None]
-        seconds = self._prefill_only_parts(tokens, pairs)[3] + self.step.seconds(dec, ctx, 0.0, 0.0)
-        return seconds, np.ones(np.shape(seconds))
+        seconds = self._prefill_only_parts(tokens, pairs)[3] + self.block_steps * self.step.seconds(dec, ctx, 0.0, 0.0)
+        return seconds, np.full(np.shape(seconds), self.block_steps)
 
     def _prefill_only_parts(self, tokens, pairs):
         """Prefill-only steps of a content of `tokens` prompt tokens (`pairs` attention pairs),
@@ -242,7 +246,8 @@ class ReplicaLoadModel:
         window = np.asarray(decode, dtype=float)
         # Prompts it may admit: the free slots and those the decode step frees (its finishers).
         n = np.asarray(n, dtype=float)
-        room = np.maximum(float(self._slot_cap) - n, 0.0) + n / max(self.decode_steps_per_request, 1.0)
+        room = (np.maximum(float(self._slot_cap) - n, 0.0)
+                + self.block_steps * n / max(self.decode_steps_per_request, 1.0))
         for _ in range(60):
             means = np.maximum(rate * window, 1e-12)
             e, _, empty = self._expected_superstep(dec, ctx, means)
@@ -468,8 +473,10 @@ class ReplicaLoadModel:
             return out
         dec, ctx, base = dec[ok], ctx[ok], base[ok]
         if self.prefill_first:
-            # A decode step and the chain of prefill steps before the next (no fixed point).
-            out[ok] = base + self._prefill_chain(dec, ctx, base, rate, n[ok])
+            # A block of decode steps and the chain of prefill steps before the next (no
+            # fixed point); per decode step.
+            block = self.block_steps * base
+            out[ok] = (block + self._prefill_chain(dec, ctx, block, rate, n[ok])) / self.block_steps
             return out
 
         def gap(span):
@@ -548,9 +555,12 @@ class ReplicaLoadModel:
         with_me = rate * tau * self.mean_prompt  # tokens of the prompts arriving alongside
         if self.prefill_first:
             # Its first token comes from a prefill-only step (its prompt and those arriving
-            # alongside); each of the O - 1 others from a super-step of mean tau.
+            # alongside, over a block of decode steps); each of the O - 1 others from a
+            # super-step of mean tau.
+            with_me = with_me * self.block_steps
             return [self._prefill_only_parts(self.prompt[k] + with_me,
-                                             self.prompt[k] ** 2 / 2 + rate * tau * self.mean_pairs)[3]
+                                             self.prompt[k] ** 2 / 2
+                                             + rate * tau * self.block_steps * self.mean_pairs)[3]
                     for k in range(len(self.share))]
         # Every class's prefill step in one call, classes along a new leading axis (the
         # same numbers as a call per class). One class: its call as it is (the new axis
@@ -953,12 +963,15 @@ class ReplicaLoadModel:
         dec0 = float(self._decodes(n0))
         ctx0 = dec0 * self.context_per_decode
         t_bar = float(st.tau(n0))
-        at = self.atoms(rate * t_bar * 8.0)
+        # A super-step's mean length: a prefill-first engine's holds its block of decode steps.
+        span = t_bar * self.block_steps if self.prefill_first else t_bar
+        at = self.atoms(rate * span * 8.0)
         room = max(self.budget - dec0, 1.0)
         if self.prefill_first:
             pre_full, pre_last, pre_k, pre_total = self._prefill_only_parts(at.tokens, at.pairs)
             decode_step = float(self.step.seconds(dec0, ctx0, 0.0, 0.0))
-            d = pre_total + decode_step
+            block = self.block_steps * decode_step  # the decode steps before it looks at prompts again
+            d = pre_total + block
         else:
             # The super-steps' last and full steps, kept: the arrival's view below needs them
             # apart (the same numbers as evaluating them again: the same operations).
@@ -966,7 +979,7 @@ class ReplicaLoadModel:
             d = last if full is None else (k - 1.0) * full + last
         # The step in progress carries the prompts that arrived during the step before it:
         # two rounds of the step-length chain from its mean.
-        prev = self._weights(np.array([rate * t_bar]), at)[0]
+        prev = self._weights(np.array([rate * span]), at)[0]
         trans = self._weights(rate * d, at)  # [from atom, to atom]
         # Long steps gather more prompts for the next: follow the chain until its memory
         # (about the prefill share of a step per step) has faded.
@@ -990,15 +1003,16 @@ class ReplicaLoadModel:
             cur = cur @ trans
         if self.prefill_first:
             # The content's prefill-only chunks i = 1..k (what is left of the content after
-            # chunk i comes first when prefill resumes), then its decode step, after which
-            # the arrival's own prompt is prefilled at once (prefill has priority).
+            # chunk i comes first when prefill resumes), then its block of decode steps, after
+            # which the arrival's own prompt is prefilled at once (prefill has priority): an
+            # arrival during the block waits for the rest of it.
             pos = np.nonzero(pre_k >= 1)[0]
             reps = pre_k[pos].astype(int)
             src = np.repeat(pos, reps)
             i = np.arange(len(src)) - np.repeat(np.cumsum(reps) - reps, reps) + 1
             chunk = np.where(i == pre_k[src], pre_last[src], pre_full[src])
-            sub_d = np.concatenate([np.full(1, decode_step), chunk])
-            sub_w = np.concatenate([np.full(1, decode_step), cur[src] * chunk])
+            sub_d = np.concatenate([np.full(1, block), chunk])
+            sub_w = np.concatenate([np.full(1, block), cur[src] * chunk])
             sub_left = np.concatenate([np.zeros(1), np.maximum(at.tokens[src] - i * self.budget, 0.0)])
         else:
             # Content beyond the token budget runs in several steps; an arrival lands in one of
@@ -1027,7 +1041,8 @@ class ReplicaLoadModel:
         # Waited: admitted at a step end with the batch full, prefilled in the next step.
         decn = float(self._decodes(st.slots))
         ctxn = decn * self.context_per_decode
-        wn = self._weights(np.array([rate * float(st.tau(st.slots))]), at)
+        wn = self._weights(np.array([rate * float(st.tau(st.slots)) * (self.block_steps if self.prefill_first
+                                                                       else 1.0)]), at)
         con, wn = _compress_atoms(at, wn, np.ones(1))
         wn = wn[0]
         if self.prefill_first:

@@ -159,12 +159,25 @@ class Replica:
     # (TensorRT-LLM's default GUARANTEED_NO_EVICT); "paged_on_demand" - pages are allocated as
     # tokens arrive and a full cache preempts (vLLM, SGLang): more sequences run at once.
     kv_admission: str = "whole_sequence"
+    # Decode steps a prefill-first engine runs per scheduling decision (vLLM V0's
+    # num_scheduler_steps, SGLang's num_continuous_decode_steps): once it decodes, it
+    # decodes this many steps before it looks at waiting prompts again, so a prompt that
+    # arrives during them waits for the block's end. 1: it looks before every step.
+    multi_step: int = 1
 
     def __post_init__(self):
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}")
         if self.kv_admission not in KV_ADMISSIONS:
             raise ValueError(f"kv_admission must be one of {', '.join(KV_ADMISSIONS)}, got {self.kv_admission!r}")
+        if not (isinstance(self.multi_step, int) and 1 <= self.multi_step <= MAX_MULTI_STEP):
+            raise ValueError(f"multi_step must be a whole number of decode steps from 1 to {MAX_MULTI_STEP}, "
+                             f"got {self.multi_step!r}")
+        if self.multi_step > 1 and self.scheduler != "prefill_first":
+            # vLLM V0's multi-step with chunked prefill runs prompt chunks inside the block
+            # too: neither the model nor the simulator represents that.
+            raise ValueError("multi_step above 1 is modelled for the prefill_first scheduler only (vLLM V0 without "
+                             "chunked prefill, SGLang)")
 
     def slowed(self, factor: float) -> "Replica":
         """This replica running `factor` times slower: every time of its step (all of
@@ -199,6 +212,7 @@ class _Slowed:
 
 
 SCHEDULERS = ("chunked_mixed", "prefill_first")
+MAX_MULTI_STEP = 64  # decode steps per scheduling decision (vLLM V0's examples use 8-16)
 KV_ADMISSIONS = ("whole_sequence", "paged_on_demand")
 
 
@@ -245,4 +259,4 @@ def _replica_for(q) -> Replica:
     graph_max, gap = graph_limits(q)
     return Replica(fit_step_cost(step_seconds, fraction, graph_max, gap), int(cap), max(kv_tokens, 0.0), int(policy.token_budget),
                    request_overhead_s(q), step_seconds, scheduler=q.scheduler or engine.scheduler,
-                   kv_admission=q.kv_admission or engine.kv_admission)
+                   kv_admission=q.kv_admission or engine.kv_admission, multi_step=q.multi_step or 1)
