@@ -453,9 +453,8 @@ def _load_fields(args, q) -> dict:
 
 
 def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
-    from solver.perf.llm import engine_policy, kv_precision, profile
+    from solver.perf.llm import engine_settings, profile
 
-    policy = engine_policy(q)
     usd_per_m = None
     if e.feasible and host.price_usd_per_replica_hour is not None and e.output_tokens_per_s > 0:
         usd_per_m = host.price_usd_per_replica_hour / (e.output_tokens_per_s * 3600) * 1e6
@@ -463,11 +462,7 @@ def _row(model, gpu, g: int, precision: str, engine: str, host, e, q) -> dict:
         "model": model.name, "gpu": gpu.name, "gpus_per_replica": g, "instances_per_replica": host.instances_per_replica,
         "precision": precision, "engine": engine, "batching": q.batching,
         # The engine's settings in effect (its version's defaults unless given as options).
-        "engine_options": {"max_batch": policy.max_batch, "kv_cache_memory_fraction": policy.memory_fraction,
-                           "kv_cache_dtype": kv_precision(q), "max_num_batched_tokens": policy.token_budget,
-                           "scheduler": q.scheduler or profile(q).scheduler,
-                           "kv_admission": q.kv_admission or profile(q).kv_admission,
-                           "multi_step": q.multi_step or 1},
+        "engine_options": engine_settings(q),
         "engine_version": profile(q).version,
         "interconnect": host.interconnect, "offer": host.offer_id,
         "feasible": e.feasible, "reason": e.reason, "reason_kind": e.reason_kind,

@@ -17,7 +17,7 @@ from solver.optimize.backends.base import resolve_auto
 from solver.compile.candidates import SHARED_CACHE, CandidateCache, add_candidates, build_problem
 from solver.compile.compiled import compile_problem
 from solver.compile.fleet_size import check_fleet_size
-from solver.compile.load_caps import at_load, caps_per_replica, real_routed, real_share
+from solver.compile.load_caps import at_load, caps_per_replica, engine_options_of, real_routed, real_share
 from solver.catalog.types import Catalog
 from solver.collector import paused as collector_paused
 from solver.confidence import NOMINAL, rate_margin, slowdown
@@ -42,7 +42,7 @@ from solver.confidence import rate_margin
 from solver.compile.resolve import check_references, resolve_catalog
 from solver.output.prefetch import AtLoadPrefetch
 from solver.output.sanity import low_utilization_warnings, tail_class_warnings, verification_warnings
-from solver.output.result import (AssignmentView, ConfidenceCost, ConfidenceView, FleetLine, PlanResult, PoolSimulation, RedundancyCost, RedundancyView,
+from solver.output.result import (AssignmentView, EngineSettings, ConfidenceCost, ConfidenceView, FleetLine, PlanResult, PoolSimulation, RedundancyCost, RedundancyView,
                                   ServingChoice,
                                   ServiceResult, SloCheck, SolverInfo)
 from solver.workload.schema import Workload
@@ -687,6 +687,8 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
                 headroom_utilization=_reserve(used * (1.0 - share) / a.replicas))
             for name, bound in s.slo.bounds():
                 view.slo_checks.append(SloCheck(name, getattr(view, name), bound))
+            settings = engine_options_of(catalog, problem.calibration, s, c)
+            view.engine_options = EngineSettings(**settings) if settings is not None else None
             check = problem.checks.get(c.key)
             if check is not None:
                 view.verified = check.view()

@@ -119,8 +119,14 @@ def test_every_pool_becomes_a_dynamo_component_the_crd_accepts(solver_cli, plans
         if case == "sglang":
             tp, batch = int(_arg(args, "--tp")), int(_arg(args, "--max-running-requests"))
             assert _arg(args, "--disaggregation-transfer-backend") == "nixl"
-            assert _arg(args, "--quantization") == "fp8"  # the plan's fp8, KV cache included
-            assert _arg(args, "--kv-cache-dtype") == "fp8_e4m3"
+            # The plan's fp8 weights, its KV cache (SGLang's "auto": 16-bit), token budget and memory fraction.
+            opts = next(a["engine_options"] for r, a in assignments if r == role and a["gpus_per_replica"] == gpus
+                        and a["replicas"] == c["replicas"])
+            assert _arg(args, "--quantization") == "fp8"
+            assert ("--kv-cache-dtype" in args) is (opts["kv_cache_dtype"] == "fp8")
+            assert int(_arg(args, "--chunked-prefill-size")) == opts["max_num_batched_tokens"]
+            assert float(_arg(args, "--mem-fraction-static")) == pytest.approx(opts["kv_cache_memory_fraction"],
+                                                                               abs=5e-4)
         else:
             engine = config[f"{key}.yaml"]
             assert _arg(args, "--extra-engine-args") == f"/etc/fleet-planner/{key}.yaml"

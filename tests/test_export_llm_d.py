@@ -106,7 +106,15 @@ def test_every_pool_becomes_an_llm_d_release_the_chart_accepts(solver_cli, plans
             args = c["args"]
             batch = int(args[args.index("--max-num-seqs") + 1])
             assert "NixlConnector" in args[args.index("--kv-transfer-config") + 1]
-            assert args[args.index("--kv-cache-dtype") + 1] == "fp8"  # the plan's fp8, KV cache included
+            # The plan's fp8 weights beside the KV cache the plan sized (vLLM's "auto": 16-bit) and its
+            # token budget and memory fraction (the assignment's engine_options).
+            unit_opts = next(a for r, a in assignments if r == role and a["gpus_per_replica"] == tp
+                             and a["replicas"] == spec["replicas"])["engine_options"]
+            assert args[args.index("--quantization") + 1] == "fp8"
+            assert ("--kv-cache-dtype" in args) is (unit_opts["kv_cache_dtype"] == "fp8")
+            assert int(args[args.index("--max-num-batched-tokens") + 1]) == unit_opts["max_num_batched_tokens"]
+            assert float(args[args.index("--gpu-memory-utilization") + 1]) == pytest.approx(
+                unit_opts["kv_cache_memory_fraction"], abs=5e-4)
             assert c["modelCommand"] == "vllmServe" and c["image"].startswith("ghcr.io/llm-d/llm-d-cuda:v")
             # What the chart adds itself (vllmServe: the model, --port, --tensor-parallel-size,
             # --served-model-name) is not ours to repeat.

@@ -519,13 +519,34 @@ def _r(x):
 
 def _replica_of(catalog, calibration, svc, config: Config):
     """The queueing view of one of the service's estimated configurations."""
+    return replica_for(_query_of(catalog, calibration, svc, config))
+
+
+def _query_of(catalog, calibration, svc, config: Config):
+    """The PerfQuery the planner built for one of the service's estimated configurations (a
+    disaggregated pool's worker: its worker query)."""
+    offer = _offer_of(catalog, config.offer_id)
+    if svc.role:
+        from solver.compile.disagg import worker_query
+
+        return worker_query(svc, catalog, offer, config.gpus_per_replica, config.precision, calibration)
     from solver.compile.candidates import CandidateBuilder, _OfferCandidates
 
-    offer = _offer_of(catalog, config.offer_id)
     oc = _OfferCandidates(CandidateBuilder(catalog, [offer], calibration), svc, offer, catalog.gpus[offer.gpu])
     first = svc.class_tokens[0]
-    return replica_for(oc._query(svc.model, config.gpus_per_replica, config.instances_per_replica, config.precision,
-                                 first.prompt_tokens, first.output_tokens))
+    return oc._query(svc.model, config.gpus_per_replica, config.instances_per_replica, config.precision,
+                     first.prompt_tokens, first.output_tokens)
+
+
+def engine_options_of(catalog, calibration, svc, config: Config) -> dict | None:
+    """The engine's settings in effect for one of the service's estimated configurations
+    (solver.perf.llm.engine_settings: the version's defaults and the service's options), as
+    the plan reports them for the export to start the engine with; None for measured profiles."""
+    if svc.model is None or config.source != "estimate" or config.precision is None:
+        return None
+    from solver.perf.llm import engine_settings
+
+    return engine_settings(_query_of(catalog, calibration, svc, config))
 
 
 def _routed_mix(svc, routed) -> tuple[TrafficClass, ...]:

@@ -47,6 +47,10 @@ def render_with_warnings(plan: object, target: str, period: str | None = None) -
     # Placed before any file is rendered: replicas that do not fit their servers stop the export.
     sites = place_owned(selected, summary.units, "fleet" if period is None else f"periods[{period}].fleet")
     warnings = list(summary.warnings)
+    from solver.export.engines import unexpressed
+
+    # Settings the plan was sized with that the pinned image cannot run: said once per unit.
+    warnings += [w for w in (unexpressed(u) for u in summary.units if u.model is not None) if w]
     files = TARGETS[target](summary, warnings)
     files.update(site_files(sites, summary, target, None if period is None else (period, period_hours(plan, period))))
     return files, warnings

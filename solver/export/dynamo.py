@@ -197,6 +197,7 @@ def _sglang_args(u: Unit, notes: list[str]) -> list[str]:
     if u.batch:
         # A prefill worker's planned batch is the prompts it holds at once (the TTFT model's).
         args += ["--max-running-requests", str(u.batch)]
+    args += engines.sglang_settings(u)
     args += engines.sglang_precision(u, notes)
     return args + ["--skip-tokenizer-init",  # the Frontend tokenizes (Dynamo's examples)
                    "--disaggregation-mode", u.role, "--disaggregation-transfer-backend", "nixl",
@@ -221,6 +222,10 @@ def _trtllm_engine_yaml(u: Unit, notes: list[str]) -> str:
     settings: dict = {"backend": "pytorch", "tensor_parallel_size": u.tensor_parallel}
     if u.batch:
         settings["max_batch_size"] = u.batch
+    if u.setting("max_num_batched_tokens"):
+        settings["max_num_tokens"] = u.setting("max_num_batched_tokens")  # the planned token budget
+    if u.setting("kv_cache_memory_fraction"):
+        settings["kv_cache_config"] = {"free_gpu_memory_fraction": u.setting("kv_cache_memory_fraction")}
     settings.update({"enable_chunked_prefill": True, "disable_overlap_scheduler": u.role == "prefill",
                      "cache_transceiver_config": {"backend": "DEFAULT"}})
     return document(settings, [])

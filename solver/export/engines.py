@@ -2,8 +2,13 @@
 
 The arguments carry what the plan decided: tensor and pipeline parallel sizes (the
 performance model's split: one pipeline stage per instance, tensor parallel within it),
-the precision, and the planned batch as the engine's cap on concurrent sequences (the
-batch the latency estimates assume; a larger one would break the SLOs).
+the precision, the planned batch as the engine's cap on concurrent sequences (the
+batch the latency estimates assume; a larger one would break the SLOs), and the engine
+settings the plan was sized with (an assignment's `engine_options`: the token budget per
+step, the memory fraction, the KV cache's type, SGLang's mixed chunks and continuous decode
+steps), so the server runs as planned whatever the image's own defaults are. What the
+pinned image cannot run (vLLM V0's prefill-only steps or multi-step on a V1 image) is said
+in a warning (`unexpressed`).
 
 Images (pinned; bump them together with the flags below):
 - vLLM `vllm/vllm-openai:v0.11.0` (Docker Hub; `vllm serve`, /health). ROCm build
@@ -88,6 +93,7 @@ def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_addres
             args += ["--max-num-seqs", str(unit.batch)]
         if unit.multi_node:
             args += ["--distributed-executor-backend", "ray"]
+        args += vllm_settings(unit)
         args += vllm_precision(unit, notes)
     elif unit.engine == "sglang":
         args = ["python3", "-m", "sglang.launch_server", "--model-path", model, "--host", "0.0.0.0",
@@ -97,12 +103,14 @@ def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_addres
         if unit.multi_node:
             args += ["--nnodes", nnodes, "--node-rank", node_rank,
                      "--dist-init-addr", f"{leader_address}:{SGLANG_DIST_PORT}"]
+        args += sglang_settings(unit)
         args += sglang_precision(unit, notes)
     elif unit.engine == "tensorrt-llm":
         args = ["trtllm-serve", model, "--host", "0.0.0.0", "--port", str(PORT), "--backend", "pytorch",
                 "--tp_size", tp, "--pp_size", pp]
         if unit.batch:
             args += ["--max_batch_size", str(unit.batch)]
+        args += trtllm_settings(unit)
         trtllm_precision(unit, notes)
     else:
         raise ValueError(f"unknown engine {unit.engine!r}")
@@ -114,14 +122,70 @@ def _model_notes(unit: Unit) -> list[str]:
     return [unit.model_note] if unit.model_note else []
 
 
+def _fp8_kv(unit: Unit) -> bool:
+    """The plan's KV cache is fp8: as its engine settings say (the engine's "auto" is 16-bit for
+    vLLM and SGLang beside fp8 weights); plans from before they were reported: fp8 with fp8 weights."""
+    kv = unit.setting("kv_cache_dtype")
+    return kv == "fp8" if kv is not None else unit.precision == "fp8"
+
+
+def vllm_settings(unit: Unit) -> list[str]:
+    """The token budget and memory fraction the plan was sized with (vLLM's own names)."""
+    args = []
+    if unit.setting("max_num_batched_tokens"):
+        args += ["--max-num-batched-tokens", str(unit.setting("max_num_batched_tokens"))]
+    if unit.setting("kv_cache_memory_fraction"):
+        args += ["--gpu-memory-utilization", f"{unit.setting('kv_cache_memory_fraction'):g}"]
+    return args
+
+
+def sglang_settings(unit: Unit) -> list[str]:
+    """SGLang's names for the planned token budget, memory fraction, mixed chunks (the
+    chunked_mixed scheduler; SGLang's default is prefill-only steps) and continuous decode steps."""
+    args = []
+    if unit.setting("max_num_batched_tokens"):
+        args += ["--chunked-prefill-size", str(unit.setting("max_num_batched_tokens"))]
+    if unit.setting("kv_cache_memory_fraction"):
+        args += ["--mem-fraction-static", f"{unit.setting('kv_cache_memory_fraction'):g}"]
+    if unit.setting("scheduler") == "chunked_mixed":
+        args += ["--enable-mixed-chunk"]
+    if (unit.setting("multi_step") or 1) > 1:
+        args += ["--num-continuous-decode-steps", str(unit.setting("multi_step"))]
+    return args
+
+
+def trtllm_settings(unit: Unit) -> list[str]:
+    """trtllm-serve's names for the planned token budget and KV memory fraction."""
+    args = []
+    if unit.setting("max_num_batched_tokens"):
+        args += ["--max_num_tokens", str(unit.setting("max_num_batched_tokens"))]
+    if unit.setting("kv_cache_memory_fraction"):
+        args += ["--kv_cache_free_gpu_memory_fraction", f"{unit.setting('kv_cache_memory_fraction'):g}"]
+    return args
+
+
+def unexpressed(unit: Unit) -> str | None:
+    """What the plan's engine settings ask that the pinned image's server cannot do, in words;
+    None when it runs them all. vLLM's image is V1: every step mixes prompt chunks with
+    decodes, one step per scheduling decision (V0's prefill-only steps and multi-step are gone)."""
+    steps = unit.setting("multi_step") or 1
+    if unit.engine == "vllm" and (unit.setting("scheduler") == "prefill_first" or steps > 1):
+        return (f"service {unit.service!r}: the plan sized {unit.name} for vLLM V0's prefill-only steps"
+                + (f" with {steps} decode steps per scheduling decision" if steps > 1 else "")
+                + f", but {IMAGES[('vllm', vendor(unit.gpu))]} runs vLLM V1 (prompt chunks in every step): its TTFT "
+                "and TPOT under load differ from the plan's. To fix: plan it with scheduler chunked_mixed, or "
+                "run a vLLM V0 image")
+    return None
+
+
 def vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
     if unit.precision == "fp16":
         return ["--dtype", "float16"]
     if unit.precision == "bf16":
         return ["--dtype", "bfloat16"]
     if unit.precision == "fp8":
-        # Online FP8 weight quantization of a 16-bit checkpoint, and an FP8 KV cache as the plan assumed.
-        return ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+        # Online FP8 weight quantization of a 16-bit checkpoint; the KV cache's type as the plan assumed.
+        return ["--quantization", "fp8"] + (["--kv-cache-dtype", "fp8"] if _fp8_kv(unit) else [])
     if unit.precision == "int8":
         notes.append("int8: vLLM reads INT8 (W8A8) quantization from the checkpoint; point the model at an INT8 "
                      "checkpoint of the same model.")
@@ -134,7 +198,7 @@ def sglang_precision(unit: Unit, notes: list[str]) -> list[str]:
     if unit.precision == "bf16":
         return ["--dtype", "bfloat16"]
     if unit.precision == "fp8":
-        return ["--quantization", "fp8", "--kv-cache-dtype", "fp8_e4m3"]
+        return ["--quantization", "fp8"] + (["--kv-cache-dtype", "fp8_e4m3"] if _fp8_kv(unit) else [])
     if unit.precision == "int8":
         notes.append("int8: SGLang serves INT8 (W8A8) checkpoints with --quantization w8a8_int8; point the model "
                      "at one.")

@@ -159,6 +159,7 @@ def _container(u: Unit, notes: list[str]) -> dict:
     if u.batch:
         # A prefill worker's planned batch is the prompts it holds at once (the TTFT model's).
         args += ["--max-num-seqs", str(u.batch)]
+    args += engines.vllm_settings(u)
     args += engines.vllm_precision(u, notes)
     args += ["--kv-transfer-config", KV_TRANSFER_CONFIG]
     port = DECODE_VLLM_PORT if u.role == "decode" else SERVICE_PORT

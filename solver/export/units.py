@@ -58,6 +58,15 @@ class Unit:
     role: str = ""
     pool: str = ""
     routed_per_s: float = 0.0  # the rate the plan routes to this unit (its service's unit: requests/s)
+    # The engine's settings the plan sized this configuration with (the assignment's
+    # engine_options: token budget, memory fraction, KV-cache type, scheduler, multi-step),
+    # as (name, value) pairs; empty for plans from before they were reported.
+    engine_settings: tuple[tuple[str, object], ...] = ()
+    engine_version: str = ""  # the planned engine's version ("0.9" of "vllm-0.9"); "": its current release
+
+    def setting(self, name: str):
+        """One of the planned engine settings; None where the plan does not say."""
+        return dict(self.engine_settings).get(name)
 
     @property
     def tensor_parallel(self) -> int:
@@ -91,6 +100,52 @@ class PlanSummary:
     pricing: str
     units: tuple[Unit, ...]
     warnings: tuple[str, ...] = ()  # for stderr: what the user should know about the files
+
+
+# What an assignment's engine_options may say, and the type each must have (the plan JSON's
+# names: solver.perf.llm.engine_settings).
+_SETTINGS = {"max_batch": int, "kv_cache_memory_fraction": float, "kv_cache_dtype": ("fp16", "bf16", "fp8"),
+             "max_num_batched_tokens": int, "scheduler": ("chunked_mixed", "prefill_first"),
+             "kv_admission": ("whole_sequence", "paged_on_demand"), "multi_step": int}
+
+
+def _engine_settings(a: dict, where: str) -> tuple[tuple[str, object], ...]:
+    """An assignment's engine_options, checked: they become engine flags, so a tampered value
+    must not reach a command line."""
+    opts = a.get("engine_options")
+    if opts is None:
+        return ()
+    if not isinstance(opts, dict):
+        raise InputError.single(f"{where}.engine_options", "must be an object of engine settings.", _FIX)
+    out = []
+    for name, value in opts.items():
+        if value is None:
+            continue  # not stated: the image's default
+        kind = _SETTINGS.get(name)
+        field_ = f"{where}.engine_options.{str(name)[:40]}"
+        if kind is None:
+            raise InputError.single(field_, "is not an engine setting the export knows.", _FIX)
+        if isinstance(kind, tuple):
+            ok = value in kind
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 10_000_000
+        else:
+            ok = _is_number(value) and 0 < value <= 1
+        if not ok:
+            raise InputError.single(field_, f"is {str(value)[:40]!r}, not a valid value.", _FIX)
+        out.append((name, value))
+    return tuple(out)
+
+
+def _engine_version(engine) -> str:
+    if not isinstance(engine, str):
+        return ""
+    from solver.perf.engines import parse_engine
+
+    try:
+        return parse_engine(engine)[1] or ""
+    except ValueError:
+        return ""
 
 
 def _engine_family(engine):
@@ -225,7 +280,8 @@ def plan_units(plan: object) -> PlanSummary:
                 routed_share=routed / total_routed if total_routed > 0 else 1.0 / len(svc["assignments"]),
                 shares_instances=a["config"] in packed,
                 redundancy_domain=_redundancy_domain(svc), config=a["config"], role=role, pool=pool,
-                routed_per_s=routed))
+                routed_per_s=routed, engine_settings=_engine_settings(a, aw) if model is not None else (),
+                engine_version=_engine_version(svc.get("engine")) if model is not None else ""))
     if errors:
         raise InputError(errors)
     if not units:

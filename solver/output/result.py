@@ -64,6 +64,20 @@ class LoadBand:
 
 
 @dataclass
+class EngineSettings:
+    """An engine's settings in effect for one configuration, by the workload's engine_options
+    names (solver.perf.llm.engine_settings): what the export starts the engine with."""
+
+    max_batch: int  # the engine's cap on concurrent sequences (the plan's batch is the assignment's)
+    kv_cache_memory_fraction: float  # in the engine's own meaning
+    kv_cache_dtype: str  # "fp16" | "bf16" | "fp8"
+    max_num_batched_tokens: int
+    scheduler: str  # "chunked_mixed" | "prefill_first"
+    kv_admission: str  # "whole_sequence" | "paged_on_demand"
+    multi_step: int  # decode steps per scheduling decision
+
+
+@dataclass
 class Verification:
     """Simulation in the loop (solver.verify): one configuration simulated at the rate the
     plan routes to one replica, with the confidence's margins (solver/compile/verified_caps.py)."""
@@ -138,6 +152,10 @@ class AssignmentView:
     # The share of this configuration's capacity that constraints.headroom holds in reserve:
     # utilization (real demand routed / capacity) + this = the planned load / capacity.
     headroom_utilization: float | None = None  # None: no headroom
+    # The engine's settings in effect for this configuration, by the workload's engine_options
+    # names (the version's defaults and the service's options): what the export starts it with.
+    # None: a measured-profile service.
+    engine_options: EngineSettings | None = None
 
 
 @dataclass

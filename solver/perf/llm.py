@@ -391,6 +391,18 @@ class _Pass:
     def regime(self) -> str:
         return _regime(self.memory_bound)
 
+def engine_settings(q: PerfQuery) -> dict:
+    """The engine's settings in effect for a query, by the workload's engine_options names:
+    the version's defaults with the service's options applied (what `estimate` reports and
+    a plan's assignment carries, so an export can start the engine exactly so)."""
+    policy = engine_policy(q)
+    prof = profile(q)
+    return {"max_batch": policy.max_batch, "kv_cache_memory_fraction": policy.memory_fraction,
+            "kv_cache_dtype": kv_precision(q), "max_num_batched_tokens": policy.token_budget,
+            "scheduler": q.scheduler or prof.scheduler, "kv_admission": q.kv_admission or prof.kv_admission,
+            "multi_step": q.multi_step or 1}
+
+
 def kv_precision(q: PerfQuery) -> str:
     """The KV cache's element type: the service's engine_options.kv_cache_dtype, else the
     engine's "auto": 16-bit for vLLM and SGLang (the model's type: the FP8 checkpoints they

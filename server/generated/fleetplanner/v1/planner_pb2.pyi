@@ -866,7 +866,7 @@ class ConfidenceCost(_message.Message):
     def __init__(self, nominal_price_usd_per_hour: _Optional[float] = ..., margin_usd_per_hour: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load", "cap_per_replica", "cap_per_replica_nominal", "verified", "headroom_utilization")
+    __slots__ = ("config", "offer_id", "gpu", "gpus_per_replica", "instances_per_replica", "precision", "source", "replicas", "throughput_per_replica", "routed", "utilization", "ttft_ms", "tpot_ms", "latency_ms", "batch", "memory_gib_per_gpu", "binding_limit", "error_band", "slo_checks", "at_load", "cap_per_replica", "cap_per_replica_nominal", "verified", "headroom_utilization", "engine_options")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     OFFER_ID_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
@@ -891,6 +891,7 @@ class Assignment(_message.Message):
     CAP_PER_REPLICA_NOMINAL_FIELD_NUMBER: _ClassVar[int]
     VERIFIED_FIELD_NUMBER: _ClassVar[int]
     HEADROOM_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     config: str
     offer_id: str
     gpu: str
@@ -915,7 +916,26 @@ class Assignment(_message.Message):
     cap_per_replica_nominal: float
     verified: Verified
     headroom_utilization: float
-    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ..., cap_per_replica: _Optional[float] = ..., cap_per_replica_nominal: _Optional[float] = ..., verified: _Optional[_Union[Verified, _Mapping]] = ..., headroom_utilization: _Optional[float] = ...) -> None: ...
+    engine_options: EngineSettings
+    def __init__(self, config: _Optional[str] = ..., offer_id: _Optional[str] = ..., gpu: _Optional[str] = ..., gpus_per_replica: _Optional[int] = ..., instances_per_replica: _Optional[int] = ..., precision: _Optional[str] = ..., source: _Optional[str] = ..., replicas: _Optional[int] = ..., throughput_per_replica: _Optional[_Iterable[float]] = ..., routed: _Optional[_Iterable[float]] = ..., utilization: _Optional[float] = ..., ttft_ms: _Optional[float] = ..., tpot_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., batch: _Optional[int] = ..., memory_gib_per_gpu: _Optional[float] = ..., binding_limit: _Optional[str] = ..., error_band: _Optional[float] = ..., slo_checks: _Optional[_Iterable[_Union[SloCheck, _Mapping]]] = ..., at_load: _Optional[_Union[AtLoad, _Mapping]] = ..., cap_per_replica: _Optional[float] = ..., cap_per_replica_nominal: _Optional[float] = ..., verified: _Optional[_Union[Verified, _Mapping]] = ..., headroom_utilization: _Optional[float] = ..., engine_options: _Optional[_Union[EngineSettings, _Mapping]] = ...) -> None: ...
+
+class EngineSettings(_message.Message):
+    __slots__ = ("max_batch", "kv_cache_memory_fraction", "kv_cache_dtype", "max_num_batched_tokens", "scheduler", "kv_admission", "multi_step")
+    MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_MEMORY_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_DTYPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_FIELD_NUMBER: _ClassVar[int]
+    KV_ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    MULTI_STEP_FIELD_NUMBER: _ClassVar[int]
+    max_batch: int
+    kv_cache_memory_fraction: float
+    kv_cache_dtype: str
+    max_num_batched_tokens: int
+    scheduler: str
+    kv_admission: str
+    multi_step: int
+    def __init__(self, max_batch: _Optional[int] = ..., kv_cache_memory_fraction: _Optional[float] = ..., kv_cache_dtype: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., scheduler: _Optional[str] = ..., kv_admission: _Optional[str] = ..., multi_step: _Optional[int] = ...) -> None: ...
 
 class Verified(_message.Message):
     __slots__ = ("verdict", "rate_per_s", "requests", "seeds", "percentile", "ttft_ms_p", "tpot_ms_p", "latency_ms_p", "ci", "reason")
