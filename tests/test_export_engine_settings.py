@@ -98,14 +98,18 @@ def test_sglang_gets_its_own_names_and_vllm_v0_settings_are_a_warning(solver_cli
     assert "vLLM V0's prefill-only steps with 8 decode steps" in stderr and "To fix" in stderr
 
 
+def _export_with(cli: str, tmp: Path, name: str, value):
+    """Export the plan with one setting of its first assignment replaced."""
+    path, _ = _plan(cli, tmp, "t", _workload("vllm"))
+    bad = json.loads(path.read_text())
+    bad["services"][0]["assignments"][0]["engine_options"][name] = value
+    (tmp / "bad.json").write_text(json.dumps(bad))
+    return run_cli(cli, "export", str(tmp / "bad.json"), "--to", "kubernetes", "--out", str(tmp / "out"))
+
+
 @pytest.mark.parametrize("value", ["8192; rm -rf /", -5, 0, 2.5, True, None, {"a": 1}])
 def test_a_tampered_setting_is_refused_naming_it(solver_cli, tmp_path, value):
-    path, plan = _plan(solver_cli, tmp_path, "t", _workload("vllm"))
-    bad = json.loads(path.read_text())
-    bad["services"][0]["assignments"][0]["engine_options"]["max_num_batched_tokens"] = value
-    (tmp_path / "bad.json").write_text(json.dumps(bad))
-    proc = run_cli(solver_cli, "export", str(tmp_path / "bad.json"), "--to", "kubernetes", "--out",
-                   str(tmp_path / "out"))
+    proc = _export_with(solver_cli, tmp_path, "max_num_batched_tokens", value)
     if value is None:  # a setting the plan does not state: the image's default
         assert proc.returncode == 0, proc.stderr
         return
@@ -115,10 +119,5 @@ def test_a_tampered_setting_is_refused_naming_it(solver_cli, tmp_path, value):
 
 
 def test_an_unknown_setting_is_refused(solver_cli, tmp_path):
-    path, _ = _plan(solver_cli, tmp_path, "u", _workload("vllm"))
-    bad = json.loads(path.read_text())
-    bad["services"][0]["assignments"][0]["engine_options"]["enforce_eager"] = True
-    (tmp_path / "bad.json").write_text(json.dumps(bad))
-    proc = run_cli(solver_cli, "export", str(tmp_path / "bad.json"), "--to", "kubernetes", "--out",
-                   str(tmp_path / "out"))
+    proc = _export_with(solver_cli, tmp_path, "enforce_eager", True)
     assert proc.returncode == 2 and "engine_options.enforce_eager" in proc.stderr

@@ -129,24 +129,24 @@ def _fp8_kv(unit: Unit) -> bool:
     return kv == "fp8" if kv is not None else unit.precision == "fp8"
 
 
-def vllm_settings(unit: Unit) -> list[str]:
-    """The token budget and memory fraction the plan was sized with (vLLM's own names)."""
+def _budget_and_memory(unit: Unit, budget_flag: str, memory_flag: str) -> list[str]:
+    """The token budget and memory fraction the plan was sized with, under the engine's flags."""
     args = []
     if unit.setting("max_num_batched_tokens"):
-        args += ["--max-num-batched-tokens", str(unit.setting("max_num_batched_tokens"))]
+        args += [budget_flag, str(unit.setting("max_num_batched_tokens"))]
     if unit.setting("kv_cache_memory_fraction"):
-        args += ["--gpu-memory-utilization", f"{unit.setting('kv_cache_memory_fraction'):g}"]
+        args += [memory_flag, f"{unit.setting('kv_cache_memory_fraction'):g}"]
     return args
+
+
+def vllm_settings(unit: Unit) -> list[str]:
+    return _budget_and_memory(unit, "--max-num-batched-tokens", "--gpu-memory-utilization")
 
 
 def sglang_settings(unit: Unit) -> list[str]:
     """SGLang's names for the planned token budget, memory fraction, mixed chunks (the
     chunked_mixed scheduler; SGLang's default is prefill-only steps) and continuous decode steps."""
-    args = []
-    if unit.setting("max_num_batched_tokens"):
-        args += ["--chunked-prefill-size", str(unit.setting("max_num_batched_tokens"))]
-    if unit.setting("kv_cache_memory_fraction"):
-        args += ["--mem-fraction-static", f"{unit.setting('kv_cache_memory_fraction'):g}"]
+    args = _budget_and_memory(unit, "--chunked-prefill-size", "--mem-fraction-static")
     if unit.setting("scheduler") == "chunked_mixed":
         args += ["--enable-mixed-chunk"]
     if (unit.setting("multi_step") or 1) > 1:
@@ -155,13 +155,7 @@ def sglang_settings(unit: Unit) -> list[str]:
 
 
 def trtllm_settings(unit: Unit) -> list[str]:
-    """trtllm-serve's names for the planned token budget and KV memory fraction."""
-    args = []
-    if unit.setting("max_num_batched_tokens"):
-        args += ["--max_num_tokens", str(unit.setting("max_num_batched_tokens"))]
-    if unit.setting("kv_cache_memory_fraction"):
-        args += ["--kv_cache_free_gpu_memory_fraction", f"{unit.setting('kv_cache_memory_fraction'):g}"]
-    return args
+    return _budget_and_memory(unit, "--max_num_tokens", "--kv_cache_free_gpu_memory_fraction")
 
 
 def unexpressed(unit: Unit) -> str | None:
