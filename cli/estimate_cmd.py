@@ -207,7 +207,7 @@ def _engine_options(args) -> dict:
     steps = getattr(args, "multi_step", None)
     if steps is not None:
         text = str(steps).strip()
-        if not text.isdigit() or not 1 <= int(text) <= 64:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
             raise ValueError(f"--multi-step must be a whole number from 1 to 64, got {steps!r}. To fix: e.g. "
                              "--multi-step 8")
         if int(text) > 1 and out["scheduler"] != "prefill_first":

@@ -88,14 +88,42 @@ def test_sglang_gets_its_own_names_and_vllm_v0_settings_are_a_warning(solver_cli
                                                            max_num_batched_tokens=4096))
     commands, stderr = _commands(solver_cli, path, tmp_path / "sg-out")
     for args in commands:
-        assert _flag(args, "--num-continuous-decode-steps") == "4"
         assert _flag(args, "--chunked-prefill-size") == "4096" and _flag(args, "--mem-fraction-static")
         assert "--enable-mixed-chunk" not in args  # prefill-only steps: SGLang's own default
-    assert "warning" not in stderr.lower() or "V0" not in stderr
+        # SGLang 0.5.9 declares --num-continuous-decode-steps and reads it nowhere: no dead flag,
+        # a warning instead.
+        assert "--num-continuous-decode-steps" not in args
+    assert "4 decode steps per scheduling decision, which lmsysorg/sglang:v0.5.9 does not run" in stderr
     # vLLM V0's prefill-only steps and multi-step: the pinned image runs V1, which has neither.
     path, _ = _plan(solver_cli, tmp_path, "v0", _workload("vllm-0.9", "fp16", scheduler="prefill_first", multi_step=8))
     commands, stderr = _commands(solver_cli, path, tmp_path / "v0-out")
     assert "vLLM V0's prefill-only steps with 8 decode steps" in stderr and "To fix" in stderr
+
+
+def test_an_fp8_kv_cache_is_passed_beside_16_bit_weights(solver_cli, tmp_path):
+    path, plan = _plan(solver_cli, tmp_path, "kv", _workload("vllm", "bf16", kv_cache_dtype="fp8"))
+    assert {a["engine_options"]["kv_cache_dtype"] for a in plan["services"][0]["assignments"]} == {"fp8"}
+    commands, _ = _commands(solver_cli, path, tmp_path / "out")
+    for args in commands:
+        assert _flag(args, "--dtype") == "bfloat16" and _flag(args, "--kv-cache-dtype") == "fp8"
+
+
+def test_what_trtllm_serve_cannot_be_told_is_a_warning(solver_cli, tmp_path):
+    # Sized for MAX_UTILIZATION (KV blocks as tokens arrive): trtllm-serve reserves whole sequences.
+    path, _ = _plan(solver_cli, tmp_path, "trt", _workload("tensorrt-llm", "fp16", kv_admission="paged_on_demand"))
+    _, stderr = _commands(solver_cli, path, tmp_path / "out")
+    assert "GUARANTEED_NO_EVICT" in stderr and "To fix" in stderr
+    path, _ = _plan(solver_cli, tmp_path, "trt0", _workload("tensorrt-llm", "fp16"))
+    _, stderr = _commands(solver_cli, path, tmp_path / "out0")
+    assert "GUARANTEED_NO_EVICT" not in stderr  # its own default: nothing to say
+
+
+def test_a_plan_with_a_number_of_thousands_of_digits_is_refused(solver_cli, tmp_path):
+    path, _ = _plan(solver_cli, tmp_path, "big", _workload("vllm"))
+    (tmp_path / "huge.json").write_text(path.read_text().replace('"multi_step": 1', '"multi_step": ' + "9" * 5000))
+    proc = run_cli(solver_cli, "export", str(tmp_path / "huge.json"), "--to", "kubernetes", "--out",
+                   str(tmp_path / "out"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "huge.json" in proc.stderr
 
 
 def _export_with(cli: str, tmp: Path, name: str, value):

@@ -42,6 +42,16 @@ def test_a_prompt_arriving_during_a_decode_block_waits_for_its_end():
     assert sim.latency_s * 1e3 == pytest.approx([70, 35], abs=1e-9)
 
 
+def test_a_block_that_ended_early_is_not_resumed_after_a_prefill():
+    # K = 4. R0 (50, 3 out) at 0, R1 (30, 3) at 25 ms, R2 (40, 3) at 35 ms; steps of 10 ms.
+    # [0,10] prefill R0 | [10,30] R0's two decode steps: it finishes, the block ends early |
+    # [30,40] prefill R1 | at 40 the engine looks again (a new decision, not the old block's
+    # last steps): [40,50] prefill R2 | [50,70] decode R1 and R2 (a new block): both done.
+    sim = _replay([(0.0, 50, 3), (0.025, 30, 3), (0.035, 40, 3)], multi_step=4)
+    assert sim.ttft_s * 1e3 == pytest.approx([10, 15, 15], abs=1e-9)
+    assert sim.latency_s * 1e3 == pytest.approx([30, 45, 35], abs=1e-9)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"multi_step": 0}, "multi_step"),
     ({"multi_step": 2.5}, "multi_step"),

@@ -224,8 +224,13 @@ def _trtllm_engine_yaml(u: Unit, notes: list[str]) -> str:
         settings["max_batch_size"] = u.batch
     if u.setting("max_num_batched_tokens"):
         settings["max_num_tokens"] = u.setting("max_num_batched_tokens")  # the planned token budget
+    kv: dict = {}
     if u.setting("kv_cache_memory_fraction"):
-        settings["kv_cache_config"] = {"free_gpu_memory_fraction": u.setting("kv_cache_memory_fraction")}
+        kv["free_gpu_memory_fraction"] = u.setting("kv_cache_memory_fraction")
+    if u.setting("kv_cache_dtype") == "fp8":
+        kv["dtype"] = "fp8"  # the LLM API's KvCacheConfig.dtype; else "auto": the checkpoint's
+    if kv:
+        settings["kv_cache_config"] = kv
     settings.update({"enable_chunked_prefill": True, "disable_overlap_scheduler": u.role == "prefill",
                      "cache_transceiver_config": {"backend": "DEFAULT"}})
     return document(settings, [])

@@ -149,8 +149,8 @@ def sglang_settings(unit: Unit) -> list[str]:
     args = _budget_and_memory(unit, "--chunked-prefill-size", "--mem-fraction-static")
     if unit.setting("scheduler") == "chunked_mixed":
         args += ["--enable-mixed-chunk"]
-    if (unit.setting("multi_step") or 1) > 1:
-        args += ["--num-continuous-decode-steps", str(unit.setting("multi_step"))]
+    # Not --num-continuous-decode-steps for multi_step: SGLang 0.5.9 declares it and reads it
+    # nowhere (`unexpressed` says so instead of passing a flag that does nothing).
     return args
 
 
@@ -159,27 +159,53 @@ def trtllm_settings(unit: Unit) -> list[str]:
 
 
 def unexpressed(unit: Unit) -> str | None:
-    """What the plan's engine settings ask that the pinned image's server cannot do, in words;
-    None when it runs them all. vLLM's image is V1: every step mixes prompt chunks with
-    decodes, one step per scheduling decision (V0's prefill-only steps and multi-step are gone)."""
+    """What the plan's engine settings ask that the pinned image's server cannot be told by
+    its flags, in words; None when the flags say it all. vLLM's images run V1 by default:
+    every step mixes prompt chunks with decodes, one step per scheduling decision (V0's
+    prefill-only steps and multi-step are gone). SGLang 0.5.9 reads no continuous-decode-steps
+    setting. trtllm-serve takes the KV cache's type from the checkpoint and its admission
+    policy (GUARANTEED_NO_EVICT) from its defaults, and always mixes chunks into its steps."""
     steps = unit.setting("multi_step") or 1
-    if unit.engine == "vllm" and (unit.setting("scheduler") == "prefill_first" or steps > 1):
-        return (f"service {unit.service!r}: the plan sized {unit.name} for vLLM V0's prefill-only steps"
-                + (f" with {steps} decode steps per scheduling decision" if steps > 1 else "")
-                + f", but {IMAGES[('vllm', vendor(unit.gpu))]} runs vLLM V1 (prompt chunks in every step): its TTFT "
-                "and TPOT under load differ from the plan's. To fix: plan it with scheduler chunked_mixed, or "
-                "run a vLLM V0 image")
-    return None
+    scheduler = unit.setting("scheduler")
+    asked = []
+    if unit.engine == "vllm" and (scheduler == "prefill_first" or steps > 1):
+        asked.append("vLLM V0's prefill-only steps" + (f" with {steps} decode steps per scheduling decision"
+                                                       if steps > 1 else "")
+                     + f", but {IMAGES[('vllm', vendor(unit.gpu))]} runs vLLM V1 by default (prompt chunks in every "
+                     "step)")
+    if unit.engine == "sglang" and steps > 1:
+        asked.append(f"{steps} decode steps per scheduling decision, which {IMAGES[('sglang', vendor(unit.gpu))]} "
+                     "does not run (it reads no continuous-decode-steps setting)")
+    if unit.engine == "tensorrt-llm":
+        if scheduler == "prefill_first" or steps > 1:
+            asked.append("prefill-only steps" + (f" with {steps} decode steps per decision" if steps > 1 else "")
+                         + ", which trtllm-serve does not run (it mixes prompt chunks into every step)")
+        if unit.setting("kv_admission") == "paged_on_demand":
+            asked.append("KV blocks allocated as tokens arrive (MAX_UTILIZATION), but trtllm-serve reserves whole "
+                         "sequences (GUARANTEED_NO_EVICT) unless its extra LLM-API options say otherwise")
+        auto_fp8 = unit.precision in ("fp8", "fp4")  # its "auto": what a quantized checkpoint declares
+        if unit.setting("kv_cache_dtype") is not None and _fp8_kv(unit) != auto_fp8:
+            asked.append(f"a {unit.setting('kv_cache_dtype')} KV cache, but trtllm-serve takes the KV cache's type "
+                         f"from the checkpoint ({'fp8' if auto_fp8 else '16-bit'} for {unit.precision} weights)")
+    if not asked:
+        return None
+    return (f"service {unit.service!r}: the plan sized {unit.name} for " + "; and ".join(asked)
+            + ": its TTFT, TPOT or capacity under load differ from the plan's. To fix: plan it with the engine's "
+            "defaults for these settings, or run an image that takes them")
 
 
 def vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
+    """The weights' type, then the KV cache's as the plan sized it (whatever the weights)."""
+    return _vllm_weights(unit, notes) + (["--kv-cache-dtype", "fp8"] if _fp8_kv(unit) else [])
+
+
+def _vllm_weights(unit: Unit, notes: list[str]) -> list[str]:
     if unit.precision == "fp16":
         return ["--dtype", "float16"]
     if unit.precision == "bf16":
         return ["--dtype", "bfloat16"]
     if unit.precision == "fp8":
-        # Online FP8 weight quantization of a 16-bit checkpoint; the KV cache's type as the plan assumed.
-        return ["--quantization", "fp8"] + (["--kv-cache-dtype", "fp8"] if _fp8_kv(unit) else [])
+        return ["--quantization", "fp8"]  # online FP8 weight quantization of a 16-bit checkpoint
     if unit.precision == "int8":
         notes.append("int8: vLLM reads INT8 (W8A8) quantization from the checkpoint; point the model at an INT8 "
                      "checkpoint of the same model.")
@@ -187,12 +213,17 @@ def vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
 
 
 def sglang_precision(unit: Unit, notes: list[str]) -> list[str]:
+    """The weights' type, then the KV cache's as the plan sized it (whatever the weights)."""
+    return _sglang_weights(unit, notes) + (["--kv-cache-dtype", "fp8_e4m3"] if _fp8_kv(unit) else [])
+
+
+def _sglang_weights(unit: Unit, notes: list[str]) -> list[str]:
     if unit.precision == "fp16":
         return ["--dtype", "float16"]
     if unit.precision == "bf16":
         return ["--dtype", "bfloat16"]
     if unit.precision == "fp8":
-        return ["--quantization", "fp8"] + (["--kv-cache-dtype", "fp8_e4m3"] if _fp8_kv(unit) else [])
+        return ["--quantization", "fp8"]
     if unit.precision == "int8":
         notes.append("int8: SGLang serves INT8 (W8A8) checkpoints with --quantization w8a8_int8; point the model "
                      "at one.")

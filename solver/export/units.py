@@ -102,11 +102,11 @@ class PlanSummary:
     warnings: tuple[str, ...] = ()  # for stderr: what the user should know about the files
 
 
-# What an assignment's engine_options may say, and the type each must have (the plan JSON's
-# names: solver.perf.llm.engine_settings).
-_SETTINGS = {"max_batch": int, "kv_cache_memory_fraction": float, "kv_cache_dtype": ("fp16", "bf16", "fp8"),
-             "max_num_batched_tokens": int, "scheduler": ("chunked_mixed", "prefill_first"),
-             "kv_admission": ("whole_sequence", "paged_on_demand"), "multi_step": int}
+# What an assignment's engine_options may say: the values each may take (the plan JSON's
+# names, solver.perf.llm.engine_settings; whole numbers within the workload schema's bounds).
+_SETTINGS = {"max_batch": (1, 100_000), "kv_cache_memory_fraction": float, "kv_cache_dtype": ("fp16", "bf16", "fp8"),
+             "max_num_batched_tokens": (16, 10_000_000), "scheduler": ("chunked_mixed", "prefill_first"),
+             "kv_admission": ("whole_sequence", "paged_on_demand"), "multi_step": (1, 64)}
 
 
 def _engine_settings(a: dict, where: str) -> tuple[tuple[str, object], ...]:
@@ -125,12 +125,12 @@ def _engine_settings(a: dict, where: str) -> tuple[tuple[str, object], ...]:
         field_ = f"{where}.engine_options.{str(name)[:40]}"
         if kind is None:
             raise InputError.single(field_, "is not an engine setting the export knows.", _FIX)
-        if isinstance(kind, tuple):
-            ok = value in kind
-        elif kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 10_000_000
-        else:
+        if kind is float:
             ok = _is_number(value) and 0 < value <= 1
+        elif isinstance(kind[0], int):
+            ok = isinstance(value, int) and not isinstance(value, bool) and kind[0] <= value <= kind[1]
+        else:
+            ok = value in kind
         if not ok:
             raise InputError.single(field_, f"is {str(value)[:40]!r}, not a valid value.", _FIX)
         out.append((name, value))
@@ -176,6 +176,9 @@ def load_plan_file(path: str | Path) -> dict:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError.single(str(path), f"is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
+                                "give the output of `solver-cli solve WORKLOAD --format json`") from None
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits, nesting past the stack
+        raise InputError.single(str(path), f"cannot be read as a plan ({str(exc)[:80]}).",
                                 "give the output of `solver-cli solve WORKLOAD --format json`") from None
 
 

@@ -238,6 +238,7 @@ def _simulate_core(arrival_s, prompt_tokens, output_tokens, claim_tokens, open_e
             else:
                 block_left = multi_step - 1  # a decision to decode: this step and multi_step - 1 more
             if not decoding:
+                block_left = 0  # a block that ended early (nothing left to decode) is not resumed
                 decodes = 0
                 budget = token_budget
                 fresh = prefilling == admitted  # no prompt carried over: the head goes in even if longer

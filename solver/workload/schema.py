@@ -434,7 +434,7 @@ class EngineOptions(_Strict):
         "replica holds; default: the engine version's own")
     multi_step: int | None = Field(
         default=None, ge=1, le=64, description="decode steps a prefill-first engine runs per scheduling decision "
-        "(vLLM V0's num_scheduler_steps, SGLang's num_continuous_decode_steps): once it decodes it runs this many "
+        "(vLLM V0's num_scheduler_steps): once it decodes it runs this many "
         "steps before it looks at waiting prompts again, so a prompt arriving meanwhile waits for the block's end "
         "(TTFT grows by about half a block); needs scheduler: prefill_first; default 1")
 

@@ -160,7 +160,8 @@ class Replica:
     # tokens arrive and a full cache preempts (vLLM, SGLang): more sequences run at once.
     kv_admission: str = "whole_sequence"
     # Decode steps a prefill-first engine runs per scheduling decision (vLLM V0's
-    # num_scheduler_steps, SGLang's num_continuous_decode_steps): once it decodes, it
+    # num_scheduler_steps; SGLang declares num_continuous_decode_steps but 0.5.9 reads it
+    # nowhere): once it decodes, it
     # decodes this many steps before it looks at waiting prompts again, so a prompt that
     # arrives during them waits for the block's end. 1: it looks before every step.
     multi_step: int = 1
