@@ -118,6 +118,19 @@ def test_what_trtllm_serve_cannot_be_told_is_a_warning(solver_cli, tmp_path):
     assert "GUARANTEED_NO_EVICT" not in stderr  # its own default: nothing to say
 
 
+def test_trtllm_fp8_on_a_16_bit_repository_is_a_warning(solver_cli, tmp_path):
+    # TensorRT-LLM reads fp8 weights from a quantized checkpoint; a library name resolves to
+    # Meta's 16-bit repository, which would load at twice the planned memory.
+    path, _ = _plan(solver_cli, tmp_path, "lib", _workload("tensorrt-llm"))
+    _, stderr = _commands(solver_cli, path, tmp_path / "lib-out")
+    assert "meta-llama/Llama-3.1-8B is not a fp8 one" in stderr and "name a fp8 checkpoint" in stderr
+    named = _workload("tensorrt-llm")
+    named["services"][0]["model"] = "nvidia/Llama-3.1-8B-Instruct-FP8"
+    path, _ = _plan(solver_cli, tmp_path, "nv", named)
+    _, stderr = _commands(solver_cli, path, tmp_path / "nv-out")
+    assert "not a fp8 one" not in stderr
+
+
 def test_a_plan_with_a_number_of_thousands_of_digits_is_refused(solver_cli, tmp_path):
     path, _ = _plan(solver_cli, tmp_path, "big", _workload("vllm"))
     (tmp_path / "huge.json").write_text(path.read_text().replace('"multi_step": 1', '"multi_step": ' + "9" * 5000))

@@ -159,39 +159,51 @@ def trtllm_settings(unit: Unit) -> list[str]:
 
 
 def unexpressed(unit: Unit) -> str | None:
-    """What the plan's engine settings ask that the pinned image's server cannot be told by
-    its flags, in words; None when the flags say it all. vLLM's images run V1 by default:
-    every step mixes prompt chunks with decodes, one step per scheduling decision (V0's
-    prefill-only steps and multi-step are gone). SGLang 0.5.9 reads no continuous-decode-steps
-    setting. trtllm-serve takes the KV cache's type from the checkpoint and its admission
-    policy (GUARANTEED_NO_EVICT) from its defaults, and always mixes chunks into its steps."""
+    """What the plan asks of the engine that the pinned image's server cannot be told by its
+    flags, in words with the fix; None when the flags say it all. vLLM's images run V1 by
+    default: every step mixes prompt chunks with decodes, one step per scheduling decision
+    (V0's prefill-only steps and multi-step are gone). SGLang 0.5.9 reads no
+    continuous-decode-steps setting. TensorRT-LLM's server takes the weights' quantization and
+    the KV cache's type from the checkpoint and its admission policy (GUARANTEED_NO_EVICT)
+    from its defaults, and always mixes chunks into its steps."""
     steps = unit.setting("multi_step") or 1
     scheduler = unit.setting("scheduler")
-    asked = []
+    asked: list[tuple[str, str]] = []  # (what the plan sized and why the server differs, the fix)
+    settings_fix = "plan the service with the engine's defaults for these settings, or run an image that takes them"
     if unit.engine == "vllm" and (scheduler == "prefill_first" or steps > 1):
-        asked.append("vLLM V0's prefill-only steps" + (f" with {steps} decode steps per scheduling decision"
-                                                       if steps > 1 else "")
-                     + f", but {IMAGES[('vllm', vendor(unit.gpu))]} runs vLLM V1 by default (prompt chunks in every "
-                     "step)")
+        asked.append(("vLLM V0's prefill-only steps" + (f" with {steps} decode steps per scheduling decision"
+                                                        if steps > 1 else "")
+                      + f", but {IMAGES[('vllm', vendor(unit.gpu))]} runs vLLM V1 by default (prompt chunks in every "
+                      "step)", settings_fix))
     if unit.engine == "sglang" and steps > 1:
-        asked.append(f"{steps} decode steps per scheduling decision, which {IMAGES[('sglang', vendor(unit.gpu))]} "
-                     "does not run (it reads no continuous-decode-steps setting)")
+        asked.append((f"{steps} decode steps per scheduling decision, which {IMAGES[('sglang', vendor(unit.gpu))]} "
+                      "does not run (it reads no continuous-decode-steps setting)", settings_fix))
     if unit.engine == "tensorrt-llm":
         if scheduler == "prefill_first" or steps > 1:
-            asked.append("prefill-only steps" + (f" with {steps} decode steps per decision" if steps > 1 else "")
-                         + ", which trtllm-serve does not run (it mixes prompt chunks into every step)")
+            asked.append(("prefill-only steps" + (f" with {steps} decode steps per decision" if steps > 1 else "")
+                          + ", which TensorRT-LLM does not run (it mixes prompt chunks into every step)", settings_fix))
         if unit.setting("kv_admission") == "paged_on_demand":
-            asked.append("KV blocks allocated as tokens arrive (MAX_UTILIZATION), but trtllm-serve reserves whole "
-                         "sequences (GUARANTEED_NO_EVICT) unless its extra LLM-API options say otherwise")
+            asked.append(("KV blocks allocated as tokens arrive (MAX_UTILIZATION), but TensorRT-LLM's server reserves "
+                          "whole sequences (GUARANTEED_NO_EVICT) unless its extra LLM-API options say otherwise",
+                          settings_fix))
+        repo = (unit.model_repo or unit.model or "").lower()
+        if (unit.precision in ("fp8", "fp4", "int8", "int4") and unit.precision not in repo
+                and not any(mark in repo for mark in ("quant", "modelopt"))):
+            # Its PyTorch backend quantizes nothing itself: the 16-bit repository would load as
+            # 16-bit weights, twice the memory the plan sized (or run out of it).
+            asked.append((f"{unit.precision} weights, but TensorRT-LLM reads the quantization from the checkpoint and "
+                          f"{unit.model_repo or unit.model} is not a {unit.precision} one",
+                          f"name a {unit.precision} checkpoint (e.g. an NVIDIA ModelOpt export) as the service's model"))
         auto_fp8 = unit.precision in ("fp8", "fp4")  # its "auto": what a quantized checkpoint declares
         if unit.setting("kv_cache_dtype") is not None and _fp8_kv(unit) != auto_fp8:
-            asked.append(f"a {unit.setting('kv_cache_dtype')} KV cache, but trtllm-serve takes the KV cache's type "
-                         f"from the checkpoint ({'fp8' if auto_fp8 else '16-bit'} for {unit.precision} weights)")
+            asked.append((f"a {unit.setting('kv_cache_dtype')} KV cache, but TensorRT-LLM's server takes the KV "
+                          f"cache's type from the checkpoint ({'fp8' if auto_fp8 else '16-bit'} for {unit.precision} "
+                          "weights)", settings_fix))
     if not asked:
         return None
-    return (f"service {unit.service!r}: the plan sized {unit.name} for " + "; and ".join(asked)
-            + ": its TTFT, TPOT or capacity under load differ from the plan's. To fix: plan it with the engine's "
-            "defaults for these settings, or run an image that takes them")
+    fixes = list(dict.fromkeys(fix for _, fix in asked))
+    return (f"service {unit.service!r}: the plan sized {unit.name} for " + "; and ".join(what for what, _ in asked)
+            + ": its TTFT, TPOT or capacity under load differ from the plan's. To fix: " + "; or ".join(fixes))
 
 
 def vllm_precision(unit: Unit, notes: list[str]) -> list[str]:
