@@ -131,6 +131,21 @@ def test_trtllm_fp8_on_a_16_bit_repository_is_a_warning(solver_cli, tmp_path):
     assert "not a fp8 one" not in stderr
 
 
+def test_a_release_other_than_the_images_is_said_in_the_files(solver_cli, tmp_path):
+    from solver.perf.engines import parse_engine
+
+    current = parse_engine("vllm")[1]  # the planner's default: the current release
+    path, _ = _plan(solver_cli, tmp_path, "cur", _workload("vllm"))
+    assert run_cli(solver_cli, "export", str(path), "--to", "kubernetes", "--out", str(tmp_path / "a")).returncode == 0
+    text = "".join(f.read_text() for f in (tmp_path / "a").glob("*.yaml"))
+    if current != "0.11.0":
+        assert f"Planned for vllm {current}; the pinned image runs 0.11.0" in " ".join(text.split())
+    # Planned for the image's own release: nothing to say.
+    path, _ = _plan(solver_cli, tmp_path, "same", _workload("vllm-0.11"))
+    assert run_cli(solver_cli, "export", str(path), "--to", "kubernetes", "--out", str(tmp_path / "b")).returncode == 0
+    assert "Planned for" not in "".join(f.read_text() for f in (tmp_path / "b").glob("*.yaml"))
+
+
 def test_a_plan_with_a_number_of_thousands_of_digits_is_refused(solver_cli, tmp_path):
     path, _ = _plan(solver_cli, tmp_path, "big", _workload("vllm"))
     (tmp_path / "huge.json").write_text(path.read_text().replace('"multi_step": 1', '"multi_step": ' + "9" * 5000))

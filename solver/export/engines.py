@@ -42,6 +42,9 @@ IMAGES = {
     ("sglang", "AMD"): "lmsysorg/sglang:v0.5.8-rocm700-mi30x",
     ("tensorrt-llm", "NVIDIA"): "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
 }
+# The engine release each image runs (its tag, or the ROCm build's vLLM / SGLang version).
+IMAGE_RELEASES = {("vllm", "NVIDIA"): "0.11.0", ("vllm", "AMD"): "0.9.0.1", ("sglang", "NVIDIA"): "0.5.9",
+                  ("sglang", "AMD"): "0.5.8", ("tensorrt-llm", "NVIDIA"): "1.0.0"}
 # Measured-profile services have no model the planner knows: the user supplies the server.
 PLACEHOLDER_IMAGE = "SET-ME/{service}-server:TAG"  # upper case: not a valid image reference, so it can never be pulled
 
@@ -118,8 +121,22 @@ def server(unit: Unit, *, nnodes: str = "1", node_rank: str = "0", leader_addres
 
 
 def _model_notes(unit: Unit) -> list[str]:
-    """Which weights the server loads and why (served_model.py); each target's header says how to pass HF_TOKEN."""
-    return [unit.model_note] if unit.model_note else []
+    """Which weights the server loads and why (served_model.py; each target's header says how
+    to pass HF_TOKEN), and which release the plan was sized for where the image is another."""
+    notes = [unit.model_note] if unit.model_note else []
+    note = release_note(unit)
+    return notes + ([note] if note else [])
+
+
+def release_note(unit: Unit) -> str | None:
+    """The planned engine release against the pinned image's, where they differ: the flags
+    carry the planned settings, but the server's speed is the image's release's."""
+    shipped = IMAGE_RELEASES.get((unit.engine, vendor(unit.gpu)), "")
+    # A patch release apart is the same release here (the defaults are kept by minor version).
+    if not unit.engine_version or not shipped or unit.engine_version.split(".")[:2] == shipped.split(".")[:2]:
+        return None
+    return (f"Planned for {unit.engine} {unit.engine_version}; the pinned image runs {shipped}: the flags carry the "
+            f"planned settings, but the server's speed is {shipped}'s.")
 
 
 def _fp8_kv(unit: Unit) -> bool:
