@@ -9,6 +9,7 @@ store once; Ray reuses worker processes, so each imports the solver once.
 from __future__ import annotations
 
 import os
+import time
 import threading
 from collections.abc import Iterator
 
@@ -32,9 +33,12 @@ def ray_available() -> bool:
     return True
 
 
-# A local Ray start that times out (Ray waits a fixed 30 s for its raylet, and a busy
-# machine can take longer) is tried once more before the review gives up.
-START_ATTEMPTS = 2
+# A local Ray start that times out (Ray 2.60 waits a fixed 30 s for its raylet, not
+# configurable, and a busy machine can take longer - twice in a row seen once on the 2-core
+# CI machine) is tried again, after a pause that lets the load settle, before the review
+# gives up.
+START_ATTEMPTS = 3
+RETRY_PAUSE_S = 5.0
 
 
 def _start_ray(workers: int) -> None:
@@ -54,6 +58,8 @@ def _start_ray(workers: int) -> None:
             return
         except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception / RuntimeError on a failed start
             ray.shutdown()
+            if attempt < attempts:
+                time.sleep(RETRY_PAUSE_S)
             if attempt == attempts:
                 where = f"the Ray cluster at RAY_ADDRESS={address}" if address else "a local Ray"
                 raise InputError.single(
