@@ -187,13 +187,8 @@ def _engine_options(args) -> dict:
             raise ValueError(f"--kv-cache-dtype must be auto, fp16, bf16 or fp8, got {kv!r}. To fix: e.g. "
                              "--kv-cache-dtype fp8")
         out["kv_precision"] = None if kv == "auto" else kv
-    tokens = getattr(args, "max_num_batched_tokens", None)
-    if tokens is not None:
-        text = str(tokens).strip()
-        if not text.isdigit() or not 16 <= int(text) <= 10_000_000:
-            raise ValueError(f"--max-num-batched-tokens must be a whole number from 16 to 10000000, got {tokens!r}. "
-                             "To fix: e.g. --max-num-batched-tokens 8192")
-        out["max_num_batched_tokens"] = int(text)
+    out["max_num_batched_tokens"] = _whole(getattr(args, "max_num_batched_tokens", None), "--max-num-batched-tokens",
+                                           16, 10_000_000, "8192")
     for name, choices in (("scheduler", ("chunked_mixed", "prefill_first")),
                           ("kv_admission", ("whole_sequence", "paged_on_demand"))):
         value = getattr(args, name, None)
@@ -204,22 +199,11 @@ def _engine_options(args) -> dict:
                 raise ValueError(f"{flag} must be {' or '.join(choices)}, got {shown}. To fix: e.g. "
                                  f"{flag} {choices[-1]}")
             out[name] = value
-    steps = getattr(args, "multi_step", None)
-    if steps is not None:
-        text = str(steps).strip()
-        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 64:
-            raise ValueError(f"--multi-step must be a whole number from 1 to 64, got {steps!r}. To fix: e.g. "
-                             "--multi-step 8")
-        if int(text) > 1 and out["scheduler"] != "prefill_first":
-            raise ValueError(f"--multi-step {int(text)} is modelled for prefill-first engines only (vLLM V0 without "
-                             "chunked prefill, SGLang). To fix: add --scheduler prefill_first, or leave --multi-step out")
-        out["multi_step"] = int(text)
-    if args.max_batch is not None:
-        text = str(args.max_batch).strip()
-        if not text.isdigit() or not 0 < int(text) <= 100_000:
-            raise ValueError(f"--max-batch must be a whole number from 1 to 100000, got {args.max_batch!r}. "
-                             "To fix: e.g. --max-batch 256 or 2048")
-        out["max_batch"] = int(text)
+    out["multi_step"] = _whole(getattr(args, "multi_step", None), "--multi-step", 1, 64, "8")
+    if (out["multi_step"] or 1) > 1 and out["scheduler"] != "prefill_first":
+        raise ValueError(f"--multi-step {out['multi_step']} is modelled for prefill-first engines only (vLLM V0 "
+                         "without chunked prefill). To fix: add --scheduler prefill_first, or leave --multi-step out")
+    out["max_batch"] = _whole(args.max_batch, "--max-batch", 1, 100_000, "256 or 2048")
     if args.kv_cache_memory_fraction is not None:
         try:
             value = float(args.kv_cache_memory_fraction)
@@ -230,6 +214,18 @@ def _engine_options(args) -> dict:
                              f"{args.kv_cache_memory_fraction!r}. To fix: e.g. --kv-cache-memory-fraction 0.9")
         out["kv_cache_memory_fraction"] = value
     return out
+
+
+def _whole(value, flag: str, lo: int, hi: int, example: str) -> int | None:
+    """A flag's whole number in [lo, hi] (None where not given). ASCII digits only, and the
+    length checked before int(), which refuses more than 4,300 digits with its own words."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= len(str(hi)) and lo <= int(text) <= hi):
+        shown = repr(value) if len(str(value)) <= 40 else f"{str(value)[:40]!r}... ({len(str(value)):,} characters)"
+        raise ValueError(f"{flag} must be a whole number from {lo} to {hi}, got {shown}. To fix: e.g. {flag} {example}")
+    return int(text)
 
 
 def _inline_model(path: str):

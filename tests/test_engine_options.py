@@ -227,6 +227,8 @@ def test_estimate_reads_an_inline_model(tmp_path: Path):
     (("--multi-step", "0"), "--multi-step"),
     (("--multi-step", "nan"), "--multi-step"),
     (("--multi-step", "8"), "--scheduler prefill_first"),
+    (("--multi-step", "9" * 5000), "(5,000 characters)"),  # past int()'s own 4,300-digit limit
+    (("--max-batch", "9" * 5000), "--max-batch"),
     (("--scheduler", "nan"), "--scheduler"),
 ])
 def test_bad_engine_flags_exit_2(args, needle):

@@ -169,6 +169,21 @@ def test_a_bad_kv_admission_is_an_invalid_argument_naming_the_field(client, admi
     assert any("services[0].engine_options.kv_admission" in v["field"] and v["fix"] for v in e.violations), e.violations
 
 
+@pytest.mark.parametrize("opts", [{"scheduler": "prefill_first", "multi_step": bad}
+                                  for bad in (0, -1, 65, 2.5, float("nan"), float("inf"), "8", True, 10 ** 400, [8],
+                                              {"a": {}})]
+                         + [{"scheduler": "chunked_mixed", "multi_step": 8}])  # modelled for prefill-first only
+def test_a_bad_multi_step_is_an_invalid_argument_naming_the_field(client, opts):
+    svc = {"name": "chat", "model": "llama-3.1-8b", "engine": "vllm-0.9",
+           "demand": {"requests_per_s": 1, "prompt_tokens": 512, "output_tokens": 256}, "engine_options": opts}
+    with pytest.raises(PlannerClientError) as err:
+        client.solve({"services": [svc]})
+    e = err.value
+    assert (e.code, e.exit_code) == ("INVALID_ARGUMENT", 2)
+    assert any("services[0].engine_options" in v["field"] and v["fix"] for v in e.violations), e.violations
+    assert any("multi_step" in v["field"] + v["message"] for v in e.violations), e.violations
+
+
 def test_invalid_argument_carries_field_violations(client, server):
     bad = {"services": [{"name": "chat", "model": "llama-3.1-8b",
                          "demand": {"requests_per_s": -1, "prompt_tokens": 512, "output_tokens": 256}}]}

@@ -21,9 +21,10 @@ prompt and output tokens. Two schedulers (docs in solver/sim/replica.py):
 `CHUNKED_MIXED` (every step decodes one token of every running sequence and fills the
 rest of the token budget with prompt chunks) and `PREFILL_FIRST` (a step either
 prefills only or decodes only; with `multi_step` K > 1 a decision to decode runs K decode
-steps before waiting prompts are looked at again, as vLLM V0's multi-step scheduling). Admission is FCFS with head-of-line blocking, so the
-waiting queue is always the index range [admitted, arrived) and the sequences with an
-unfinished prompt are [prefilling, admitted): no queues are needed, only three counters.
+steps before waiting prompts are looked at again, as vLLM V0's multi-step scheduling).
+Admission is FCFS with head-of-line blocking, so the waiting queue is always the index
+range [admitted, arrived) and the sequences with an unfinished prompt are [prefilling,
+admitted): no queues are needed, only three counters.
 Decoding sequences leave at the end of a known decode step (the one that makes their
 last token), kept in a timing wheel: bucket `step % len(wheel_head)`, a linked list
 through `wheel_next`.

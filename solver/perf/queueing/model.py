@@ -963,8 +963,9 @@ class ReplicaLoadModel:
         dec0 = float(self._decodes(n0))
         ctx0 = dec0 * self.context_per_decode
         t_bar = float(st.tau(n0))
-        # A super-step's mean length: a prefill-first engine's holds its block of decode steps.
-        span = t_bar * self.block_steps if self.prefill_first else t_bar
+        # A super-step's mean length: a prefill-first engine's holds its block of decode steps
+        # (block_steps is 1 for every other engine).
+        span = t_bar * self.block_steps
         at = self.atoms(rate * span * 8.0)
         room = max(self.budget - dec0, 1.0)
         if self.prefill_first:
@@ -1041,8 +1042,7 @@ class ReplicaLoadModel:
         # Waited: admitted at a step end with the batch full, prefilled in the next step.
         decn = float(self._decodes(st.slots))
         ctxn = decn * self.context_per_decode
-        wn = self._weights(np.array([rate * float(st.tau(st.slots)) * (self.block_steps if self.prefill_first
-                                                                       else 1.0)]), at)
+        wn = self._weights(np.array([rate * float(st.tau(st.slots)) * self.block_steps]), at)
         con, wn = _compress_atoms(at, wn, np.ones(1))
         wn = wn[0]
         if self.prefill_first:
