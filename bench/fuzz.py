@@ -54,7 +54,7 @@ def bomb_figures(cli: str) -> None:
     from server.generated.fleetplanner.v1 import planner_pb2 as pb
     from server.generated.fleetplanner.v1 import planner_pb2_grpc as pb_grpc
     from solver.errors import InputError
-    from solver.workload.documents import parse_text
+    from solver.documents.parse import parse_text
 
     bomb = the_bomb()
     times = []

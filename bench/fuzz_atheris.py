@@ -33,8 +33,9 @@ with atheris.instrument_imports(include=["solver", "server"]):
     from solver.compile.resolve import check_references, resolve_catalog
     from solver.errors import InputError
     from solver.review.expand import parse_review
-    from solver.workload.documents import parse_text, parse_workload
-    from solver.workload.schema import CatalogFile
+    from solver.documents.parse import parse_text
+    from solver.workload.documents import parse_workload
+    from solver.catalog.schema import CatalogFile
 
 KINDS = ("json", "yaml", "review", "catalog", "proto")
 

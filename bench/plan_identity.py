@@ -50,7 +50,8 @@ def _run(workload, explain: bool, base_dir: str | None = None) -> dict:
 def dump(out: Path) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from solve_scaling import generate
-    from solver.workload.documents import load_current_fleet, load_document, parse_workload
+    from solver.documents.parse import load_document
+    from solver.workload.documents import load_current_fleet, parse_workload
 
     cases: dict[str, object] = {}
     files = sorted(ROOT.glob("examples/*.json")) + sorted(ROOT.glob("examples/*.yaml")) + \

@@ -234,7 +234,7 @@ def _inline_model(path: str):
 
     from solver.compile.resolve import model_arch
     from solver.errors import InputError
-    from solver.workload.documents import load_document
+    from solver.documents.parse import load_document
     from solver.workload.schema import InlineModel
 
     try:

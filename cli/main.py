@@ -91,7 +91,7 @@ def _run_interruptibly(work):
 def cmd_solve(args) -> int:
     from solver.errors import Cancelled, InfeasibleError, InputError, PlannerError, SolverTimeout
     from solver.output.render import render_infeasible, render_plan
-    from solver.workload.documents import load_document
+    from solver.documents.parse import load_document
 
     if args.export_out and Path(args.export_out).exists() and not Path(args.export_out).is_dir():
         return _failure(args, "invalid", EXIT_INPUT,
@@ -234,7 +234,8 @@ def cmd_schema(args) -> int:
     if args.review:
         from solver.review.spec import ReviewFile as model
     else:
-        from solver.workload.schema import CatalogFile, Workload
+        from solver.catalog.schema import CatalogFile
+        from solver.workload.schema import Workload
 
         model = CatalogFile if args.catalog else Workload
     print(json.dumps(model.model_json_schema(), indent=2))

@@ -116,7 +116,8 @@ def run(args) -> int:
     from solver.sim.fleet import simulate_plan
     from solver.sim.trace import TraceError, read_trace
     from solver.sim.verify import DEFAULT_MAX_REQUESTS
-    from solver.workload.documents import load_document, parse_workload
+    from solver.documents.parse import load_document
+    from solver.workload.documents import parse_workload
 
     try:
         data = load_document(Path(args.workload))

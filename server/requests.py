@@ -15,9 +15,11 @@ from solver.catalog.types import Catalog
 from solver.backend_choices import withdrawn_backend
 from solver.errors import InputError
 from solver.compile.resolve import check_references, resolve_catalog
-from solver.workload.schema import CatalogFile, Workload
-from solver.workload.limits import short
-from solver.workload.documents import check_document, parse_text, parse_workload
+from solver.catalog.schema import CatalogFile
+from solver.workload.schema import Workload
+from solver.documents.limits import short
+from solver.documents.parse import check_document, parse_text
+from solver.workload.documents import parse_workload
 
 BACKENDS = {pb.BACKEND_AUTO: "auto", pb.BACKEND_SCIP: "scip", pb.BACKEND_HIGHS: "highs", pb.BACKEND_CP_SAT: "cp-sat"}
 
@@ -31,7 +33,7 @@ def read_workload(msg: pb.Workload, field: str = "workload",
         raise InputError.single(field, "no workload given.",
                                 "set workload.object (a JSON object), workload.json or workload.yaml")
     if kind == "object":
-        # The same checks as JSON/YAML text (solver/workload/limits.py): NaN and infinities
+        # The same checks as JSON/YAML text (solver/documents/limits.py): NaN and infinities
         # (a Struct's numbers are doubles), strings, number ranges, depth, size.
         data = check_document(convert.struct_to_dict(msg.object), field)
     else:

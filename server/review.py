@@ -14,7 +14,7 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from solver.errors import InputError
 from solver.review import Review, ScenarioResult, parse_review
 from solver.review.result import STATUSES
-from solver.workload.documents import parse_text
+from solver.documents.parse import parse_text
 
 MAX_TIME_LIMIT_S = 86_400.0  # the same bound a solve's time limit has
 

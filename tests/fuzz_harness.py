@@ -162,7 +162,8 @@ def make_fixture_dir() -> Path:
 # ---------------------------------------------------------------- in-process targets
 def target_document(base_dir: Path):
     from solver.compile.resolve import check_references, resolve_catalog
-    from solver.workload.documents import parse_text, parse_workload
+    from solver.documents.parse import parse_text
+    from solver.workload.documents import parse_workload
 
     def run(example) -> str:
         text, suffix = example
@@ -175,7 +176,7 @@ def target_document(base_dir: Path):
 
 def target_review(base_dir: Path):
     from solver.review.expand import parse_review
-    from solver.workload.documents import parse_text
+    from solver.documents.parse import parse_text
 
     def run(example) -> str:
         text, suffix = example
@@ -207,7 +208,8 @@ def target_proto(_base_dir: Path):
 def target_solve(base_dir: Path):
     from solver.compile.resolve import resolve_catalog
     from solver.plan import PlanOptions, plan
-    from solver.workload.documents import check_document, parse_workload
+    from solver.documents.parse import check_document
+    from solver.workload.documents import parse_workload
 
     def run(doc) -> str:
         workload = parse_workload(check_document(doc))

@@ -37,7 +37,8 @@ def test_plans_make_no_reference_cycles():
         from solver.caches import clear_all
         from solver.errors import InfeasibleError
         from solver.plan import PlanOptions, plan
-        from solver.workload.documents import load_current_fleet, load_document, parse_workload
+        from solver.documents.parse import load_document
+        from solver.workload.documents import load_current_fleet, parse_workload
 
         cases = []
         for name in ("llm-platform.json", "s1-throughput.json", "s2-latency.json", "s3-big-model.json",

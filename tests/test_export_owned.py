@@ -411,7 +411,8 @@ def test_owned_pods_say_their_memory_is_a_default_not_a_host_share() -> None:
     comment must not call it the replica's share of a host the plan knows nothing about."""
     from solver.export import render_plan
     from solver.plan import PlanOptions, plan
-    from solver.workload.documents import load_document, parse_workload
+    from solver.documents.parse import load_document
+    from solver.workload.documents import parse_workload
 
     result = plan(parse_workload(load_document(EXAMPLES / "owned-and-cloud.json")), PlanOptions(verify=False))
     files = render_plan(result.to_dict(), "kubernetes")

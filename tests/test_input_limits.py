@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from solver.errors import InputError
-from solver.workload import limits
-from solver.workload.documents import load_document, parse_text
+from solver.documents import limits
+from solver.documents.parse import load_document, parse_text
 from test_bad_input import assert_bad_input, llm_service, run_cli, solve, solve_dict
 
 BASE = {"services": [llm_service()]}

@@ -301,7 +301,7 @@ def test_kubernetes_export_spreads_services_with_an_instance_domain() -> None:
 
     from conftest import EXAMPLES
     from solver.export import render_plan
-    from solver.workload.documents import load_document
+    from solver.documents.parse import load_document
 
     result = plan(parse_workload(load_document(EXAMPLES / "n-plus-one.json")))
     files = render_plan(result.to_dict(), "kubernetes")

@@ -9,10 +9,12 @@ import subprocess
 
 import pytest
 
+from solver.catalog import schema as catalog_module
 from solver.review import spec as review_module
 from solver.review.spec import ReviewFile
 from solver.workload import schema as schema_module
-from solver.workload.schema import CatalogFile, Workload
+from solver.catalog.schema import CatalogFile
+from solver.workload.schema import Workload
 
 ROOTS = {"workload": Workload, "catalog": CatalogFile, "review": ReviewFile}
 
@@ -72,7 +74,7 @@ def test_every_optional_field_shows_its_default(which):
     root = ROOTS[which]
     problems = []
     for name, model_schema in _defs(_schema(root), root).items():
-        cls = getattr(schema_module, name, None) or getattr(review_module, name)
+        cls = next(getattr(m, name) for m in (schema_module, catalog_module, review_module) if hasattr(m, name))
         for field_name, field in cls.model_fields.items():
             prop = model_schema["properties"][field.alias or field_name]
             if field.is_required():

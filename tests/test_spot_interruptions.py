@@ -252,7 +252,7 @@ def test_a_percentile_mix_keeps_its_mix_on_every_replica_with_tiers() -> None:
     spot allowed failed its own evaluation (exit 5)."""
     from conftest import EXAMPLES
     from solver.plan import PlanOptions
-    from solver.workload.documents import load_document
+    from solver.documents.parse import load_document
 
     doc = load_document(EXAMPLES / "llm-platform.json")
     doc["services"] = [s for s in doc["services"] if s["name"] == "chat"]  # the one with a mix

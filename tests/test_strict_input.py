@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from solver.errors import InputError
-from solver.workload.documents import parse_text, parse_workload
+from solver.documents.parse import parse_text
+from solver.workload.documents import parse_workload
 from test_bad_input import assert_bad_input, llm_service, solve, solve_dict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +134,8 @@ def test_whole_floats_still_count_as_whole_numbers_and_fractions_do_not() -> Non
 
 
 def test_the_examples_and_the_readme_workload_load() -> None:
-    from solver.workload.documents import load_document, load_workload
+    from solver.documents.parse import load_document
+    from solver.workload.documents import load_workload
 
     for name in ("llm-platform.json", "s1-throughput.json", "s2-latency.json", "s3-big-model.json",
                  "periods-day.yaml", "scheduler/workload.yaml"):

@@ -128,8 +128,8 @@ def merge_offer_tiers(offers: list[Offer], rows: list[dict]) -> list[Offer]:
 def load_catalog_file(path: str | Path) -> Catalog:
     """A user catalog in JSON or YAML (schema: `solver-cli schema --catalog`)."""
     from solver.catalog.custom import catalog_from_spec
-    from solver.workload.schema import CatalogFile
-    from solver.workload.documents import load_document
+    from solver.catalog.schema import CatalogFile
+    from solver.documents.parse import load_document
 
     data = load_document(Path(path), what="catalog")
     spec = CatalogFile.model_validate_with_paths(data, prefix="catalog")

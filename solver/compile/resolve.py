@@ -18,7 +18,7 @@ from solver.compile.horizon_checks import check_horizon
 from solver.errors import FieldViolation, InputError
 from solver.models.context import context_violation
 from solver.models.library import ModelArch, get_model, model_names
-from solver.workload.limits import short
+from solver.documents.limits import short
 from solver.workload.schema import InlineModel, Workload
 from solver.suggest import did_you_mean
 

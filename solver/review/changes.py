@@ -17,7 +17,8 @@ from solver.catalog.loader import interconnect_for
 from solver.catalog.types import Catalog, Offer
 from solver.errors import FieldViolation, InputError
 from solver.review.spec import Change
-from solver.workload.schema import OfferSpec, Workload
+from solver.catalog.schema import OfferSpec
+from solver.workload.schema import Workload
 from solver.suggest import did_you_mean
 
 WORKLOAD_KINDS = {"demand", "slo", "gpu_quota", "offer_quota", "budget", "headroom", "constraints", "reservation",

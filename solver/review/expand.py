@@ -23,9 +23,10 @@ from solver.errors import FieldViolation, InputError
 from solver.compile.resolve import resolve_catalog
 from solver.review.changes import unknown_name
 from solver.review.spec import Change, ReviewFile, SweepSpec
-from solver.workload.limits import short
+from solver.documents.limits import short
 from solver.workload.schema import Workload
-from solver.workload.documents import load_document, parse_workload
+from solver.documents.parse import load_document
+from solver.workload.documents import parse_workload
 
 
 MAX_SCENARIOS = 100_000  # one review; beyond this, results and the report stop being readable

@@ -14,14 +14,16 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from solver.workload.schema import MAX_MS, GpuSpec, OfferSpec, _show_default, _Strict
+from solver.catalog.schema import GpuSpec, OfferSpec
+from solver.documents.strict import StrictModel, show_default
+from solver.workload.schema import MAX_MS
 
 SloField = Literal["ttft_ms", "tpot_ms", "latency_ms"]
 MAX_SWEEP_POINTS = 10_000
 
 
 # ---------------------------------------------------------------- one change each
-class DemandChange(_Strict):
+class DemandChange(StrictModel):
     """Scale demand: one service's, or every service's when `service` is omitted."""
 
     service: str | None = Field(default=None, description="the service whose demand is scaled (a name in the "
@@ -30,7 +32,7 @@ class DemandChange(_Strict):
                           "it, 0 removes it")
 
 
-class PriceChange(_Strict):
+class PriceChange(StrictModel):
     """Scale the price of the offers matching every given selector (none given: all offers)."""
 
     provider: str | None = Field(default=None, description="only offers of this provider (e.g. aws)")
@@ -40,7 +42,7 @@ class PriceChange(_Strict):
                           "0.7 is 30 % off")
 
 
-class GpuQuotaChange(_Strict):
+class GpuQuotaChange(StrictModel):
     """Set a GPU type's quota in GPUs; null removes the quota."""
 
     gpu: str = Field(min_length=1, description="GPU type the quota counts (e.g. H100-SXM)")
@@ -48,7 +50,7 @@ class GpuQuotaChange(_Strict):
                              "null removes the quota")
 
 
-class OfferQuotaChange(_Strict):
+class OfferQuotaChange(StrictModel):
     """Set an offer's quota in instances; null removes the quota."""
 
     offer: str = Field(min_length=1, description="offer id (provider/name)")
@@ -56,7 +58,7 @@ class OfferQuotaChange(_Strict):
                                   "use; null removes the quota")
 
 
-class AvailabilityChange(_Strict):
+class AvailabilityChange(StrictModel):
     """Set how many instances of an offer the market has (catalog availability); null = unlimited."""
 
     offer: str = Field(min_length=1, description="offer id (provider/name)")
@@ -64,7 +66,7 @@ class AvailabilityChange(_Strict):
                                   "availability); null: unlimited")
 
 
-class SloChange(_Strict):
+class SloChange(StrictModel):
     """Set (a number) or remove (null) SLO bounds of one service."""
 
     service: str = Field(min_length=1, description="the service whose SLO changes (a name in the base workload)")
@@ -83,14 +85,14 @@ class SloChange(_Strict):
         return self
 
 
-class BudgetChange(_Strict):
+class BudgetChange(StrictModel):
     """Set the budget in $/hour; null removes it."""
 
     usd_per_hour: float | None = Field(gt=0, le=1e7, description="the most the fleet may cost, $/hour; null "
                                        "removes the budget")
 
 
-class ReservationChange(_Strict):
+class ReservationChange(StrictModel):
     """Reserve exactly this many GPUs (all reserved offers together); null lifts the bound.
     A sweep over `gpus` answers "how much should we reserve?" (the workload must allow a
     reserved tier and have offers with reserved prices)."""
@@ -99,20 +101,20 @@ class ReservationChange(_Strict):
                              "(sets reserved_gpus_min and _max); null lifts both")
 
 
-class SpotShareChange(_Strict):
+class SpotShareChange(StrictModel):
     """Set constraints.max_spot_share (null: no limit); the workload must allow spot."""
 
     share: float | None = Field(ge=0, le=1, description="the most of the fleet's GPUs that may be spot, 0 to 1; "
                                 "null: no limit")
 
 
-class HeadroomChange(_Strict):
+class HeadroomChange(StrictModel):
     """Set the headroom: serve demand x (1 + fraction)."""
 
     fraction: float = Field(ge=0, le=10, description="spare capacity above demand: 0.2 serves 1.2 x the demand")
 
 
-class ConstraintChange(_Strict):
+class ConstraintChange(StrictModel):
     """Widen or narrow the offer filters of the workload's constraints (null removes a filter;
     a field left out stays as the base has it)."""
 
@@ -130,7 +132,7 @@ class ConstraintChange(_Strict):
                                                          "on_demand or spot; null: the default, on_demand")
 
 
-class ServingChange(_Strict):
+class ServingChange(StrictModel):
     """Set how one service (or every service) is served: aggregated, disaggregated or auto
     (docs/disaggregation.md). Scenarios side by side compare the choice."""
 
@@ -140,7 +142,7 @@ class ServingChange(_Strict):
                                                                      "auto: the optimizer picks")
 
 
-class RedundancyChange(_Strict):
+class RedundancyChange(StrictModel):
     """Set the failure domain every service (or one service) must survive losing
     (constraints.redundancy; docs/redundancy.md). A sweep varies serve_fraction."""
 
@@ -152,7 +154,7 @@ class RedundancyChange(_Strict):
                                   "loss")
 
 
-class SpotInterruptionsChange(_Strict):
+class SpotInterruptionsChange(StrictModel):
     """Set the share of demand every service (or one service) must keep after a spot pool is
     reclaimed (constraints.spot_interruptions; docs/redundancy.md). A sweep varies
     serve_fraction. The base must allow spot (pricing_tiers)."""
@@ -163,7 +165,7 @@ class SpotInterruptionsChange(_Strict):
                                   "spot instances of any one offer are reclaimed; 0: no cover")
 
 
-class SitePowerChange(_Strict):
+class SitePowerChange(StrictModel):
     """Set an owned site's power cap (docs/owned-and-power.md). A sweep varies power_cap_kw."""
 
     site: str = Field(min_length=1, description="the site (a name in the base workload's sites)")
@@ -171,7 +173,7 @@ class SitePowerChange(_Strict):
                                        "null: no cap")
 
 
-class Change(_Strict):
+class Change(StrictModel):
     """Exactly one kind of change."""
 
     demand: DemandChange | None = Field(default=None, description="scale demand (one service or all)")
@@ -229,18 +231,18 @@ SWEEP_DEFAULT_PARAMETER = {"demand": "factor", "price": "factor", "gpu_quota": "
 
 
 # ---------------------------------------------------------------- scenarios and sweeps
-class ScenarioSpec(_Strict):
+class ScenarioSpec(StrictModel):
     """A named what-if: the base workload with these changes, applied in order."""
 
     name: str = Field(min_length=1, max_length=100, description="the scenario's name in the report, unique among "
                       "the scenarios and sweep points")
     description: str = Field(default="", description="free text shown with the scenario in the report")
-    changes: list[Change] = Field(default_factory=list, json_schema_extra=_show_default([]),
+    changes: list[Change] = Field(default_factory=list, json_schema_extra=show_default([]),
                                   description="changes applied to the base, in order, each a one-key mapping "
                                   "naming its kind (e.g. {demand: {factor: 2}}); none: the base itself")
 
 
-class Range(_Strict):
+class Range(StrictModel):
     """Inclusive range: from, from + step, ... up to `to` (within rounding)."""
 
     from_: float = Field(alias="from", description="the first value")
@@ -260,7 +262,7 @@ class Range(_Strict):
         return [round(self.from_ + i * self.step, 10) for i in range(n)]
 
 
-class SweepSpec(_Strict):
+class SweepSpec(StrictModel):
     """One change kind with one field varied; `fixed` holds its other fields."""
 
     name: str = Field(min_length=1, max_length=80, description="the sweep's name; each point is the scenario "
@@ -270,11 +272,11 @@ class SweepSpec(_Strict):
         description="the change kind swept")
     parameter: str | None = Field(default=None, description="the field varied; default: the kind's main number "
                                   "(demand/price: factor, gpu_quota: gpus, slo: required, e.g. tpot_ms)")
-    fixed: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+    fixed: dict[str, Any] = Field(default_factory=dict, json_schema_extra=show_default({}),
                                   description="the change's other fields, e.g. {service: chat}")
     values: list[float] | Range = Field(description="the values of the varied field: a list, or a range "
                                         "{from, to, step}")
-    also: list[Change] = Field(default_factory=list, json_schema_extra=_show_default([]),
+    also: list[Change] = Field(default_factory=list, json_schema_extra=show_default([]),
                                description="changes applied at every point of the sweep")
 
     @model_validator(mode="after")
@@ -295,7 +297,7 @@ class SweepSpec(_Strict):
         return self.values.values() if isinstance(self.values, Range) else list(self.values)
 
 
-class SensitivitySpec(_Strict):
+class SensitivitySpec(StrictModel):
     """Relax each constraint of the base one step and re-solve."""
 
     enabled: bool = Field(default=True, description="run the sensitivity scenarios (one relaxed constraint "
@@ -309,14 +311,14 @@ class SensitivitySpec(_Strict):
                           "gpu_types, exclude_gpu_types)")
 
 
-class BaseSpec(_Strict):
+class BaseSpec(StrictModel):
     """The workload every scenario changes."""
 
     workload: str | dict[str, Any] = Field(description="path (relative to the review file) or inline workload")
     catalog: str | None = Field(default=None, description="catalog file overriding the workload's catalog")
 
 
-class ReviewFile(_Strict):
+class ReviewFile(StrictModel):
     """A capacity review: a base workload, named scenarios, sweeps and sensitivity options."""
 
     name: str = Field(default="review", min_length=1, max_length=100, description="the review's name, shown in "
@@ -324,12 +326,12 @@ class ReviewFile(_Strict):
     description: str = Field(default="", description="free text shown at the top of the report")
     base: BaseSpec = Field(description="the workload (and optionally a catalog) every scenario starts from")
     scenarios: list[ScenarioSpec] = Field(default_factory=list, max_length=MAX_SWEEP_POINTS,
-                                          json_schema_extra=_show_default([]),
+                                          json_schema_extra=show_default([]),
                                           description="named scenarios, each a list of changes to the base")
-    sweeps: list[SweepSpec] = Field(default_factory=list, max_length=1000, json_schema_extra=_show_default([]),
+    sweeps: list[SweepSpec] = Field(default_factory=list, max_length=1000, json_schema_extra=show_default([]),
                                     description="one change kind with one field varied over values; each value "
                                     "is a scenario")
-    sensitivity: SensitivitySpec = Field(default_factory=SensitivitySpec, json_schema_extra=_show_default({}),
+    sensitivity: SensitivitySpec = Field(default_factory=SensitivitySpec, json_schema_extra=show_default({}),
                                          description="relax each binding constraint of the base one step and "
                                          "re-solve")
     time_limit_per_scenario_s: float = Field(default=30.0, gt=0, le=86_400, description="each scenario's solve "

@@ -9,7 +9,9 @@ docs/owned-and-power.md has the cost model.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from solver.documents.strict import StrictModel
 
 # Sizes an owned instance (a server) may have: powers of two keep the planner's packing
 # exact (docs/formulation.md, "Packing is exact"), and 8 is the HGX/DGX board.
@@ -17,14 +19,7 @@ OWNED_INSTANCE_SIZES = (1, 2, 4, 8, 16)
 DEFAULT_GPUS_PER_INSTANCE = 8
 
 
-class Strict(BaseModel):
-    # The rest of the schema's rules (solver/workload/schema.py `_Strict`, which this module
-    # cannot import: the schema imports it): unknown keys, NaN, infinities and quoted
-    # numbers are refused, and the entries are immutable.
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, strict=True)
-
-
-class Site(Strict):
+class Site(StrictModel):
     """A place owned GPUs run: its power envelope and what its electricity costs."""
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="the "
@@ -38,7 +33,7 @@ class Site(Strict):
                                            "price x PUE): a running owned instance costs its kW x this per hour")
 
 
-class OwnedGpus(Strict):
+class OwnedGpus(StrictModel):
     """GPUs the organisation already owns at one site."""
 
     gpu: str = Field(min_length=1, max_length=100, description="GPU type: a catalog GPU name (`solver-cli catalog "

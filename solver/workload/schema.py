@@ -1,24 +1,23 @@
-"""Workload and catalog files: pydantic schemas, parsing, and errors with field paths.
+"""The workload: its pydantic schema (errors with field paths: solver/documents/strict.py).
 
 Everything user-facing is validated here; the rest of the pipeline receives only
-validated objects. `solver-cli schema` prints `Workload.model_json_schema()`.
+validated objects. `solver-cli schema` prints `Workload.model_json_schema()`. Catalog
+files' schema (GPU types, offers) is solver/catalog/schema.py, below this one.
 """
 
 # No `from __future__ import annotations` here: pydantic would then evaluate every field's
 # annotation string at class creation (~150 compile() calls, ~3 ms of each CLI start).
 
-import copy
-import functools
-import types
-import typing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from solver.catalog.schema import GpuSpec, OfferSpec
 from solver.confidence import (DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE, RATE_MARGIN,
                                checked_confidence)
-from solver.errors import FieldViolation, InputError
+from solver.documents.strict import StrictModel, is_number_text, quoted_number, show_default
 from solver.suggest import did_you_mean
+from solver.workload.owned import OwnedGpus, Site, check_owned_and_sites
 
 # Weight precisions: fp4 = NVFP4/MXFP4 on FP4 tensor cores (Blackwell only); int4 = weight-only
 # AWQ/GPTQ with 16-bit activations (NVIDIA Volta or newer). Keep in step with
@@ -42,173 +41,8 @@ MAX_MS = 3.6e6
 MIN_REPLICA_RATE = 1e-6
 
 
-def _show_default(value: Any):
-    """json_schema_extra for a default_factory field: pydantic leaves such defaults out of the
-    JSON Schema, this writes them in (a nested object's default is {}: all its own defaults)."""
-    def extra(schema: dict) -> None:
-        schema["default"] = copy.deepcopy(value)
-    return extra
-
-
-class _Strict(BaseModel):
-    # strict: numbers must be numbers and booleans booleans. Lax mode took `hours: "8"` and
-    # `instances: "6"` but refused `percentile: "99"` (a literal); now a quoted number is
-    # refused everywhere, with a message that says so (_quoted_number). Whole numbers are
-    # accepted for float fields; an integer field takes no 2.0.
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, strict=True)
-
-    @classmethod
-    def model_validate_with_paths(cls, data: Any, prefix: str = ""):
-        """Validate, turning pydantic errors into InputError with dotted field paths."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            violations = [_violation(e, prefix, cls) for e in exc.errors()]
-            # A union (confidence: "nominal" or a number) reports once per branch: one line per field suffices
-            # when the input was a quoted number.
-            quoted = {v.field for v in violations if v.message.startswith(QUOTED_NUMBER)}
-            violations = [v for v in violations if v.field not in quoted or v.message.startswith(QUOTED_NUMBER)]
-            raise InputError(list(dict.fromkeys(violations))) from None
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _whole_floats_as_ints(cls, value: Any, info):
-        """2.0 where a whole number goes is 2, as lax mode read it (JSON writers such as Python's
-        json.dumps write whole floats so); 2.5 and "2" stay errors."""
-        if isinstance(value, float) and value.is_integer() and _whole_only(cls, info.field_name):
-            return int(value)
-        if isinstance(value, dict) and any(isinstance(v, float) for v in value.values()) \
-                and _whole_only(cls, info.field_name, in_dict=True):
-            return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in value.items()}
-        return value
-
-
-def _path(loc: tuple, prefix: str = "") -> str:
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif str(part).startswith(("function-", "tagged-union", "union[", "literal[")) or part in ("str", "int", "float", "InlineModel"):
-            continue  # pydantic's internal union branch names mean nothing to users
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-_FIXES = {
-    "extra_forbidden": "remove it, or check its spelling against `solver-cli schema`",
-    "missing": "add it",
-    "finite_number": "use a finite number",
-    "greater_than": "use a larger value",
-    "greater_than_equal": "use a larger value",
-    "less_than_equal": "use a smaller value (check the units)",
-    "less_than": "use a smaller value (check the units)",
-    "literal_error": "use one of the allowed values",
-    "int_type": "use a whole number",
-    "int_from_float": "use a whole number",
-    "float_parsing": "use a number",
-    "float_type": "use a number",
-    "too_short": "add at least one entry",
-    "list_type": "use a list ([...])",
-    "model_type": "use an object ({...})",
-    "dict_type": "use an object ({...})",
-    "string_type": "use a text string in quotes",
-    "bool_type": "use true or false",
-    "bool_parsing": "use true or false",
-    "int_parsing": "use a whole number",
-}
-
-
-def _model_at(root: type, loc: tuple) -> type | None:
-    """The pydantic model class that holds the last element of an error location."""
-    model: type | None = root
-    for part in loc[:-1]:
-        if model is None:
-            return None
-        if isinstance(part, int) or str(part).startswith(("function-", "tagged-union", "union[", "literal[")):
-            continue
-        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        model = _model_in(field.annotation) if field is not None else (model if str(part) == model.__name__ else None)
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _model_in(annotation) -> type | None:
-    """The first pydantic model inside an annotation (list[X], X | None, dict[str, X], ...)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-@functools.cache
-def _whole_only(model: type, field: str, in_dict: bool = False) -> bool:
-    """Whether the field (or, in_dict, its dict's values) takes whole numbers and no fractional
-    ones: int, or a Literal of ints (percentile), possibly optional."""
-    annotation = model.model_fields[field].annotation
-    if in_dict:
-        if typing.get_origin(annotation) is not dict:
-            return False
-        annotation = typing.get_args(annotation)[1]
-    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
-        else (annotation,)
-    numbers = [a for a in options if a is not type(None)]
-    return bool(numbers) and all(
-        a is int or (typing.get_origin(a) is Literal and all(type(x) is int for x in typing.get_args(a)))
-        for a in numbers)
-
-
-QUOTED_NUMBER = "a number written as text"
-# Error types a quoted number meets in strict mode (a numeric literal such as percentile's too).
-_NUMBER_ERRORS = ("int_type", "float_type", "literal_error", "int_parsing", "float_parsing")
-
-
-def _is_number_text(value: Any) -> bool:
-    if not isinstance(value, str) or not value.strip():
-        return False
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True
-
-
-def quoted_number(value: str) -> tuple[str, str]:
-    """The message and fix for a number given in quotes."""
-    return (f"{QUOTED_NUMBER} ({value!r}); numbers are not read from strings.",
-            f"write the number without quotes: {value.strip()}")
-
-
-def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolation:
-    loc = tuple(err["loc"])
-    expected = str((err.get("ctx") or {}).get("expected", ""))
-    if (err["type"] in _NUMBER_ERRORS and _is_number_text(err.get("input"))
-            and not (err["type"] == "literal_error" and "'" in expected)):  # not a literal of words
-        return FieldViolation(_path(loc, prefix), *quoted_number(err["input"]))
-    if err["type"] == "int_type" and type(err.get("input")) is float:
-        return FieldViolation(_path(loc, prefix), f"{err['input']!r} is not a whole number.", "use a whole number")
-    msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field"
-        holder = _model_at(root, tuple(err["loc"])) if root is not None else None
-        if holder is not None:
-            msg += did_you_mean(str(err["loc"][-1]), holder.model_fields)
-    fix = _FIXES.get(err["type"], "")
-    if "To fix:" in msg:
-        msg, fix = (s.strip() for s in msg.split("To fix:", 1))
-    if not msg.endswith((".", "?")):
-        msg += "."
-    if not loc and root is not None and msg.split(" ", 1)[0] in root.model_fields:
-        loc = (msg.split(" ", 1)[0],)  # a whole-document check about one field: name that field
-    return FieldViolation(_path(loc, prefix), msg, fix)
-
-
 # ---------------------------------------------------------------- models and demand
-class InlineModel(_Strict):
+class InlineModel(StrictModel):
     """A decoder-only transformer described by its config."""
 
     name: str = Field(min_length=1, max_length=100, description="the model's name, as the plan shows it (any "
@@ -253,7 +87,7 @@ class InlineModel(_Strict):
         return self
 
 
-class RequestClass(_Strict):
+class RequestClass(StrictModel):
     """One request-size class of an LLM service's traffic."""
 
     name: str = Field(min_length=1, max_length=64, description="the class's name, unique within the service; "
@@ -268,7 +102,7 @@ class RequestClass(_Strict):
                                       "ignored by measured profiles")
 
 
-class Demand(_Strict):
+class Demand(StrictModel):
     requests_per_s: float | None = Field(default=None, ge=0, le=MAX_RATE, description="requests per second the "
                                          "service must serve (before constraints.headroom); services with a model "
                                          "(LLMs) must use this unit. Give exactly one of requests_per_s or "
@@ -292,7 +126,7 @@ class Demand(_Strict):
         "coefficient of variation of the times between arrivals: 1 for Poisson (independent) arrivals, "
         "more for bursty traffic, less for paced traffic; the queueing model uses it"))
     profile: dict[str, Annotated[float, Field(ge=0, le=1e6)]] = Field(
-        default_factory=dict, json_schema_extra=_show_default({}),
+        default_factory=dict, json_schema_extra=show_default({}),
         description="period name -> multiplier of this demand in that period "
         "(a period not named here: 1.0); needs the workload's `periods`")
 
@@ -322,7 +156,7 @@ class Demand(_Strict):
         return "requests/s" if self.requests_per_s is not None else "items/min"
 
 
-class SLO(_Strict):
+class SLO(StrictModel):
     percentile: Literal[50, 90, 95, 99] | None = Field(default=None, description=(
         "every bound below must hold at this percentile of all the service's requests, queueing at the planned "
         "load included; unset: the bounds are checked against service times without queueing (and the plan warns "
@@ -347,7 +181,7 @@ class SLO(_Strict):
     def _confidence(cls, value, info):
         if value is None:
             return value
-        if value != "nominal" and _is_number_text(value):
+        if value != "nominal" and is_number_text(value):
             msg, fix = quoted_number(value)
             raise ValueError(f"{msg} To fix: {fix}")
         if "percentile" in info.data and info.data["percentile"] is None:
@@ -357,7 +191,7 @@ class SLO(_Strict):
         return checked_confidence(value)
 
 
-class MeasuredProfile(_Strict):
+class MeasuredProfile(StrictModel):
     """A measured throughput/latency of one service on one GPU configuration; used as given."""
 
     gpu: str = Field(min_length=1, description="GPU type the measurement ran on (a "
@@ -399,7 +233,7 @@ class MeasuredProfile(_Strict):
         return self
 
 
-class EngineOptions(_Strict):
+class EngineOptions(StrictModel):
     """The serving engine's own settings where they differ from its defaults: what a replica
     holds and how it batches (docs/performance-model.md, "Engines")."""
 
@@ -461,7 +295,7 @@ class EngineOptions(_Strict):
         return data
 
 
-class Disaggregation(_Strict):
+class Disaggregation(StrictModel):
     """Limits on a service's disaggregated deployment (prefill and decode pools)."""
 
     prefill_gpu_types: list[str] | None = Field(default=None, min_length=1, max_length=64, description="GPU types "
@@ -470,7 +304,7 @@ class Disaggregation(_Strict):
                                                "the decode pool may use; unset: any the constraints allow")
 
 
-class Redundancy(_Strict):
+class Redundancy(StrictModel):
     """Failure domains a service must survive (docs/redundancy.md)."""
 
     domain: Literal["none", "instance", "zone", "region", "provider"] = Field(
@@ -482,7 +316,7 @@ class Redundancy(_Strict):
                                   "(without headroom), within its SLOs; 1.0: all of it")
 
 
-class SpotInterruptions(_Strict):
+class SpotInterruptions(StrictModel):
     """What the fleet must still serve when a provider reclaims spot capacity (docs/redundancy.md)."""
 
     serve_fraction: float = Field(default=1.0, ge=0, le=1, description="after a provider reclaims every spot "
@@ -505,13 +339,13 @@ def _disaggregation_unsupported(svc) -> str:
     return ""
 
 
-class Service(_Strict):
+class Service(StrictModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$", description="the "
                       "service's name, unique in the workload: letters, digits and . _ : / - (starting with a letter "
                       "or digit); the plan and current_fleet replicas refer to it")
     model: str | InlineModel | None = Field(default=None, description="a library model name, or an inline description; "
                                             "omit for non-LLM services described by measured profiles")
-    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], json_schema_extra=_show_default(["fp16"]),
+    precisions: list[Precision] = Field(default_factory=lambda: ["fp16"], json_schema_extra=show_default(["fp16"]),
                                         min_length=1, description="weight "
                                         "precisions the plan may choose among for the model's estimated "
                                         "configurations, each listed once: fp16, bf16, fp8 (FP8 tensor cores: Ada, "
@@ -523,19 +357,19 @@ class Service(_Strict):
                         "version: the newest release documented in docs/engines.md). The version's defaults (batch "
                         "cap, tokens per step, scheduler, KV-cache type, memory fraction, CUDA graphs) are the "
                         "performance model's; measured profiles are used as given, and deployment export runs it")
-    engine_options: EngineOptions = Field(default_factory=EngineOptions, json_schema_extra=_show_default({}),
+    engine_options: EngineOptions = Field(default_factory=EngineOptions, json_schema_extra=show_default({}),
                                           description="the engine's own settings "
                                           "where they differ from its defaults (KV-cache type, batch cap, memory "
                                           "fraction); default: the engine's defaults")
     demand: Demand = Field(description="the traffic to serve: a rate, request sizes and their variability")
-    slo: SLO = Field(default_factory=SLO, json_schema_extra=_show_default({}),
+    slo: SLO = Field(default_factory=SLO, json_schema_extra=show_default({}),
                      description="latency bounds every planned replica must meet; default: "
                      "none")
     min_replicas: int = Field(default=0, ge=0, le=100_000, description="plan at least this many replicas of the "
                               "service, whatever the demand; 0: only as many as the demand needs")
     max_replicas: int | None = Field(default=None, ge=1, le=100_000, description="plan at most this many replicas "
                                      "of the service (at least min_replicas); unset: no limit")
-    profiles: list[MeasuredProfile] = Field(default_factory=list, json_schema_extra=_show_default([]),
+    profiles: list[MeasuredProfile] = Field(default_factory=list, json_schema_extra=show_default([]),
                                             description="measured throughput and latency "
                                             "per GPU type and replica size, used as given: where one covers a GPU "
                                             "and replica size, the performance model is not used for it. A service "
@@ -546,7 +380,7 @@ class Service(_Strict):
         default="aggregated", description="aggregated: every replica prefills and decodes; disaggregated: a "
         "prefill pool ships each prompt's KV cache to a decode pool (each pool on the GPU type that serves it "
         "cheapest); auto: the optimizer picks, and may mix both (docs/disaggregation.md)")
-    disaggregation: Disaggregation = Field(default_factory=Disaggregation, json_schema_extra=_show_default({}),
+    disaggregation: Disaggregation = Field(default_factory=Disaggregation, json_schema_extra=show_default({}),
                                            description="limits on the prefill and decode pools (with serving "
                                            "auto or disaggregated)")
     redundancy: Redundancy | None = Field(default=None, description="this service's failure domain, "
@@ -605,7 +439,7 @@ class Service(_Strict):
 
 
 # ---------------------------------------------------------------- constraints and catalog
-class Constraints(_Strict):
+class Constraints(StrictModel):
     budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e7, description="the fleet may cost at most "
                                               "this many US dollars per hour (all instances at the prices they are "
                                               "bought at); with periods, in every period, reservations included. "
@@ -613,11 +447,11 @@ class Constraints(_Strict):
     headroom: float = Field(default=0.0, ge=0, le=10, description="spare capacity as a fraction of demand: every "
                             "service is sized to serve demand x (1 + headroom), e.g. 0.2 for 20 % more; 0: exactly "
                             "the demand")
-    gpu_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+    gpu_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=show_default({}),
                                        description="GPU type -> the most GPUs of that type "
                                        "the fleet may hold (instances x GPUs per instance), 0 or more; a type not "
                                        "named here: no limit. Names must be catalog GPU types")
-    offer_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+    offer_quotas: dict[str, int] = Field(default_factory=dict, json_schema_extra=show_default({}),
                                          description="offer id (provider/name) -> the most "
                                          "instances of that offer, 0 or more (0 removes the offer); the tighter of "
                                          "this and the catalog's available_instances holds. An offer not named here: "
@@ -630,7 +464,7 @@ class Constraints(_Strict):
                                       "all regions")
     gpu_types: list[str] | None = Field(default=None, min_length=1, description="use only offers of these GPU "
                                         "types (catalog GPU names, `solver-cli catalog --gpus`); unset: all types")
-    exclude_gpu_types: list[str] = Field(default_factory=list, json_schema_extra=_show_default([]),
+    exclude_gpu_types: list[str] = Field(default_factory=list, json_schema_extra=show_default([]),
                                          description="never use offers of these GPU types "
                                          "(catalog GPU names); applies after gpu_types")
     allow_consumer_gpus: bool = Field(default=False, description="false: offers of GPUs the catalog marks as "
@@ -725,132 +559,7 @@ class Constraints(_Strict):
         return v
 
 
-class GpuSpec(_Strict):
-    name: str = Field(min_length=1, description="GPU type name that offers' `gpu` refers to; a name of the "
-                      "default catalog's GPU types replaces that type")
-    memory_gib: float = Field(gt=0, le=4096, description="memory per GPU, GiB (an offer's gpu_memory_gib, where "
-                              "given, overrides it as the usable memory)")
-    memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=1e6, description="memory bandwidth per GPU, "
-                                               "gigabytes per second; the performance model needs it (and an "
-                                               "FP16 or BF16 rate) to estimate LLMs here, else only measured "
-                                               "profiles can use this GPU")
-    fp16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP16 tensor "
-                                      "TFLOPS; unset: bf16_tflops stands in for it")
-    bf16_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) BF16 tensor "
-                                      "TFLOPS; unset: fp16_tflops stands in for it, and bf16 is allowed only on "
-                                      "Ampere, Ada, Hopper and Blackwell architectures")
-    fp8_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense (no sparsity) FP8 tensor "
-                                     "TFLOPS; omit for GPUs without FP8 tensor cores (see supports_fp8)")
-    fp4_tflops: float | None = Field(default=None, gt=0, le=1e6, description="dense FP4 tensor TFLOPS; "
-                                     "omit for GPUs without FP4 tensor cores (only Blackwell has them)")
-    int8_tops: float | None = Field(default=None, gt=0, le=1e6, description="dense INT8 tensor TOPS (tera "
-                                    "operations per second), the rate int8 GEMMs run at; unset: the FP16 rate")
-    nvlink_gbs: float | None = Field(default=None, gt=0, le=1e6, description="NVLink (or AMD xGMI) bandwidth per "
-                                     "GPU, gigabytes per second, both directions over all links together; unset: "
-                                     "no NVLink, GPUs talk over PCIe. With form_factor SXM, multi-GPU offers "
-                                     "default to NVLink between their GPUs")
-    nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=1024, description="GPUs one NVLink/xGMI fabric "
-                                           "joins: 8 for HGX boards, 72 for GB200 NVL72, 2 for bridged PCIe cards; "
-                                           "unset with nvlink_gbs given: 8 for SXM, 2 for PCIe")
-    pcie_gen: int | None = Field(default=None, ge=1, le=8, description="PCIe generation (e.g. 4, 5): the link "
-                                 "speed between GPUs without NVLink and between pipeline stages; unset: 4")
-    form_factor: Literal["SXM", "PCIe"] = Field(default="PCIe", description="SXM (board-mounted, NVLink between "
-                                                "the GPUs when nvlink_gbs is given) or PCIe (cards; NVLink only "
-                                                "through bridges)")
-    vendor: Literal["NVIDIA", "AMD"] = Field(default="NVIDIA", description="NVIDIA or AMD; AMD GPUs get the "
-                                             "performance model's ROCm efficiencies and, unless supports_int4 says "
-                                             "so, no int4 kernels")
-    architecture: str = Field(default="", description="architecture, e.g. \"Hopper (GH100)\"; matched by how it "
-                              "begins (Volta, Turing, Ampere, Ada, Hopper, Blackwell) for the performance "
-                              "model's calibration and for bf16/int4 support; empty or other: a generic GPU")
-    supports_fp8: bool | None = Field(default=None, description="FP8 weights and FP8 KV cache run here; unset: "
-                                      "true exactly when fp8_tflops is given")
-    supports_int4: bool | None = Field(default=None, description="4-bit weight-only (AWQ/GPTQ) kernels run here; "
-                                       "default: NVIDIA Volta or newer")
-    consumer: bool = Field(default=False, description="a consumer card (GeForce and the like): its offers are "
-                           "used only with constraints.allow_consumer_gpus")
-    board_power_w: float | None = Field(default=None, gt=0, le=10_000, description="board power at full load, "
-                                        "watts (the datasheet's max power / TDP): plans report the fleet's power "
-                                        "and energy with it, and owned GPUs of this type default to it; unset: "
-                                        "no power figure")
-    source: str = Field(default="", description="where the figures come from (free text, kept as the GPU "
-                        "type's provenance); empty: \"user\"")
-
-
-class OfferSpec(_Strict):
-    provider: str = Field(min_length=1, description="cloud or provider name (e.g. aws); the offer's id is "
-                          "provider/name, unique in the catalog; constraints.providers filters by it")
-    name: str = Field(min_length=1, description="instance type name (e.g. p5.48xlarge); the offer's id is "
-                      "provider/name, unique in the catalog")
-    region: str = Field(default="any", description="the region the instance runs in; constraints.regions and "
-                        "same_region go by it (with the provider). Default \"any\" is a name like any other (a "
-                        "constraints.regions list keeps the offer only if it names \"any\")")
-    gpu: str = Field(min_length=1, description="GPU type name: one of this catalog's gpus or (unless "
-                     "include_default_gpus is false) the default catalog's (`solver-cli catalog --gpus`)")
-    gpus_per_instance: int = Field(ge=1, le=64, description="GPUs in one instance; replicas take a power of two "
-                                   "that divides it, or all of it")
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="on-demand price of one "
-                                             "instance, US dollars per hour; give exactly one of "
-                                             "price_usd_per_hour or price_usd_per_minute")
-    price_usd_per_minute: float | None = Field(default=None, gt=0, le=1e4, description="on-demand price of one "
-                                               "instance, US dollars per minute (x 60 per hour); give exactly one "
-                                               "of price_usd_per_hour or price_usd_per_minute")
-    spot_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="spot price of one "
-                                                  "instance, US dollars per hour; unset: no spot offer (spot "
-                                                  "pricing leaves the offer out)")
-    spot_interruption_rate_per_hour: float | None = Field(default=None, ge=0, le=1, description="chance per "
-                                                          "hour that a spot instance is reclaimed, where known "
-                                                          "(0 to 1); informational: the plan reports its spot "
-                                                          "fleet's expected interruptions per hour, the fleet "
-                                                          "chosen does not depend on it")
-    reserved_1y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
-                                                         "hourly price of a 1-year reservation / commitment, US "
-                                                         "dollars, paid every hour of the horizon; unset: not "
-                                                         "offered")
-    reserved_3y_price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e5, description="effective "
-                                                         "hourly price of a 3-year reservation / commitment, US "
-                                                         "dollars, paid every hour of the horizon; unset: not "
-                                                         "offered")
-    gpu_memory_gib: float | None = Field(default=None, gt=0, le=4096, description="usable memory per GPU, GiB, "
-                                         "where the provider states it; unset: the GPU type's memory_gib")
-    interconnect: Literal["none", "pcie", "nvlink"] | None = Field(default=None, description="link between the "
-                                                                   "instance's GPUs: none, pcie or nvlink. Unset: "
-                                                                   "none for one GPU, nvlink for SXM GPUs with "
-                                                                   "nvlink_gbs, else pcie")
-    inter_node_fabric: Literal["", "infiniband"] = Field(default="", description="\"infiniband\": a replica may "
-                                                         "span 2 or 4 whole instances (pipeline stages joined by "
-                                                         "the fabric), for models one instance cannot hold; \"\" "
-                                                         "(default): replicas stay within one instance")
-    inter_node_gbs: float | None = Field(default=None, gt=0, le=1e5, description="bandwidth per instance over "
-                                         "the inter-node fabric, gigabytes per second; unset: 25 (one 200 Gb/s "
-                                         "port)")
-    available_instances: int | None = Field(default=None, ge=0, description="the most instances that can be "
-                                            "bought (0 leaves the offer out); unset: unlimited. "
-                                            "constraints.offer_quotas can only lower it")
-    source: str = Field(default="user", description="where the prices come from (free text, shown with the "
-                        "offer)")
-    as_of: str = Field(default="", description="when the prices were taken (free text, e.g. 2025-06); empty: not "
-                       "stated")
-
-    @model_validator(mode="after")
-    def _one_price(self):
-        if (self.price_usd_per_hour is None) == (self.price_usd_per_minute is None):
-            raise ValueError("give exactly one of price_usd_per_hour or price_usd_per_minute. To fix: "
-                             "state the instance's on-demand price once")
-        return self
-
-
-class CatalogFile(_Strict):
-    gpus: list[GpuSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
-                                description="GPU types the offers may name besides the "
-                                "default catalog's; one with a default type's name replaces it")
-    offers: list[OfferSpec] = Field(min_length=1, description="the catalog's offers (instance types with prices), "
-                                    "at least one; the default catalog's offers are not included")
-    include_default_gpus: bool = Field(default=True, description="true: the default catalog's GPU types are "
-                                       "known too, so offers may name them; false: only the GPU types in gpus")
-
-
-class CatalogRef(_Strict):
+class CatalogRef(StrictModel):
     source: Literal["default", "file", "inline"] = Field(default="default", description="where the catalog "
                                                          "comes from: default (the shipped catalog), file (a catalog "
                                                          "file, `file`) or inline (`offers` and `gpus` here). "
@@ -859,10 +568,10 @@ class CatalogRef(_Strict):
     file: str | None = Field(default=None, description="path of a catalog file, JSON or YAML (schema: "
                              "`solver-cli schema --catalog`); a relative path is taken from the workload file's "
                              "folder. Needed with source file")
-    gpus: list[GpuSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+    gpus: list[GpuSpec] = Field(default_factory=list, json_schema_extra=show_default([]),
                                 description="inline GPU types, with source inline: added to "
                                 "the default catalog's (one with a default type's name replaces it)")
-    offers: list[OfferSpec] = Field(default_factory=list, json_schema_extra=_show_default([]),
+    offers: list[OfferSpec] = Field(default_factory=list, json_schema_extra=show_default([]),
                                     description="inline offers, with source inline (at "
                                     "least one): the catalog's offers, alone unless include_default_offers")
     include_default_offers: bool = Field(default=False, description="with inline offers: add the default catalog's")
@@ -900,7 +609,7 @@ class CatalogRef(_Strict):
         return self
 
 
-class Period(_Strict):
+class Period(StrictModel):
     """One stretch of the planning horizon with its own demand (e.g. "peak", 8 hours)."""
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$", description="the "
@@ -910,7 +619,7 @@ class Period(_Strict):
                        "hours; the horizon is the sum over the periods, and repeats")
 
 
-class RunningReplicas(_Strict):
+class RunningReplicas(StrictModel):
     """Replicas of one service that a running instance type hosts today."""
 
     service: str = Field(min_length=1, description="name of one of the workload's services")
@@ -920,7 +629,7 @@ class RunningReplicas(_Strict):
     precision: Precision | None = Field(default=None, description="omit for measured-profile services")
 
 
-class CurrentInstances(_Strict):
+class CurrentInstances(StrictModel):
     """Instances of one offer that run today (the fleet a re-plan starts from)."""
 
     offer_id: str = Field(min_length=1, description="offer id (provider/name)")
@@ -928,14 +637,14 @@ class CurrentInstances(_Strict):
                            "entry per offer and spot flag); the re-plan keeps, adds or removes from these, "
                            "weighing change_costs")
     spot: bool = Field(default=False, description="these instances are spot instances")
-    replicas: list[RunningReplicas] = Field(default_factory=list, json_schema_extra=_show_default([]),
+    replicas: list[RunningReplicas] = Field(default_factory=list, json_schema_extra=show_default([]),
                                             description="optional: what they run "
                                               "today, so that the rollout leaves replicas in place where the plan "
                                               "keeps them; empty: the kept instances are taken to run what the plan "
                                               "puts on them")
 
 
-class ChangeCosts(_Strict):
+class ChangeCosts(StrictModel):
     """The cost of changing the running fleet (cold starts, model loads, drained requests)."""
 
     add_instance_usd: float = Field(default=0.0, ge=0, le=1e7, description="one-off cost, US dollars, "
@@ -947,7 +656,7 @@ class ChangeCosts(_Strict):
                                               "stopped against current_fleet; unset: no limit")
 
 
-class SolverOptions(_Strict):
+class SolverOptions(StrictModel):
     time_limit_s: float = Field(default=60.0, gt=0, le=86_400, description="wall-clock limit of the whole "
                                 "plan, seconds (candidates, solve, tie-break): the best plan found by then is "
                                 "returned with its gap, or an error when none was found. The CLI's --time-limit "
@@ -974,7 +683,7 @@ class SolverOptions(_Strict):
     relative_gap: float = Field(default=0.0, ge=0, le=0.1, description=(
         "stop once the plan is proven within this fraction of the optimum (e.g. 0.0001 for 0.01 %); "
         "0 proves the optimum itself, to within $0.000001/hour"))
-    calibration: dict[str, float] = Field(default_factory=dict, json_schema_extra=_show_default({}),
+    calibration: dict[str, float] = Field(default_factory=dict, json_schema_extra=show_default({}),
                                           description="constant name -> value, "
                                              "overriding the performance model's constants "
                                              "(docs/performance-model.md); unknown names or bad values are rejected. "
@@ -993,20 +702,19 @@ class SolverOptions(_Strict):
         return v
 
 
-from solver.workload.owned import OwnedGpus, Site, check_owned_and_sites  # noqa: E402 (uses nothing above)
 
 
-class Workload(_Strict):
+class Workload(StrictModel):
     name: str = Field(default="workload", description="the workload's name, shown in the plan")
     services: list[Service] = Field(min_length=1, max_length=5000, description="the services to serve, 1 to "
                                     "5000, with unique names")
-    constraints: Constraints = Field(default_factory=Constraints, json_schema_extra=_show_default({}),
+    constraints: Constraints = Field(default_factory=Constraints, json_schema_extra=show_default({}),
                                      description="budgets, headroom, quotas, offer "
                                      "filters and pricing; default: none beyond on-demand prices")
-    catalog: CatalogRef = Field(default_factory=CatalogRef, json_schema_extra=_show_default({}),
+    catalog: CatalogRef = Field(default_factory=CatalogRef, json_schema_extra=show_default({}),
                                 description="where offers and GPU types come from; "
                                 "default: the shipped catalog (`solver-cli catalog`)")
-    solver: SolverOptions = Field(default_factory=SolverOptions, json_schema_extra=_show_default({}),
+    solver: SolverOptions = Field(default_factory=SolverOptions, json_schema_extra=show_default({}),
                                   description="time limit, MIP backend, "
                                   "tie-break, optimality gap and performance-model overrides")
     periods: list[Period] | None = Field(default=None, min_length=1, max_length=MAX_PERIODS,
@@ -1020,11 +728,11 @@ class Workload(_Strict):
                                              "`solve --current`, or a gRPC request's current_fleet), and are "
                                              "unused without one. Unset: changes are free and unlimited")
     # Owned hardware and its sites (solver/workload/owned.py, docs/owned-and-power.md).
-    owned: list[OwnedGpus] = Field(default_factory=list, max_length=1000, json_schema_extra=_show_default([]),
+    owned: list[OwnedGpus] = Field(default_factory=list, max_length=1000, json_schema_extra=show_default([]),
                                    description="GPUs already owned, per site: planned as offers of provider "
                                    "\"owned\" in region = site, at most `count` GPUs each, priced at their energy "
                                    "while they run (their amortised cost is paid anyway and reported apart)")
-    sites: list[Site] = Field(default_factory=list, max_length=1000, json_schema_extra=_show_default([]),
+    sites: list[Site] = Field(default_factory=list, max_length=1000, json_schema_extra=show_default([]),
                               description="the sites owned GPUs run at: a power cap in kW and an electricity "
                               "price per kWh each")
 

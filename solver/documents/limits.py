@@ -4,7 +4,7 @@ any expensive work (validation, solving).
 A document is bounded three ways, cheapest first:
 1. its size in bytes, before it is parsed (`check_size`);
 2. for YAML, its composed node graph, before any Python value is built
-   (`check_yaml_graph`): nesting depth, repeated keys (solver/workload/duplicates.py),
+   (`check_yaml_graph`): nesting depth, repeated keys (solver/documents/duplicates.py),
    and the number of values with every alias expanded. Aliases are allowed (shared SLO or profile blocks are real use), but a
    document with aliases may expand to no more values than one written out in full,
    so a 666-byte "billion laughs" is rejected in milliseconds;
@@ -67,7 +67,7 @@ def check_yaml_graph(root, what: str) -> None:
     the expanded value count, each node's count computed once (memoised by identity)."""
     from yaml.nodes import MappingNode, SequenceNode
 
-    from solver.workload.duplicates import check_yaml_mapping
+    from solver.documents.duplicates import check_yaml_mapping
 
     sizes: dict[int, int] = {}
     depths: dict[int, int] = {}

@@ -18,7 +18,7 @@ import json.decoder
 from dataclasses import dataclass
 
 from solver.errors import InputError
-from solver.workload.limits import short
+from solver.documents.limits import short
 
 
 class DuplicateKey(Exception):

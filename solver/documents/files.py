@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 from solver.errors import InputError
-from solver.workload.limits import MAX_JSON_BYTES, MAX_YAML_BYTES, short
+from solver.documents.limits import MAX_JSON_BYTES, MAX_YAML_BYTES, short
 
 _CHUNK = 1024 * 1024
 # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a

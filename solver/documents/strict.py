@@ -1,0 +1,182 @@
+"""The base of every document schema (workloads, catalogs, reviews): strict pydantic models
+whose errors name the field's dotted path and a fix (`StrictModel.model_validate_with_paths`).
+"""
+
+# No `from __future__ import annotations` in the schema modules: pydantic would then evaluate
+# every field's annotation string at class creation (~150 compile() calls at each CLI start).
+
+import copy
+import functools
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from solver.errors import FieldViolation, InputError
+from solver.suggest import did_you_mean
+
+
+def show_default(value: Any):
+    """json_schema_extra for a default_factory field: pydantic leaves such defaults out of the
+    JSON Schema, this writes them in (a nested object's default is {}: all its own defaults)."""
+    def extra(schema: dict) -> None:
+        schema["default"] = copy.deepcopy(value)
+    return extra
+
+
+class StrictModel(BaseModel):
+    # strict: numbers must be numbers and booleans booleans. Lax mode took `hours: "8"` and
+    # `instances: "6"` but refused `percentile: "99"` (a literal); now a quoted number is
+    # refused everywhere, with a message that says so (_quoted_number). Whole numbers are
+    # accepted for float fields; an integer field takes no 2.0.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, strict=True)
+
+    @classmethod
+    def model_validate_with_paths(cls, data: Any, prefix: str = ""):
+        """Validate, turning pydantic errors into InputError with dotted field paths."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            violations = [_violation(e, prefix, cls) for e in exc.errors()]
+            # A union (confidence: "nominal" or a number) reports once per branch: one line per field suffices
+            # when the input was a quoted number.
+            quoted = {v.field for v in violations if v.message.startswith(QUOTED_NUMBER)}
+            violations = [v for v in violations if v.field not in quoted or v.message.startswith(QUOTED_NUMBER)]
+            raise InputError(list(dict.fromkeys(violations))) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_floats_as_ints(cls, value: Any, info):
+        """2.0 where a whole number goes is 2, as lax mode read it (JSON writers such as Python's
+        json.dumps write whole floats so); 2.5 and "2" stay errors."""
+        if isinstance(value, float) and value.is_integer() and _whole_only(cls, info.field_name):
+            return int(value)
+        if isinstance(value, dict) and any(isinstance(v, float) for v in value.values()) \
+                and _whole_only(cls, info.field_name, in_dict=True):
+            return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in value.items()}
+        return value
+
+
+def _path(loc: tuple, prefix: str = "") -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union", "union[", "literal[")) or part in ("str", "int", "float", "InlineModel"):
+            continue  # pydantic's internal union branch names mean nothing to users
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+_FIXES = {
+    "extra_forbidden": "remove it, or check its spelling against `solver-cli schema`",
+    "missing": "add it",
+    "finite_number": "use a finite number",
+    "greater_than": "use a larger value",
+    "greater_than_equal": "use a larger value",
+    "less_than_equal": "use a smaller value (check the units)",
+    "less_than": "use a smaller value (check the units)",
+    "literal_error": "use one of the allowed values",
+    "int_type": "use a whole number",
+    "int_from_float": "use a whole number",
+    "float_parsing": "use a number",
+    "float_type": "use a number",
+    "too_short": "add at least one entry",
+    "list_type": "use a list ([...])",
+    "model_type": "use an object ({...})",
+    "dict_type": "use an object ({...})",
+    "string_type": "use a text string in quotes",
+    "bool_type": "use true or false",
+    "bool_parsing": "use true or false",
+    "int_parsing": "use a whole number",
+}
+
+
+def _model_at(root: type, loc: tuple) -> type | None:
+    """The pydantic model class that holds the last element of an error location."""
+    model: type | None = root
+    for part in loc[:-1]:
+        if model is None:
+            return None
+        if isinstance(part, int) or str(part).startswith(("function-", "tagged-union", "union[", "literal[")):
+            continue
+        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        model = _model_in(field.annotation) if field is not None else (model if str(part) == model.__name__ else None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _model_in(annotation) -> type | None:
+    """The first pydantic model inside an annotation (list[X], X | None, dict[str, X], ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+@functools.cache
+def _whole_only(model: type, field: str, in_dict: bool = False) -> bool:
+    """Whether the field (or, in_dict, its dict's values) takes whole numbers and no fractional
+    ones: int, or a Literal of ints (percentile), possibly optional."""
+    annotation = model.model_fields[field].annotation
+    if in_dict:
+        if typing.get_origin(annotation) is not dict:
+            return False
+        annotation = typing.get_args(annotation)[1]
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    numbers = [a for a in options if a is not type(None)]
+    return bool(numbers) and all(
+        a is int or (typing.get_origin(a) is Literal and all(type(x) is int for x in typing.get_args(a)))
+        for a in numbers)
+
+
+QUOTED_NUMBER = "a number written as text"
+# Error types a quoted number meets in strict mode (a numeric literal such as percentile's too).
+_NUMBER_ERRORS = ("int_type", "float_type", "literal_error", "int_parsing", "float_parsing")
+
+
+def is_number_text(value: Any) -> bool:
+    if not isinstance(value, str) or not value.strip():
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def quoted_number(value: str) -> tuple[str, str]:
+    """The message and fix for a number given in quotes."""
+    return (f"{QUOTED_NUMBER} ({value!r}); numbers are not read from strings.",
+            f"write the number without quotes: {value.strip()}")
+
+
+def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolation:
+    loc = tuple(err["loc"])
+    expected = str((err.get("ctx") or {}).get("expected", ""))
+    if (err["type"] in _NUMBER_ERRORS and is_number_text(err.get("input"))
+            and not (err["type"] == "literal_error" and "'" in expected)):  # not a literal of words
+        return FieldViolation(_path(loc, prefix), *quoted_number(err["input"]))
+    if err["type"] == "int_type" and type(err.get("input")) is float:
+        return FieldViolation(_path(loc, prefix), f"{err['input']!r} is not a whole number.", "use a whole number")
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+        holder = _model_at(root, tuple(err["loc"])) if root is not None else None
+        if holder is not None:
+            msg += did_you_mean(str(err["loc"][-1]), holder.model_fields)
+    fix = _FIXES.get(err["type"], "")
+    if "To fix:" in msg:
+        msg, fix = (s.strip() for s in msg.split("To fix:", 1))
+    if not msg.endswith((".", "?")):
+        msg += "."
+    if not loc and root is not None and msg.split(" ", 1)[0] in root.model_fields:
+        loc = (msg.split(" ", 1)[0],)  # a whole-document check about one field: name that field
+    return FieldViolation(_path(loc, prefix), msg, fix)
