@@ -34,6 +34,9 @@ from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolve
                                   PeriodResult, PeriodService, PlanResult, RedundancyCost, RedundancyView, Replan,
                                   Reservation, Rollout, RolloutStep, Savings, SolverInfo, TierFleetLine,
                                   UnusedReservation)
+from solver.output.services import service_results
+from solver.solve_stage import (EXPLAIN_BUDGET_S, MAX_VERIFY_ROUNDS, final_checks, problem_wants_checks,
+                                solve_single)
 from solver.workload.schema import Workload
 
 PEAK_SHARE = 0.15  # of the time left after candidates, at most, for the peak fleet (baseline and fallback)
@@ -45,7 +48,6 @@ NOW = Period("now", 1.0)  # the one period of a workload without periods
 def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend_name: str, options, t0: float,
                  deadline: float, stop: Stop, timings: dict[str, float]) -> PlanResult:
     from solver.compile.verified_caps import verify_round
-    from solver.plan import MAX_VERIFY_ROUNDS, _final_checks, problem_wants_checks
 
     stage = options.on_stage or (lambda name: None)
     # The period MIPs are covering-and-packing models with few continuous variables: SCIP.
@@ -70,7 +72,7 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
             break
         if not verifying:
             break
-        # Simulation in the loop, as for a single hour (solver/plan.py): every configuration
+        # Simulation in the loop, as for a single hour (solver/solve_stage.py): every configuration
         # checked at the highest rate any period routes to one of its replicas.
         tv = time.monotonic()
         stage("verify")
@@ -85,7 +87,7 @@ def plan_horizon(workload: Workload, catalog: Catalog, problem: Problem, backend
     if verifying:
         timings["verify_rounds"] = float(verify_rounds)
         timings["verify_s"] = verify_s
-        problem = replace(problem, checks=_final_checks(problem, _merged_markets(solutions[merged[0]]), checks))
+        problem = replace(problem, checks=final_checks(problem, _merged_markets(solutions[merged[0]]), checks))
     timings["solve_s"] = time.monotonic() - t1
     if stop.cancelled:
         raise Cancelled("the multi-period solve was cancelled")
@@ -104,8 +106,6 @@ def _spot_cover_cost(workload, catalog, problem: Problem, price_usd_per_hour: fl
     cover (its configurations keep every spot pool: a superset of what it would prune to, so
     its optimum is the true one), against this plan, per hour of the horizon. Within the
     explanation's budget; a re-solve not proven optimal reports no figure."""
-    from solver.plan import EXPLAIN_BUDGET_S
-
     t0 = time.monotonic()
     until = min(deadline, t0 + EXPLAIN_BUDGET_S)
     variant = replace(problem, services=tuple(replace(s, spot_cover_demand=(), spot_cover_fraction=0.0)
@@ -227,8 +227,6 @@ def _single_replan(problem: Problem, specs) -> bool:
 
 
 def _solve_independent(problem, specs, backend_name, deadline, stop, options, workload, timings, t0):
-    from solver.plan import solve_single
-
     solutions, sizes, total, bound, optimal = [], [], 0.0, 0.0, True
     notes: set[str] = set()
     quiet = replace(options, on_progress=None, on_stage=None)
@@ -352,8 +350,6 @@ def _unexplained() -> InfeasibilityReason:
 # ---------------------------------------------------------------------- the answer
 def _result(workload, catalog, problem, periods, specs, merged, solutions, reserved, info, backend, t0, deadline,
             options, timings, peak=None) -> PlanResult:
-    from solver.plan import service_results
-
     (options.on_stage or (lambda name: None))("evaluate")
     t1 = time.monotonic()
     prices = offer_prices(problem)
@@ -562,8 +558,6 @@ def _horizon_checks(problem: Problem, reserved, horizon_cost: float, hours: floa
 def _peak_plan(problem: Problem, specs, backend_name: str, deadline: float, options, share: float):
     """The cheapest single-hour fleet sized for each service's peak period, at the offers'
     own prices (on-demand): (plan, $/hour, status), or None without time or a plan."""
-    from solver.plan import solve_single
-
     peak = tuple(max((spec.services[i] for spec in specs), key=lambda s: s.total_demand)
                  for i in range(len(specs[0].services)))
     single = replace(problem, services=peak, periods=(), horizon=None)

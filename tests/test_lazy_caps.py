@@ -196,7 +196,7 @@ def test_a_cap_lowered_after_a_solve_gives_the_eager_optimum_of_the_lowered_prob
     with those caps lowered - the same as lowering them in the eagerly capped problem - and
     never routes a lowered configuration more than its new cap."""
     from solver.compile.lazy_caps import lower_caps, resolve_caps
-    from solver.plan import solve_static
+    from solver.solve_stage import solve_static
 
     data = _workload(seed)
     problem, catalog = _static(data, True, monkeypatch)
@@ -230,7 +230,7 @@ def test_a_cap_lowered_after_a_solve_gives_the_eager_optimum_of_the_lowered_prob
 
 def test_a_cap_lowered_to_zero_rules_the_configuration_out(monkeypatch):
     from solver.compile.lazy_caps import lower_caps
-    from solver.plan import solve_static
+    from solver.solve_stage import solve_static
 
     problem, catalog = _static(_workload(1), True, monkeypatch)
     problem, solution, _ = solve_static(problem, catalog, PlanOptions(cache=None))
@@ -263,7 +263,7 @@ def test_a_configuration_left_out_is_in_no_plan_cheaper_than_the_known_one(seed,
     from solver.compile.lazy_caps import service_floors
     from solver.optimize.backends import SolveOptions, get_backend
     from solver.optimize.formulation import build
-    from solver.plan import solve_static
+    from solver.solve_stage import solve_static
 
     data = _constrained(seed)
     problem, catalog = _static(data, False, monkeypatch)

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from solver.errors import InfeasibleError
-import solver.plan as plan_module
+import solver.solve_stage as solve_stage
 from solver.optimize import formulation
 from solver.plan import plan
 from solver.workload.documents import parse_workload
@@ -366,7 +366,7 @@ def test_pooling_is_exercised(monkeypatch) -> None:
             continue
         built = []
         monkeypatch.setattr(formulation, "build", _recording(formulation.build, built))
-        monkeypatch.setattr(plan_module, "build", _recording(plan_module.build, built))
+        monkeypatch.setattr(solve_stage, "build", _recording(solve_stage.build, built))
         plan(parse_workload(w))
         pooled += any(len(p.offer_ids) > 1 for f in built for p in f.pools)
     assert pooled >= 15, pooled

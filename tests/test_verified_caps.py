@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-import solver.plan as plan_module
+import solver.solve_stage as solve_stage
 from solver.compile.candidates import build_problem
 from solver.compile.resolve import resolve_catalog
 from solver.compile.verified_caps import Check, same_replicas, tightened
@@ -110,7 +110,7 @@ def test_an_independent_replay_confirms_the_verified_plan_and_refutes_the_unveri
 
 
 def test_out_of_rounds_the_plan_keeps_its_caps_and_says_what_the_simulator_refuted(monkeypatch):
-    monkeypatch.setattr(plan_module, "MAX_VERIFY_ROUNDS", 0)
+    monkeypatch.setattr(solve_stage, "MAX_VERIFY_ROUNDS", 0)
     result = plan(parse_workload(optimistic(True)))
     s = result.services[0]
     # The plan stands as solved (capacity for its demand at the caps it was solved with),
@@ -137,7 +137,7 @@ def test_when_time_ends_in_the_round_after_a_refutation_the_refuted_plan_is_retu
     checked = []
     import solver.compile.verified_caps as verified_caps
 
-    real_check, real_lazy, real_cost = verified_caps.check_plan, plan_module._lazy_solve, plan_module._cost_solve
+    real_check, real_lazy, real_cost = verified_caps.check_plan, solve_stage._lazy_solve, solve_stage._cost_solve
 
     def check(*args, **kwargs):
         checked.append(1)
@@ -151,8 +151,8 @@ def test_when_time_ends_in_the_round_after_a_refutation_the_refuted_plan_is_retu
         return solve
 
     monkeypatch.setattr(verified_caps, "check_plan", check)
-    monkeypatch.setattr(plan_module, "_lazy_solve", out_of_time(real_lazy))
-    monkeypatch.setattr(plan_module, "_cost_solve", out_of_time(real_cost))
+    monkeypatch.setattr(solve_stage, "_lazy_solve", out_of_time(real_lazy))
+    monkeypatch.setattr(solve_stage, "_cost_solve", out_of_time(real_cost))
     result = plan(parse_workload(optimistic(True)))
     s = result.services[0]
     assert checked and result.evaluation["ok"] and s.capacity >= s.demand_with_headroom - 1e-6

@@ -31,6 +31,7 @@ from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.linear import INF, SolveOutcome
 from solver.optimize.period_model import running_counts
+from solver.optimize.quick_check import evaluate_quick
 from solver.optimize.solution import Solution
 from solver.optimize.tiebreak import tie_break
 
@@ -42,8 +43,6 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
                                                                       float]:
     """(plan, outcome, formulation, tie-break notes, change cost $, lower bound on the total $)
     of a re-plan of one period of `hours` hours: the total is hours x $/hour + the changes."""
-    from solver.plan import evaluate_quick  # the single-hour pipeline's own check of the greedy plan
-
     h = problem.horizon
     market_spot = problem.pricing == "spot"
     running = {o: n for (o, spot), n in running_counts(problem).items() if spot == market_spot}
