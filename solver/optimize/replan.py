@@ -10,10 +10,11 @@ one used: it is the same model with, per offer o (instances n_o, running C_o),
 
 Running instances may stay even where no replica needs them (changing them may cost
 more than keeping them idle), so their offers get instance variables, in the quota, limit
-and budget rows, up to the running count. The greedy warm start (each service alone,
-from scratch) with its change costs bounds the optimum and prunes configurations exactly
-as today; the tie-break (fewest GPUs at the optimal cost) keeps the change costs in the
-cost it holds fixed.
+and budget rows, up to the running count. Two warm starts - the running fleet kept with
+each service's shortfall added (solver/optimize/keep_start.py) and the greedy plan (each
+service alone, from scratch) - with their change costs bound the optimum and prune
+configurations exactly as today; the tie-break (fewest GPUs at the optimal cost) keeps
+the change costs in the cost it holds fixed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from solver.optimize.backends.base import resolve_auto
 from solver.optimize.formulation import Formulation, build
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.headroom import fill_idle_gpus
+from solver.optimize.keep_start import keep_start
 from solver.optimize.linear import INF, SolveOutcome
 from solver.optimize.period_model import running_counts
 from solver.optimize.quick_check import evaluate_quick
@@ -47,19 +49,27 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
     market_spot = problem.pricing == "spot"
     running = {o: n for (o, spot), n in running_counts(problem).items() if spot == market_spot}
     t0 = time.monotonic()
-    greedy = greedy_solution(problem)
     configs = list(problem.configs)
-    if greedy is not None and evaluate_quick(problem, greedy):
-        upper = hours * solution_cost(problem, greedy) + change_cost(h, running, dict(greedy.fleet),
-                                                                     _forced(problem, running))
+    # Two starts: the running fleet kept with each service's shortfall added (a few changes
+    # away, where a re-plan's optimum usually is) and the greedy plan (each service alone).
+    starts = []
+    for start in (keep_start(problem, configs, market_spot), greedy_solution(problem)):
+        if start is not None and evaluate_quick(problem, start):
+            total = hours * solution_cost(problem, start) + change_cost(h, running, dict(start.fleet),
+                                                                        _forced(problem, running))
+            starts.append((total, start))
+    starts.sort(key=lambda x: x[0])
+    if starts:
+        upper = starts[0][0]
         configs = [c for c in configs
                    if hours * problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
     change_terms, changed = _add_changes(form, problem, running, hours)
     backend = get_backend(resolve_auto(backend_name, form.model))
-    hint = _hint(form, greedy, running) if greedy is not None else None
+    hints = [v for v in (_hint(form, start, running) for _, start in starts) if v is not None]
     timings["formulation_s"] = time.monotonic() - t0
-    opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, cancel=options.cancel,
+    opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hints[0] if hints else None,
+                        extra_hints=hints[1:], cancel=options.cancel,
                         relative_gap=RELATIVE_GAP)  # as well as the absolute 1e-6: either ends the search
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s

@@ -1,0 +1,141 @@
+"""Optimality of re-plans from a running fleet: on small random workloads with a running
+fleet (with or without its replicas) and change costs, the planner's total - the period's
+hours x $/hour plus the one-time changes - equals exhaustive enumeration.
+
+The enumerator shares no code with the planner. It takes the single-period enumerator's
+Pareto-minimal instance vectors m (tests/test_horizon_enumeration.py, exact rational
+arithmetic over every replica vector of every service); a fleet serves the demand exactly
+when it is at least one of them, offer by offer. Per m it tries every fleet n with
+m_o <= n_o <= max(m_o, min(C_o, limit_o)) - more instances than both the need and the
+running count C only cost more - within the GPU quotas and max_changed_instances, at
+
+  cost(n) = hours x sum_o price_o n_o + add_usd x sum_o max(0, n_o - C_o)
+                                      + remove_usd x sum_o max(0, C_o - n_o)
+
+The running fleet comes from a plan of the same workload at another demand (so its
+replicas are real configurations: the re-plan's start keeps them, solver/optimize/
+keep_start.py), sometimes with extra idle instances, sometimes without its replicas.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from solver.errors import InfeasibleError
+from solver.plan import plan
+from solver.workload.documents import parse_workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers_random import random_workload  # noqa: E402
+from test_horizon_enumeration import period_instance_options  # noqa: E402
+from test_optimality_enumeration import enum_offers  # noqa: E402
+
+CASES = 40
+TOL_USD = 1e-6
+DEMAND_MOVES = (0.5, 0.75, 1.25, 1.5, 2.0)  # dyadic: demands stay exact
+HOURS = (1.0, 4.0, 8.0)
+
+
+def _running_fleet(rng: random.Random, w: dict) -> list[dict]:
+    """A plan's fleet at another demand, as `current_fleet` entries with replicas."""
+    before = copy.deepcopy(w)
+    for svc in before["services"]:
+        svc["demand"]["items_per_min"] *= rng.choice(DEMAND_MOVES)
+    fleet: dict[str, dict] = {}
+    try:
+        d = plan(parse_workload(before)).to_dict()
+    except InfeasibleError:
+        d = None
+    if d is not None:
+        for line in d["fleet"]:
+            fleet[line["offer_id"]] = {"offer_id": line["offer_id"], "instances": line["instances"], "replicas": []}
+        with_replicas = rng.random() < 0.8
+        for s in d["services"]:
+            for a in s["assignments"]:
+                if with_replicas:
+                    rep = {"service": s["name"], "count": a["replicas"], "gpus_per_replica": a["gpus_per_replica"]}
+                    fleet[a["offer_id"]]["replicas"].append(rep)
+    for o in w["catalog"]["offers"]:  # sometimes idle instances besides
+        oid = f"{o['provider']}/{o['name']}"
+        if rng.random() < 0.25:
+            entry = fleet.setdefault(oid, {"offer_id": oid, "instances": 0, "replicas": []})
+            entry["instances"] += rng.randint(1, 2)
+    return [f for f in fleet.values() if f["instances"] > 0]
+
+
+def replan_case(seed: int) -> dict:
+    rng = random.Random(20_000 + seed)
+    w = random_workload(rng, max_services=2)
+    cons = w.setdefault("constraints", {})
+    cons.pop("budget_usd_per_hour", None)  # idle running instances count in it: not enumerated here
+    w["current_fleet"] = _running_fleet(rng, w)
+    w["periods"] = [{"name": "now", "hours": rng.choice(HOURS)}]
+    w["change_costs"] = {"add_instance_usd": rng.choice((0.0, 0.5, 2.0, 8.0)),
+                         "remove_instance_usd": rng.choice((0.0, 0.5, 2.0, 8.0))}
+    if rng.random() < 0.25:
+        w["change_costs"]["max_changed_instances"] = rng.randint(0, 3)
+    return w
+
+
+def brute_force_replan(w: dict) -> float | None:
+    offers = enum_offers(w)
+    ids = [o.id for o in offers]
+    running = [sum(f["instances"] for f in w["current_fleet"] if f["offer_id"] == oid) for oid in ids]
+    hours = w["periods"][0]["hours"]
+    costs = w["change_costs"]
+    add, remove, most = costs["add_instance_usd"], costs["remove_instance_usd"], costs.get("max_changed_instances")
+    quotas = w.get("constraints", {}).get("gpu_quotas", {})
+    best = None
+    for m in period_instance_options(w, "now"):
+        tops = [max(m[i], running[i] if o.limit is None else min(running[i], o.limit)) for i, o in enumerate(offers)]
+        for n in itertools.product(*(range(m[i], tops[i] + 1) for i in range(len(offers)))):
+            if any(sum(o.gpus * k for o, k in zip(offers, n) if o.gpu == gpu) > q for gpu, q in quotas.items()):
+                continue
+            added = sum(max(0, k - c) for k, c in zip(n, running))
+            removed = sum(max(0, c - k) for k, c in zip(n, running))
+            if most is not None and added + removed > most:
+                continue
+            cost = hours * sum(o.price_usd_per_hour * k for o, k in zip(offers, n)) + add * added + remove * removed
+            best = cost if best is None else min(best, cost)
+    return best
+
+
+@functools.cache
+def enumerated(seed: int) -> tuple[dict, float | None]:
+    w = replan_case(seed)
+    return w, brute_force_replan(w)
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_replan_matches_enumeration(seed: int) -> None:
+    w, expected = enumerated(seed)
+    if expected is None:
+        with pytest.raises(InfeasibleError):
+            plan(parse_workload(w))
+        return
+    result = plan(parse_workload(w)).to_dict()
+    assert result["status"] == "optimal", result["horizon_solver"]
+    assert result["evaluation"]["ok"], result["evaluation"]
+    assert result["horizon_solver"]["method"].startswith("single-period MIP with change costs"), \
+        result["horizon_solver"]["method"]
+    assert abs(result["horizon_cost_usd"] - expected) <= TOL_USD * max(1.0, expected), (
+        f"planner ${result['horizon_cost_usd']}, enumeration ${expected}; changes {result['changes']}")
+
+
+def test_cases_exercise_replicas_changes_and_limits() -> None:
+    """The seeds include running replicas to keep, plans that add, remove and keep idle
+    instances, a change limit, and infeasible cases."""
+    with_replicas = limited = infeasible = 0
+    for seed in range(CASES):
+        w, expected = enumerated(seed)
+        with_replicas += any(f["replicas"] for f in w["current_fleet"])
+        limited += "max_changed_instances" in w["change_costs"]
+        infeasible += expected is None
+    assert with_replicas >= 15 and limited >= 5 and infeasible >= 3, (with_replicas, limited, infeasible)
