@@ -161,9 +161,11 @@ def _solve_periods(workload, catalog, problem, specs, periods, merged, backend, 
         hours = specs[0].hours
         cost = hours * sum(problem.offer(o).price_usd_per_hour * n for o, n in (*solution.fleet, *solution.spot_fleet))
         total = cost + change
-        bound = total if outcome.status == "optimal" else min(total, lower)
+        # Proven optimal: the bound is the plan's cost; proven within solver.relative_gap, or
+        # stopped by the time limit: the solver's bound (with the forced removals).
+        bound = total if outcome.status == "optimal" and not problem.relative_gap else min(total, lower)
         info = {"status": outcome.status, "horizon_cost_usd": total, "bound_usd": bound,
-                "gap": 0.0 if outcome.status == "optimal" else max(0.0, (total - bound) / max(total, 1e-9)),
+                "gap": round(max(0.0, (total - bound) / max(total, 1e-9)), 6),
                 "method": "single-period MIP with change costs (the running fleet is the only difference)",
                 "nodes": 0, "period_solves": 1, "detail": outcome.detail if outcome.status != "optimal" else "",
                 "change_cost_usd": change, "model_sizes": [form.model.size], "ties": ties}
@@ -394,7 +396,9 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
         replan = Replan([Change(**c) for c in changes(h.current_fleet, dict(first.fleet), dict(first.spot_fleet))],
                         Rollout([RolloutStep(**st) for st in done["steps"]], done["surge_instances"], done["note"]))
     bound = min(info["bound_usd"], horizon_cost)
-    gap = 0.0 if info["status"] == "optimal" else round(max(0.0, (horizon_cost - bound) / max(horizon_cost, 1e-9)), 6)
+    # "optimal" with solver.relative_gap: proven within it, and the gap says how far
+    gap = 0.0 if info["status"] == "optimal" and not problem.relative_gap else \
+        round(max(0.0, (horizon_cost - bound) / max(horizon_cost, 1e-9)), 6)
     horizon = HorizonResult(
         period_results,
         [Reservation(o, n, term, round(problem.offer(o).tier_price(term), 6), n * problem.offer(o).gpus_per_instance)

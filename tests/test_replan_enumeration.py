@@ -129,6 +129,22 @@ def test_replan_matches_enumeration(seed: int) -> None:
         f"planner ${result['horizon_cost_usd']}, enumeration ${expected}; changes {result['changes']}")
 
 
+@pytest.mark.parametrize("seed", range(0, CASES, 4))
+def test_a_replan_to_a_relative_gap_is_within_it_and_its_bound_holds(seed: int) -> None:
+    """solver.relative_gap: the plan costs at most (1 + gap) x the optimum, and the bound it
+    reports is never above the enumerated optimum."""
+    w, expected = enumerated(seed)
+    if expected is None:
+        return
+    w = {**w, "solver": {"relative_gap": 0.05}}
+    result = plan(parse_workload(w)).to_dict()
+    hs = result["horizon_solver"]
+    assert result["status"] == "optimal" and result["evaluation"]["ok"]
+    assert expected - TOL_USD <= result["horizon_cost_usd"] <= expected * 1.05 + TOL_USD
+    assert hs["bound_usd"] <= expected + TOL_USD * max(1.0, expected), (hs, expected)
+    assert hs["gap"] <= 0.05 + 1e-9 and result["solver"]["gap"] == hs["gap"]
+
+
 def test_cases_exercise_replicas_changes_and_limits() -> None:
     """The seeds include running replicas to keep, plans that add, remove and keep idle
     instances, a change limit, and infeasible cases."""

@@ -70,7 +70,9 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
     timings["formulation_s"] = time.monotonic() - t0
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hints[0] if hints else None,
                         extra_hints=hints[1:], cancel=options.cancel,
-                        relative_gap=RELATIVE_GAP)  # as well as the absolute 1e-6: either ends the search
+                        # as well as the absolute 1e-6: either ends the search; solver.relative_gap
+                        # when the workload asks for a plan proven within a gap rather than the optimum
+                        relative_gap=max(RELATIVE_GAP, problem.relative_gap))
     outcome = backend.solve(form.model, opts)
     timings["solve_s"] = outcome.solve_time_s
     if outcome.status == "infeasible":

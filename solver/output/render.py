@@ -325,8 +325,10 @@ def render_horizon(d: dict) -> str:
     """Periods, reservations, savings, and (with a running fleet) the changes and rollout."""
     hs = d["horizon_solver"]
     status = d["status"].upper()
-    proof = "proven optimal" if d["status"] == "optimal" else (
-        f"gap {hs['gap']:.2%}: no plan costs less than ${hs['bound_usd']:,.2f}")
+    if d["status"] == "optimal":
+        proof = "proven optimal" if not hs["gap"] else f"proven within {hs['gap']:.4%} of the optimum"
+    else:
+        proof = f"gap {hs['gap']:.2%}: no plan costs less than ${hs['bound_usd']:,.2f}"
     proof += _unconfirmed(d)
     out = [f"{d['workload']}: {status} ({proof}) — ${d['horizon_cost_usd']:,.2f} over {d['horizon_hours']:g} hours "
            f"(${d['average_price_usd_per_hour']:.4f}/hour on average, ${d['average_price_usd_per_hour'] * 730:,.0f}/month); "
