@@ -482,6 +482,53 @@ def test_rollout_never_under_serves(seed: int) -> None:
     replay(later, d)
 
 
+def test_a_kept_replica_is_not_moved_to_make_room_for_a_new_one() -> None:
+    """a runs 1 replica and b 2 on three 1-GPU instances; a needs a second one, b keeps its
+    two: the rollout launches one instance and starts a there - nothing stops. (Placed in
+    plain order, a's new replica took the instance where b ran, and b's moved: 4 steps.)"""
+    w = {"services": [service("a", 100, per_replica=50.0), service("b", 100, per_replica=50.0)],
+         "constraints": {"pricing_tiers": ["on_demand"]}, "catalog": {"offers": [offer("l4", od=1.0)]},
+         "current_fleet": [{"offer_id": "x/l4", "instances": 3,
+                            "replicas": [{"service": "a", "count": 1}, {"service": "b", "count": 2}]}]}
+    d = solve(w)
+    steps = [(s["action"], s["service"]) for s in d["rollout"]["steps"]]
+    assert steps == [("launch", None), ("start", "a")], steps
+    replay(w, d)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_replicas_of_one_size_move_only_where_the_plan_changes_them(seed: int) -> None:
+    """With every replica on one GPU and every running instance kept, each configuration's
+    replicas stop only as many times as the plan has fewer of them than run now."""
+    rng = random.Random(100 + seed)
+    offers = [offer("l4", od=1.0), offer("l4x4", gpus=4, od=3.6 * rng.choice((0.9, 1.1))),
+              offer("a10g", gpu="A10G", od=1.2)]
+    services = [{"name": f"s{i}", "demand": {"items_per_min": float(rng.randint(40, 300))},
+                 "profiles": [{"gpu": "L4", "items_per_min": float(rng.randint(20, 60))},
+                              {"gpu": "A10G", "items_per_min": float(rng.randint(20, 60))}]} for i in range(4)]
+    w = {"services": services, "constraints": {"pricing_tiers": ["on_demand"]}, "catalog": {"offers": offers}}
+    later = copy.deepcopy(w)
+    for s in later["services"]:
+        s["demand"]["items_per_min"] = float(round(s["demand"]["items_per_min"] * rng.choice((0.8, 1.2, 1.5))))
+    later["current_fleet"] = _running_from(solve(w))
+    d = solve(later)
+    replay(later, d)
+    if any(c["action"] == "remove" for c in d["changes"]):
+        return  # a dropped instance's replicas move: not this property (5 of the 16 seeds keep every instance)
+    running: dict[str, int] = {}
+    for f in later["current_fleet"]:
+        for r in f["replicas"]:
+            key = f"{r['service']}@{f['offer_id']}:1gpu:measured"
+            running[key] = running.get(key, 0) + r["count"]
+    planned = {a["config"]: a["replicas"] for s in d["services"] for a in s["assignments"]}
+    stops: dict[str, int] = {}
+    for st in d["rollout"]["steps"]:
+        if st["action"] == "stop" and not st["temporary"]:
+            stops[st["config"]] = stops.get(st["config"], 0) + 1
+    assert stops == {c: n - planned.get(c, 0) for c, n in running.items() if n > planned.get(c, 0)}, \
+        (stops, running, planned)
+
+
 def test_a_swap_needs_a_temporary_instance() -> None:
     """a runs on the L4 box and b on the A10G box; prices flip so that each should move to
     the other's box. With both boxes full, one must surge: the replay checks nobody drops."""

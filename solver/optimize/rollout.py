@@ -26,6 +26,7 @@ terminates anything.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -188,37 +189,68 @@ def _overlap(inst: _Instance, wanted: list[Target]) -> int:
 
 def _assign(pool: list[_Instance], wanted: list[Target], known: bool) -> list[_Replica]:
     """A place for every planned replica of this pool on its planned instances, in
-    decreasing size; a running identical replica on a kept instance stays (is adopted)."""
+    decreasing size; a running identical replica on a kept instance stays (is adopted).
+
+    Within one size, every replica that can stay is adopted before any new one is placed,
+    and a new one goes where it displaces no running replica that a planned one of a
+    smaller size could still adopt: placed in plain order, a new replica of service a took
+    the instance where b's kept replica ran, and b's moved (on the 100-service re-plan
+    benchmark, 115 replica stops where 41 replicas change). Any instance with room will
+    do for correctness: sizes are powers of two dividing the instance and come in
+    decreasing order, so every instance's free room stays a multiple of the current size."""
     kept = [i for i in pool if i.kept]
     out = []
-    for t in sorted(wanted, key=lambda t: (-t.gpus, t.service, t.config)):
-        size = kept[0].gpus if kept else t.gpus
-        span = max(1, math.ceil(t.gpus / size))
-        # Adopt an identical running replica where it sits, if its instance still has room for
-        # it among the planned replicas placed so far (all at least as large: in decreasing
-        # order every instance's free room stays a multiple of the current size).
-        stay = next((r for i in kept if i.running for r in i.held
-                     if not r.planned and r.running and r.config == t.config and r.copy_of is None
-                     and len(r.slots) == 1 and i.gpus - sum(_share(x, i) for x in i.held if x.planned) >= t.gpus),
-                    None) if known else None
-        if stay is not None and span == 1:
-            stay.planned = True  # it runs where the plan wants it: nothing to do
-            out.append(stay)
-            continue
-        rep = _Replica(t.service, t.config, t.gpus, planned=True, running=False)
-        if span > 1:
-            rep.slots = [i for i in kept if not any(r.planned for r in i.held)][:span]
-        else:
-            inst = next((i for i in kept if i.gpus - sum(_share(r, i) for r in i.held if r.planned) >= t.gpus), None)
-            rep.slots = [inst] if inst is not None else []
-        if not known and rep.slots and all(i.running for i in rep.slots):
-            rep.running = True  # unknown replicas: a kept instance already runs its share of the plan
-        if not rep.slots:
-            raise AssertionError(f"rollout: no place for {t.config} on the planned instances")
-        for inst in rep.slots:
-            inst.held.append(rep)
-        out.append(rep)
+    ordered = sorted(wanted, key=lambda t: (-t.gpus, t.service, t.config))
+    for _, same_size in itertools.groupby(ordered, key=lambda t: t.gpus):
+        fresh = []
+        for t in same_size:
+            size = kept[0].gpus if kept else t.gpus
+            span = max(1, math.ceil(t.gpus / size))
+            stay = _adoptable(kept, t) if known and span == 1 else None
+            if stay is not None:
+                stay.planned = True  # it runs where the plan wants it: nothing to do
+                out.append(stay)
+            else:
+                fresh.append((t, span))
+        later = [t for t in ordered if t.gpus < (fresh[0][0].gpus if fresh else 0)]
+        for t, span in fresh:
+            rep = _Replica(t.service, t.config, t.gpus, planned=True, running=False)
+            if span > 1:
+                free = [i for i in kept if not any(r.planned for r in i.held)]
+                rep.slots = sorted(free, key=lambda i: _adoptable_gpus(i, later) > 0)[:span]
+            else:
+                room = [i for i in kept if _planned_room(i) >= t.gpus]
+                # Where the replica leaves room for the running ones a later target adopts.
+                inst = next((i for i in room if _planned_room(i) - t.gpus >= _adoptable_gpus(i, later)),
+                            room[0] if room else None)
+                rep.slots = [inst] if inst is not None else []
+            if not known and rep.slots and all(i.running for i in rep.slots):
+                rep.running = True  # unknown replicas: a kept instance already runs its share of the plan
+            if not rep.slots:
+                raise AssertionError(f"rollout: no place for {t.config} on the planned instances")
+            for inst in rep.slots:
+                inst.held.append(rep)
+            out.append(rep)
     return out
+
+
+def _planned_room(inst: _Instance) -> int:
+    return inst.gpus - sum(_share(r, inst) for r in inst.held if r.planned)
+
+
+def _adoptable(kept: list[_Instance], t: Target) -> _Replica | None:
+    """A running replica identical to target t, on a kept instance with room for it among
+    the planned replicas placed so far."""
+    return next((r for i in kept if i.running for r in i.held
+                 if not r.planned and r.running and r.config == t.config and r.copy_of is None
+                 and len(r.slots) == 1 and _planned_room(i) >= t.gpus), None)
+
+
+def _adoptable_gpus(inst: _Instance, later: list[Target]) -> int:
+    """GPUs of the running replicas on `inst` that smaller targets still to place could adopt."""
+    configs = {t.config for t in later}
+    return sum(r.gpus for r in inst.held if not r.planned and r.running and len(r.slots) == 1
+               and r.config in configs)
 
 
 def _converge(pools, planned: list[_Replica], leftovers: list[_Replica], steps: list[dict]) -> None:
