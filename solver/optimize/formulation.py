@@ -165,9 +165,11 @@ class Formulation:
                 return None
         return values
 
-    def solution_from(self, values: list[float]) -> Solution:
+    def solution_from(self, values: list[float], running: dict[tuple[str, str], int] | None = None) -> Solution:
         """Decode values into replicas per configuration (deterministic: pools, groups and
-        offers in a fixed order; routed traffic split in proportion to replicas)."""
+        offers in a fixed order; routed traffic split in proportion to replicas). `running`
+        ((group key, offer id) -> replicas running now, re-plans): a pool's groups first take
+        the slots of the offers where they run, so that what stays is not moved."""
         fleet = tuple(sorted((o, int(round(values[i]))) for o, i in self.n.items() if round(values[i]) > 0))
         demand = {s.name: s for s in self.problem.services}
         placed: list[tuple[Config, int, Group]] = []
@@ -178,20 +180,25 @@ class Formulation:
                     if r > 0:
                         placed.append((group.rep, r, group))
                 continue
-            slots = [[o, int(round(values[self.y[(pool.key, o)]]))] for o in pool.offer_ids]
-            for group in sorted(pool.groups, key=lambda g: g.key):
-                left = int(round(values[self.r[group.key]]))
-                if left <= 0:
-                    continue
+            slots = {o: int(round(values[self.y[(pool.key, o)]])) for o in pool.offer_ids}
+            groups = sorted(pool.groups, key=lambda g: g.key)
+            left = {g.key: int(round(values[self.r[g.key]])) for g in groups}
+            taken: dict[tuple[str, str], int] = {}
+            for first in ((True, False) if running else (False,)):
+                for group in groups:
+                    for o in pool.offer_ids:
+                        cap = min(left[group.key], slots[o])
+                        if first:
+                            cap = min(cap, running.get((group.key, o), 0))
+                        if cap > 0:
+                            taken[(group.key, o)] = taken.get((group.key, o), 0) + cap
+                            slots[o] -= cap
+                            left[group.key] -= cap
+            for group in groups:
                 members = {c.offer_id: c for c in group.configs}
-                for slot in slots:
-                    if left <= 0:
-                        break
-                    take = min(left, slot[1])
-                    if take > 0:
-                        placed.append((members[slot[0]], take, group))
-                        slot[1] -= take
-                        left -= take
+                for o in pool.offer_ids:
+                    if taken.get((group.key, o), 0) > 0:
+                        placed.append((members[o], taken[(group.key, o)], group))
         assignments = []
         for c, r, group in placed:
             s = demand[c.service]

@@ -44,7 +44,7 @@ def keep_start(problem: Problem, configs: list[Config], spot: bool = False) -> S
             continue  # the other market's, or an offer the plan may no longer use: they go
         fleet.running[f.offer_id] = fleet.running.get(f.offer_id, 0) + f.instances
         for rep in f.replicas:
-            c = _running_config(by_service.get(rep.service, ()), f.offer_id, rep.gpus_per_replica, rep.precision)
+            c = running_config(by_service.get(rep.service, ()), f.offer_id, rep.gpus_per_replica, rep.precision)
             if c is not None and rep.count > 0:
                 replicas[c.key] = replicas.get(c.key, 0) + rep.count
                 by_key[c.key] = c
@@ -157,7 +157,7 @@ class _Fleet:
                 for o in set(self.running) | set(self.gpus) | set(self.spanning)}
 
 
-def _running_config(mine, offer_id: str, gpus_per_replica: int, precision: str | None) -> Config | None:
+def running_config(mine, offer_id: str, gpus_per_replica: int, precision: str | None) -> Config | None:
     """The candidate configuration running replicas are on (a running replica without a
     precision matches the first precision in key order); None if it is no longer one."""
     found = [c for c in mine if c.offer_id == offer_id and c.gpus_per_replica == gpus_per_replica

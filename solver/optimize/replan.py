@@ -30,6 +30,7 @@ from solver.optimize.backends.base import resolve_auto
 from solver.optimize.formulation import Formulation, build
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.headroom import fill_idle_gpus
+from solver.optimize import stable_replicas
 from solver.optimize.keep_start import keep_start
 from solver.optimize.linear import INF, SolveOutcome
 from solver.optimize.period_model import running_counts
@@ -94,7 +95,19 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
         timings["tie_break_s"] = time.monotonic() - t1
     if stop.cancelled:  # the tie-break keeps its best plan when cancelled, but the caller wants none now
         stop.check("the re-plan")
-    solution = form.solution_from(outcome.values)
+    running_replicas = stable_replicas.running_replicas(problem, form, market_spot)
+    values = outcome.values
+    if tie_breaking and running_replicas:
+        # At the optimal fleet, the placement that stops fewest running replicas (the cost is
+        # the fleet's: unchanged).
+        t1 = time.monotonic()
+        values, moved = stable_replicas.fewest_stops(form, backend, values, running_replicas, deadline, options.cancel)
+        timings["stable_replicas_s"] = time.monotonic() - t1
+        if moved:
+            notes.append(moved)
+        if stop.cancelled:
+            stop.check("the re-plan")
+    solution = form.solution_from(values, running=running_replicas)
     if tie_breaking:
         solution, added = fill_idle_gpus(form, solution)
         if added:
