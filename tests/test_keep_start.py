@@ -114,3 +114,17 @@ def test_the_replan_is_optimal_from_the_start():
     assert d["status"] == "optimal" and d["evaluation"]["ok"]
     assert d["horizon_cost_usd"] == pytest.approx(4.0)
     assert [c["action"] for c in d["changes"]] == ["keep"]
+
+
+def test_a_running_replica_without_a_precision_is_a_measured_one():
+    """The schema's meaning (and the rollout's): no guess among a model's precisions."""
+    from types import SimpleNamespace
+
+    from solver.optimize.keep_start import running_config
+
+    configs = [SimpleNamespace(offer_id="x/h100", gpus_per_replica=1, precision=p, key=f"m@x/h100:1gpu:{p}")
+               for p in ("fp16", "fp8")]
+    assert running_config(configs, "x/h100", 1, None) is None
+    assert running_config(configs, "x/h100", 1, "fp8").precision == "fp8"
+    measured = [SimpleNamespace(offer_id="x/h100", gpus_per_replica=1, precision=None, key="s@x/h100:1gpu:measured")]
+    assert running_config(measured, "x/h100", 1, None) is measured[0]

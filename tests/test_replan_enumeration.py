@@ -38,6 +38,9 @@ from test_horizon_enumeration import period_instance_options  # noqa: E402
 from test_optimality_enumeration import enum_offers  # noqa: E402
 
 CASES = 40
+# Seeds past CASES that once failed: 1473, a change limit the greedy start broke while its
+# cheaper cost pruned the configurations of every plan within the limit (reported infeasible).
+EXTRA_SEEDS = (1473,)
 TOL_USD = 1e-6
 DEMAND_MOVES = (0.5, 0.75, 1.25, 1.5, 2.0)  # dyadic: demands stay exact
 HOURS = (1.0, 4.0, 8.0)
@@ -113,7 +116,7 @@ def enumerated(seed: int) -> tuple[dict, float | None]:
     return w, brute_force_replan(w)
 
 
-@pytest.mark.parametrize("seed", range(CASES))
+@pytest.mark.parametrize("seed", [*range(CASES), *EXTRA_SEEDS])
 def test_replan_matches_enumeration(seed: int) -> None:
     w, expected = enumerated(seed)
     if expected is None:
@@ -129,7 +132,9 @@ def test_replan_matches_enumeration(seed: int) -> None:
         f"planner ${result['horizon_cost_usd']}, enumeration ${expected}; changes {result['changes']}")
 
 
-@pytest.mark.parametrize("seed", range(0, CASES, 4))
+# 332 and 363: a plan accepted within the gap had slack in its continuous remove variables,
+# and the change cost read from them differed from its fleet's (the evaluator refused it).
+@pytest.mark.parametrize("seed", [*range(0, CASES, 4), 332, 363])
 def test_a_replan_to_a_relative_gap_is_within_it_and_its_bound_holds(seed: int) -> None:
     """solver.relative_gap: the plan costs at most (1 + gap) x the optimum, and the bound it
     reports is never above the enumerated optimum."""
@@ -143,6 +148,30 @@ def test_a_replan_to_a_relative_gap_is_within_it_and_its_bound_holds(seed: int) 
     assert expected - TOL_USD <= result["horizon_cost_usd"] <= expected * 1.05 + TOL_USD
     assert hs["bound_usd"] <= expected + TOL_USD * max(1.0, expected), (hs, expected)
     assert hs["gap"] <= 0.05 + 1e-9 and result["solver"]["gap"] == hs["gap"]
+
+
+def test_a_start_that_breaks_the_change_limit_bounds_nothing() -> None:
+    """Four services run on one 4-GPU L4 instance; one more service's worth of demand needs
+    more. Two more L4 boxes ($4 each, 2 changes) are cheapest, an 8-GPU H100 box ($13, 1
+    change) is the only plan within max_changed_instances 1. The kept fleet's start (the two
+    L4 boxes) is cheaper than the H100 and used to prune it: "no fleet within 1 change"."""
+    services = {"s1": 150.0, "s2": 100.0, "s3": 100.0, "s4": 100.0}
+    w = {"services": [{"name": n, "demand": {"items_per_min": d},
+                       "profiles": [{"gpu": "L4", "items_per_min": 50.0}, {"gpu": "H100-SXM", "items_per_min": 60.0}]}
+                      for n, d in services.items()],
+         "catalog": {"offers": [
+             {"provider": "x", "name": "l4x4", "gpu": "L4", "gpus_per_instance": 4, "price_usd_per_hour": 4.0},
+             {"provider": "x", "name": "h100x8", "gpu": "H100-SXM", "gpus_per_instance": 8, "price_usd_per_hour": 13.0}]},
+         "current_fleet": [{"offer_id": "x/l4x4", "instances": 1,
+                            "replicas": [{"service": n, "count": 1} for n in services]}],
+         "change_costs": {"add_instance_usd": 0.0, "remove_instance_usd": 0.0}}
+    assert plan(parse_workload(w)).to_dict()["horizon_cost_usd"] == pytest.approx(12.0)
+    w["change_costs"]["max_changed_instances"] = 1
+    d = plan(parse_workload(w)).to_dict()
+    assert d["status"] == "optimal" and d["evaluation"]["ok"]
+    assert d["horizon_cost_usd"] == pytest.approx(17.0)
+    assert sorted((c["offer_id"], c["action"], c["instances"]) for c in d["changes"]) == \
+        [("x/h100x8", "add", 1), ("x/l4x4", "keep", 1)]
 
 
 def test_cases_exercise_replicas_changes_and_limits() -> None:

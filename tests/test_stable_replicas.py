@@ -100,3 +100,38 @@ def test_nothing_running_in_place_means_nothing_to_do():
     kept, note = fewest_stops(form, get_backend("scip"), values, running_replicas(problem, form),
                               deadline=time.monotonic() + 30, cancel=None)
     assert kept is values and note is None
+
+
+def test_a_pool_whose_groups_swap_offers_counts_as_moved(monkeypatch):
+    """Pooled: a runs 2 x 1-GPU on x's 2-GPU box, b 1 x 2-GPU on y's. Handed the plan that
+    swaps them (the same counts, so no group stops), the step still sees 3 moved replicas
+    and returns the placement that keeps both."""
+    monkeypatch.setattr(formulation, "POOL_FROM_CONFIGS", 0)
+    box = lambda p: _offer(p, "l4x2", gpus=2, price=2.0)  # noqa: E731
+    w = {"services": [{"name": "a", "demand": {"items_per_min": 100.0},
+                       "profiles": [{"gpu": "L4", "items_per_min": 50.0}]},
+                      {"name": "b", "demand": {"items_per_min": 100.0},
+                       "profiles": [{"gpu": "L4", "gpus_per_replica": 2, "items_per_min": 100.0}]}],
+         "catalog": {"offers": [box("x"), box("y")]},
+         "current_fleet": [{"offer_id": "x/l4x2", "instances": 1, "replicas": [{"service": "a", "count": 2}]},
+                           {"offer_id": "y/l4x2", "instances": 1,
+                            "replicas": [{"service": "b", "count": 1, "gpus_per_replica": 2}]}],
+         "change_costs": {"add_instance_usd": 1.0, "remove_instance_usd": 1.0}}
+    workload = parse_workload(w)
+    problem = build_problem(workload, resolve_catalog(workload))
+    form = build(problem, list(problem.configs))
+    _add_changes(form, problem, {"x/l4x2": 1, "y/l4x2": 1}, 1.0)
+    values = [0.0] * len(form.model.variables)
+    for i in form.n.values():
+        values[i] = 1.0
+    for g in form.groups:
+        values[form.r[g.key]] = 2.0 if g.service == "a" else 1.0
+    for (pool_key, offer_id), i in form.y.items():  # a's 1-GPU pool on y, b's 2-GPU pool on x
+        values[i] = 2.0 if (pool_key[0], offer_id) == (1, "y/l4x2") else \
+            1.0 if (pool_key[0], offer_id) == (2, "x/l4x2") else 0.0
+    assert all(r.lb - 1e-9 <= sum(c * values[i] for i, c in r.terms) <= r.ub + 1e-9 for r in form.model.rows)
+    running = running_replicas(problem, form)
+    kept, note = fewest_stops(form, get_backend("scip"), values, running, deadline=time.monotonic() + 30, cancel=None)
+    assert note == "running replicas moved 3 -> 0", note
+    assert sorted((a.service, a.offer_id, a.replicas) for a in form.solution_from(kept, running=running).assignments) \
+        == [("a", "x/l4x2", 2), ("b", "y/l4x2", 1)]

@@ -158,10 +158,12 @@ class _Fleet:
 
 
 def running_config(mine, offer_id: str, gpus_per_replica: int, precision: str | None) -> Config | None:
-    """The candidate configuration running replicas are on (a running replica without a
-    precision matches the first precision in key order); None if it is no longer one."""
+    """The candidate configuration running replicas are on; None if it is no longer one. A
+    running replica without a precision is a measured-profile one (the schema's meaning,
+    and the rollout's: solver/plan_horizon.py names it `:measured`), never a guess among a
+    model's precisions."""
     found = [c for c in mine if c.offer_id == offer_id and c.gpus_per_replica == gpus_per_replica
-             and (precision is None or c.precision == precision)]
+             and c.precision == precision]
     return min(found, key=lambda c: c.key) if found else None
 
 

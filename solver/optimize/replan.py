@@ -53,19 +53,23 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
     configs = list(problem.configs)
     # Two starts: the running fleet kept with each service's shortfall added (a few changes
     # away, where a re-plan's optimum usually is) and the greedy plan (each service alone).
+    other = _other_market(problem, market_spot)
     starts = []
     for start in (keep_start(problem, configs, market_spot), greedy_solution(problem)):
-        if start is not None and evaluate_quick(problem, start):
-            total = hours * solution_cost(problem, start) + change_cost(h, running, dict(start.fleet),
-                                                                        _forced(problem, running))
-            starts.append((total, start))
+        if start is None or not evaluate_quick(problem, start):
+            continue
+        added, removed = changed_instances(running, dict(start.fleet), other)
+        if h.max_changed_instances is not None and added + removed > h.max_changed_instances:
+            continue  # not a plan of this problem: its cost bounds nothing (and would prune wrongly)
+        starts.append((hours * solution_cost(problem, start) + h.add_instance_usd * added
+                       + h.remove_instance_usd * removed, start))
     starts.sort(key=lambda x: x[0])
     if starts:
         upper = starts[0][0]
         configs = [c for c in configs
                    if hours * problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
-    change_terms, changed = _add_changes(form, problem, running, hours)
+    _add_changes(form, problem, running, hours)
     backend = get_backend(resolve_auto(backend_name, form.model))
     hints = [v for v in (_hint(form, start, running) for _, start in starts) if v is not None]
     timings["formulation_s"] = time.monotonic() - t0
@@ -113,10 +117,11 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
         if added:
             notes.append(f"then {added} idle GPU slot(s) given extra replicas for headroom")
         ties = ", ".join(notes) or "skipped (time limit)"
-    forced = h.remove_instance_usd * _forced(problem, running)
-    cost = sum(c * outcome.values[i] for i, c in change_terms) + forced
-    bound = (outcome.bound if outcome.bound is not None else -INF) + forced
-    del changed
+    # The changes of the plan's own fleet: the MIP's add/remove variables are continuous and,
+    # at a plan accepted within solver.relative_gap, may carry slack above them.
+    added, removed = changed_instances(running, dict(solution.fleet), other)
+    cost = h.add_instance_usd * added + h.remove_instance_usd * removed
+    bound = (outcome.bound if outcome.bound is not None else -INF) + h.remove_instance_usd * _forced(problem, running)
     return solution, outcome, form, ties, cost, bound
 
 
@@ -128,10 +133,19 @@ def _forced(problem: Problem, running: dict[str, int]) -> int:
     return other + sum(n for o, n in running.items() if o not in allowed)
 
 
-def change_cost(h, running: dict[str, int], fleet: dict[str, int], forced: int) -> float:
+def _other_market(problem: Problem, market_spot: bool) -> int:
+    """Running instances of the other market (spot or not): a plan of this market removes them all."""
+    return sum(n for (_, spot), n in running_counts(problem).items() if spot != market_spot)
+
+
+def changed_instances(running: dict[str, int], fleet: dict[str, int], other: int) -> tuple[int, int]:
+    """(instances added, instances removed) from the running fleet of the plan's market
+    (`running`, offers the plan may no longer use included) to `fleet`, with the `other`
+    market's running instances removed: what change_costs price and max_changed_instances
+    counts."""
     added = sum(max(n - running.get(o, 0), 0) for o, n in fleet.items())
-    removed = sum(max(c - fleet.get(o, 0), 0) for o, c in running.items())
-    return h.add_instance_usd * added + h.remove_instance_usd * (removed + forced)
+    removed = sum(max(c - fleet.get(o, 0), 0) for o, c in running.items()) + other
+    return added, removed
 
 
 def _add_changes(form: Formulation, problem: Problem, running: dict[str, int], hours: float):

@@ -8,7 +8,11 @@ instance was added. This step keeps the fleet (and so the cost) fixed and, over 
 rows, minimises the running replicas stopped: per group g of identical replicas (one
 service, one replica shape, the offers it may run on) with C_g running now,
 
-    minimise  sum_g s_g     s_g >= C_g - r_g,  0 <= s_g <= C_g,  n_o fixed at the plan's
+    minimise  sum_g s_g + sum_(P,o) t_Po     s_g >= C_g - r_g,  t_Po >= C_Po - y_Po,
+                                             n_o fixed at the plan's
+
+(t: a pool P of several offers holds its groups' replicas in y_Po slots per offer; C_Po
+of them run on o now). The stops reported are those of the decoded plan.
 
 Like the tie-break it has a fixed effort (a node limit, never the clock: the same input gives
 the same plan) and keeps the plan it was given when it finds nothing better. The decoding
@@ -55,14 +59,20 @@ def running_replicas(problem: Problem, form: Formulation, spot: bool = False) ->
 def fewest_stops(form: Formulation, backend, values: list[float], running: dict[tuple[str, str], int],
                  deadline: float, cancel) -> tuple[list[float], str | None]:
     """(the values with the fewest running replicas stopped at the plan's fleet, a note), or
-    the values given when none stop or nothing better is found within the effort."""
-    per_group: dict[str, int] = {}
-    for (group_key, _), n in running.items():
-        per_group[group_key] = per_group.get(group_key, 0) + n
-    per_group = {g: n for g, n in per_group.items() if g in form.r}
-    stops = sum(max(0, n - round(values[form.r[g]])) for g, n in per_group.items())
+    the values given when none stop or nothing better is found within the effort. Stops are
+    counted on the decoded plan (each group first on the offers where it runs)."""
+    stops = moved(form, values, running)
     if stops == 0:
         return values, None
+    per_group: dict[str, int] = {}
+    per_slot: dict[tuple, int] = {}  # (pool key, offer id) -> running replicas of the pool's groups there
+    for (group_key, offer_id), n in running.items():
+        if group_key not in form.r:
+            continue
+        per_group[group_key] = per_group.get(group_key, 0) + n
+        pool = form.pool_of[group_key]
+        if (pool.key, offer_id) in form.y:
+            per_slot[(pool.key, offer_id)] = per_slot.get((pool.key, offer_id), 0) + n
     lm = form.model
     saved_objective, saved_rows, saved_variables = lm.objective, len(lm.rows), len(lm.variables)
     saved_bounds = {i: (lm.variables[i].lb, lm.variables[i].ub) for i in form.n.values()}
@@ -73,11 +83,14 @@ def fewest_stops(form: Formulation, backend, values: list[float], running: dict[
         lm.row("stable_cost", form.cost_terms, ub=cost + COST_TOLERANCE_USD)
         objective: dict[int, float] = {}
         hint = list(values[:saved_variables])
-        for g, n in sorted(per_group.items()):
-            s = lm.var(f"stopped[{g}]", 0.0, float(n), integer=True)
-            lm.row(f"stopped[{g}]", [(s, 1.0), (form.r[g], 1.0)], lb=float(n))
+        # Per group, the replicas it loses; per pooled offer, the running replicas its slots
+        # there no longer hold (a pool's groups may swap offers at equal counts).
+        for name, count, var in ([(f"stopped[{g}]", n, form.r[g]) for g, n in sorted(per_group.items())]
+                                 + [(f"unslotted[{k[0]}|{k[1]}]", n, form.y[k]) for k, n in sorted(per_slot.items())]):
+            s = lm.var(name, 0.0, float(n), integer=True)
+            lm.row(name, [(s, 1.0), (var, 1.0)], lb=float(n))
             objective[s] = 1.0
-            hint.append(float(max(0, n - round(values[form.r[g]]))))
+            hint.append(float(max(0, n - round(values[var]))))
         lm.objective = objective
         out = backend.solve(lm, SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
                                              absolute_gap=0.5, node_limit=STABLE_NODES, cancel=cancel))
@@ -87,8 +100,19 @@ def fewest_stops(form: Formulation, backend, values: list[float], running: dict[
         del lm.variables[saved_variables:]
         for i, (lb, ub) in saved_bounds.items():
             lm.variables[i].lb, lm.variables[i].ub = lb, ub
-    if out.values is None or out.objective is None or out.objective > stops - 0.5:
+    found = out.values[:saved_variables] if out.values is not None else None
+    after = moved(form, found, running) if found is not None else stops
+    if after >= stops:
         return values, f"{stops} running replica(s) moved (no placement at this fleet moving fewer found)"
-    kept = round(out.objective)
     proof = "" if out.status == "optimal" else " (best within the effort limit)"
-    return out.values[:saved_variables], f"running replicas moved {stops} -> {kept}{proof}"
+    return found, f"running replicas moved {stops} -> {after}{proof}"
+
+
+def moved(form: Formulation, values: list[float], running: dict[tuple[str, str], int]) -> int:
+    """Running replicas the decoded plan no longer has where they run."""
+    placed: dict[tuple[str, str], int] = {}
+    for a in form.solution_from(values, running=running).assignments:
+        group = form.group_of.get(a.config_key)
+        if group is not None:
+            placed[(group.key, a.offer_id)] = placed.get((group.key, a.offer_id), 0) + a.replicas
+    return sum(max(0, n - placed.get(key, 0)) for key, n in running.items())
