@@ -5,19 +5,19 @@ added and removed), so at the optimal fleet many placements of the replicas cost
 the MIP returns whichever it met. Each running replica it moves is a model server stopped
 and started elsewhere: on the 100-service re-plan benchmark 41 replicas changed where one
 instance was added. This step keeps the fleet (and so the cost) fixed and, over the same
-rows, minimises the running replicas stopped: per group g of identical replicas (one
-service, one replica shape, the offers it may run on) with C_g running now,
+rows, minimises the running replicas stopped (groups g: identical replicas of one service
+and shape over the offers they may run on):
 
-    minimise  sum_g s_g + sum_(P,o) t_Po     s_g >= C_g - r_g,  t_Po >= C_Po - y_Po,
-                                             n_o fixed at the plan's
+    maximise  sum_(g,o) z_go   0 <= z_go <= C_go,  sum_o z_go <= r_g,  sum_(g in P) z_go <= y_Po,
+                               n_o fixed at the plan's
 
-(t: a pool P of several offers holds its groups' replicas in y_Po slots per offer; C_Po
-of them run on o now). The stops reported are those of the decoded plan.
+z_go: the replicas of group g that stay on offer o, where C_go run now; a pool P of several
+offers holds its groups' replicas in y_Po slots per offer (one offer: r_g itself). The
+decoding then puts each group first where it runs; the stops reported are the decoded plan's.
 
 Like the tie-break it has a fixed effort (a node limit, never the clock: the same input gives
-the same plan) and keeps the plan it was given when it finds nothing better. The decoding
-then puts each group's replicas on the offers where they run first
-(`Formulation.solution_from(..., running=...)`).
+the same plan) and keeps the plan it was given when it finds nothing better
+(`Formulation.solution_from(..., running=...)` is the decoding).
 """
 
 from __future__ import annotations
@@ -61,18 +61,10 @@ def fewest_stops(form: Formulation, backend, values: list[float], running: dict[
     """(the values with the fewest running replicas stopped at the plan's fleet, a note), or
     the values given when none stop or nothing better is found within the effort. Stops are
     counted on the decoded plan (each group first on the offers where it runs)."""
-    stops = moved(form, values, running)
+    now = _placed(form, values, running)
+    stops = sum(max(0, n - now.get(key, 0)) for key, n in running.items())
     if stops == 0:
         return values, None
-    per_group: dict[str, int] = {}
-    per_slot: dict[tuple, int] = {}  # (pool key, offer id) -> running replicas of the pool's groups there
-    for (group_key, offer_id), n in running.items():
-        if group_key not in form.r:
-            continue
-        per_group[group_key] = per_group.get(group_key, 0) + n
-        pool = form.pool_of[group_key]
-        if (pool.key, offer_id) in form.y:
-            per_slot[(pool.key, offer_id)] = per_slot.get((pool.key, offer_id), 0) + n
     lm = form.model
     saved_objective, saved_rows, saved_variables = lm.objective, len(lm.rows), len(lm.variables)
     saved_bounds = {i: (lm.variables[i].lb, lm.variables[i].ub) for i in form.n.values()}
@@ -82,15 +74,24 @@ def fewest_stops(form: Formulation, backend, values: list[float], running: dict[
         cost = sum(c * values[i] for i, c in form.cost_terms)
         lm.row("stable_cost", form.cost_terms, ub=cost + COST_TOLERANCE_USD)
         objective: dict[int, float] = {}
+        by_group: dict[str, list[int]] = {}
+        by_slot: dict[tuple, list[int]] = {}
         hint = list(values[:saved_variables])
-        # Per group, the replicas it loses; per pooled offer, the running replicas its slots
-        # there no longer hold (a pool's groups may swap offers at equal counts).
-        for name, count, var in ([(f"stopped[{g}]", n, form.r[g]) for g, n in sorted(per_group.items())]
-                                 + [(f"unslotted[{k[0]}|{k[1]}]", n, form.y[k]) for k, n in sorted(per_slot.items())]):
-            s = lm.var(name, 0.0, float(n), integer=True)
-            lm.row(name, [(s, 1.0), (var, 1.0)], lb=float(n))
-            objective[s] = 1.0
-            hint.append(float(max(0, n - round(values[var]))))
+        for (group_key, offer_id), n in sorted(running.items()):
+            if group_key not in form.r:
+                continue
+            # z: the replicas of the group that stay on the offer where they run
+            z = lm.var(f"stays[{group_key}|{offer_id}]", 0.0, float(n))
+            objective[z] = -1.0
+            hint.append(float(min(n, now.get((group_key, offer_id), 0))))
+            by_group.setdefault(group_key, []).append(z)
+            pool = form.pool_of[group_key]
+            if (pool.key, offer_id) in form.y:
+                by_slot.setdefault((pool.key, offer_id), []).append(z)
+        for group_key, zs in by_group.items():  # no more stay than the group keeps
+            lm.row(f"stays[{group_key}]", [(z, 1.0) for z in zs] + [(form.r[group_key], -1.0)], ub=0.0)
+        for key, zs in by_slot.items():  # nor more than the pool's slots on the offer hold
+            lm.row(f"stays[{key[0]}|{key[1]}]", [(z, 1.0) for z in zs] + [(form.y[key], -1.0)], ub=0.0)
         lm.objective = objective
         out = backend.solve(lm, SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint,
                                              absolute_gap=0.5, node_limit=STABLE_NODES, cancel=cancel))
@@ -110,9 +111,15 @@ def fewest_stops(form: Formulation, backend, values: list[float], running: dict[
 
 def moved(form: Formulation, values: list[float], running: dict[tuple[str, str], int]) -> int:
     """Running replicas the decoded plan no longer has where they run."""
+    placed = _placed(form, values, running)
+    return sum(max(0, n - placed.get(key, 0)) for key, n in running.items())
+
+
+def _placed(form: Formulation, values: list[float], running: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+    """(group key, offer id) -> replicas of the decoded plan (each group first where it runs)."""
     placed: dict[tuple[str, str], int] = {}
     for a in form.solution_from(values, running=running).assignments:
         group = form.group_of.get(a.config_key)
         if group is not None:
             placed[(group.key, a.offer_id)] = placed.get((group.key, a.offer_id), 0) + a.replicas
-    return sum(max(0, n - placed.get(key, 0)) for key, n in running.items())
+    return placed
