@@ -3,7 +3,7 @@
 The cost of a re-plan depends on its fleet only (instances x prices, plus the instances
 added and removed), so at the optimal fleet many placements of the replicas cost the same;
 the MIP returns whichever it met. Each running replica it moves is a model server stopped
-and started elsewhere: on the 100-service re-plan benchmark 41 replicas changed where one
+and started elsewhere: on the 100-service re-plan benchmark 41 replicas moved where one
 instance was added. This step keeps the fleet (and so the cost) fixed and, over the same
 rows, minimises the running replicas stopped (groups g: identical replicas of one service
 and shape over the offers they may run on):
@@ -29,8 +29,8 @@ from solver.optimize.backends import SolveOptions
 from solver.optimize.formulation import Formulation
 from solver.optimize.keep_start import running_config
 
-# Nodes of the placement MIP. On the 100-service re-plan benchmark's three seeds 1,000 nodes
-# gave 41 -> 28, 57 -> 48 and 43 -> 21 moves in 3.5 / 2.3 / 0.8 s (200: 41 -> 33 in 1.7 s).
+# Nodes of the placement MIP. On the 100-service re-plan benchmark's three seeds (0.5 % gap)
+# 1,000 nodes gave 60 -> 48, 43 -> 21 and 41 -> 29 moves in ~3.4 s each.
 STABLE_NODES = 1000
 COST_TOLERANCE_USD = 1e-6
 
