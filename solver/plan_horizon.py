@@ -28,7 +28,7 @@ from solver.optimize.backends import get_backend
 from solver.optimize.multiperiod import HOURS_PER_MONTH, HorizonSolver, PeriodPlan, merge_periods
 from solver.optimize.period_model import offer_prices
 from solver.optimize.replan import solve_replan
-from solver.optimize.rollout import Target, changes, plan_rollout
+from solver.optimize.rollout import Target, change_counts, changes, plan_rollout
 from solver.optimize.solution import Assignment, Solution
 from solver.output.result import (Change, FleetLine, HorizonResult, HorizonSolverInfo, PeriodAssignment,
                                   PeriodResult, PeriodService, PlanResult, RedundancyCost, RedundancyView, Replan,
@@ -519,9 +519,7 @@ def _fits(workload, catalog, problem, periods, specs, merged, fallback) -> bool:
     hours = sum(p.hours for p in periods)
     h = problem.horizon
     if h.max_changed_instances is not None and h.current_fleet is not None:
-        moved = sum(c["instances"] for c in changes(h.current_fleet, dict(solutions[0].fleet), {})
-                    if c["action"] != "keep")
-        if moved > h.max_changed_instances:
+        if sum(change_counts(h.current_fleet, dict(solutions[0].fleet), {})) > h.max_changed_instances:
             return False
     return report.ok and not _horizon_checks(problem, reserved, info["horizon_cost_usd"], hours)
 
@@ -530,12 +528,7 @@ def _change_cost(problem: Problem, first: Solution) -> float:
     h = problem.horizon
     if h.current_fleet is None:
         return 0.0
-    added = removed = 0
-    for c in changes(h.current_fleet, dict(first.fleet), dict(first.spot_fleet)):
-        if c["action"] == "add":
-            added += c["instances"]
-        elif c["action"] == "remove":
-            removed += c["instances"]
+    added, removed = change_counts(h.current_fleet, dict(first.fleet), dict(first.spot_fleet))
     return h.add_instance_usd * added + h.remove_instance_usd * removed
 
 

@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from solver.perf.queueing import TrafficClass, load_model
+from solver.perf.queueing import load_model
 from solver.perf.queueing.physics import Replica, StepCost
 from solver.sim.replica import simulate_replica, simulate_requests
 

@@ -27,8 +27,6 @@ import os
 import weakref
 from dataclasses import replace
 
-import numpy as np
-
 from solver.compile.problem import Config
 from solver.confidence import band_confidence, band_levels, quantile, rate_margin, slowdown
 from solver.lru import LockedLru

@@ -26,7 +26,7 @@ from solver.export.pod_size import pod_size
 from solver.export.routing import http_route, route_comments, unit_service
 from solver.export.spot import spot_comment, spot_placement
 from solver.export.units import PlanSummary, Unit
-from solver.export.yamlfile import document, documents
+from solver.export.yamlfile import documents
 
 STARTUP_BUDGET_S = 1800  # weights download and load before liveness checks begin
 HF_SECRET = "hf-token"

@@ -503,7 +503,6 @@ def build(problem: Problem, configs: list[Config] | None = None, *, budget: bool
         group_ub = {g.key: _group_bound(g, problem, ub, need_of) for g in grouping.groups}
     lm = LinearModel()
     f = Formulation(problem, lm, configs)
-    pooled = may_pool and len(configs) >= POOL_FROM_CONFIGS
     f.groups, f.pools = list(grouping.groups), list(grouping.pools)
     f.by_service = {name: list(gs) for name, gs in grouping.by_service.items()}
     f.group_of = dict(grouping.group_of)

@@ -35,6 +35,7 @@ from solver.optimize.keep_start import keep_start
 from solver.optimize.linear import INF, SolveOutcome
 from solver.optimize.period_model import running_counts
 from solver.optimize.quick_check import evaluate_quick
+from solver.optimize.rollout import change_counts
 from solver.optimize.solution import Solution
 from solver.optimize.tiebreak import tie_break
 
@@ -53,12 +54,11 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
     configs = list(problem.configs)
     # Two starts: the running fleet kept with each service's shortfall added (a few changes
     # away, where a re-plan's optimum usually is) and the greedy plan (each service alone).
-    other = _other_market(problem, market_spot)
     starts = []
     for start in (keep_start(problem, configs, market_spot), greedy_solution(problem)):
         if start is None or not evaluate_quick(problem, start):
             continue
-        added, removed = changed_instances(running, dict(start.fleet), other)
+        added, removed = _change_counts(problem, start, market_spot)
         if h.max_changed_instances is not None and added + removed > h.max_changed_instances:
             continue  # not a plan of this problem: its cost bounds nothing (and would prune wrongly)
         starts.append((hours * solution_cost(problem, start) + h.add_instance_usd * added
@@ -119,7 +119,7 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
         ties = ", ".join(notes) or "skipped (time limit)"
     # The changes of the plan's own fleet: the MIP's add/remove variables are continuous and,
     # at a plan accepted within solver.relative_gap, may carry slack above them.
-    added, removed = changed_instances(running, dict(solution.fleet), other)
+    added, removed = _change_counts(problem, solution, market_spot)
     cost = h.add_instance_usd * added + h.remove_instance_usd * removed
     bound = (outcome.bound if outcome.bound is not None else -INF) + h.remove_instance_usd * _forced(problem, running)
     return solution, outcome, form, ties, cost, bound
@@ -133,19 +133,11 @@ def _forced(problem: Problem, running: dict[str, int]) -> int:
     return other + sum(n for o, n in running.items() if o not in allowed)
 
 
-def _other_market(problem: Problem, market_spot: bool) -> int:
-    """Running instances of the other market (spot or not): a plan of this market removes them all."""
-    return sum(n for (_, spot), n in running_counts(problem).items() if spot != market_spot)
-
-
-def changed_instances(running: dict[str, int], fleet: dict[str, int], other: int) -> tuple[int, int]:
-    """(instances added, instances removed) from the running fleet of the plan's market
-    (`running`, offers the plan may no longer use included) to `fleet`, with the `other`
-    market's running instances removed: what change_costs price and max_changed_instances
-    counts."""
-    added = sum(max(n - running.get(o, 0), 0) for o, n in fleet.items())
-    removed = sum(max(c - fleet.get(o, 0), 0) for o, c in running.items()) + other
-    return added, removed
+def _change_counts(problem: Problem, sol: Solution, market_spot: bool) -> tuple[int, int]:
+    """(instances added, removed) by the plan `sol` of one market (the other market's running
+    instances all go), as the horizon's own check counts them (plan_horizon._change_cost)."""
+    fleet = dict(sol.fleet)
+    return change_counts(problem.horizon.current_fleet, {} if market_spot else fleet, fleet if market_spot else {})
 
 
 def _add_changes(form: Formulation, problem: Problem, running: dict[str, int], hours: float):

@@ -89,6 +89,18 @@ def changes(current: tuple[RunningInstances, ...], firm: dict[str, int], spot: d
     return out
 
 
+def change_counts(current: tuple[RunningInstances, ...], firm: dict[str, int], spot: dict[str, int]) -> tuple[int, int]:
+    """(instances added, instances removed) from the running fleet to the plan's: what
+    change_costs price and max_changed_instances counts (`changes`, summed)."""
+    added = removed = 0
+    for c in changes(current, firm, spot):
+        if c["action"] == "add":
+            added += c["instances"]
+        elif c["action"] == "remove":
+            removed += c["instances"]
+    return added, removed
+
+
 def plan_rollout(current: tuple[RunningInstances, ...], targets: list[Target], firm: dict[str, int],
                  spot: dict[str, int], gpus_per_instance: dict[str, int], config_key) -> dict:
     """The ordered steps from the running fleet to the plan's first period.

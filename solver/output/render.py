@@ -116,7 +116,7 @@ def _render_single(d: dict, explain: bool, first_period: str | None = None) -> s
                        + ("" if red["exact"] else "; bounded, not enumerated"))
         cover = s.get("spot_interruptions")
         if cover:
-            out.append(f"    spot reclaimed: " + (
+            out.append("    spot reclaimed: " + (
                 f"the worst pool, {cover['worst_domain']}, leaves {cover['surviving_fraction']:.1%} of the demand "
                 f"served" if cover["worst_domain"] else "no spot instances to reclaim")
                 + f" (needs {cover['serve_fraction']:.0%})")

@@ -14,7 +14,6 @@ from solver.catalog.types import Catalog
 from solver.compile.load_caps import at_load, caps_per_replica, engine_options_of, real_routed, real_share
 from solver.compile.problem import Problem
 from solver.confidence import NOMINAL, rate_margin, slowdown
-from solver.confidence import rate_margin
 from solver.interrupt import Stop
 from solver.optimize import redundancy
 from solver.optimize.solution import Solution

@@ -16,7 +16,6 @@ from solver.catalog.schema import GpuSpec, OfferSpec
 from solver.confidence import (DEFAULT_CONFIDENCE, MAX_CONFIDENCE, MIN_CONFIDENCE, RATE_MARGIN,
                                checked_confidence)
 from solver.documents.strict import StrictModel, is_number_text, quoted_number, show_default
-from solver.suggest import did_you_mean
 from solver.workload.owned import OwnedGpus, Site, check_owned_and_sites
 
 # Weight precisions: fp4 = NVFP4/MXFP4 on FP4 tensor cores (Blackwell only); int4 = weight-only
