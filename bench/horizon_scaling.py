@@ -16,7 +16,7 @@ solver, not a price list. Spot share at most 30 %.
 
 Not a test: run it and record the figures in docs/benchmarks.md.
 
-Usage: python bench/horizon_scaling.py [--case day week replan] [--seeds 1] [--time-limit 60]
+Usage: python bench/horizon_scaling.py [--case day week replan] [--seeds 1] [--time-limit 60] [--relative-gap 0]
 """
 
 from __future__ import annotations
@@ -78,8 +78,10 @@ def horizon_case(services: int, periods: int, seed: int, limit: float, catalog: 
           f"{d['savings']['savings_fraction'] if d['savings'] else float('nan'):>8.3f}", flush=True)
 
 
-def replan_case(services: int, seed: int, limit: float) -> None:
-    """A first plan (fleet and replicas), then demand moves by up to 10 %: re-plan from it."""
+def replan_case(services: int, seed: int, limit: float, relative_gap: float = 0.0) -> None:
+    """A first plan (fleet and replicas), then demand moves by up to 10 %: re-plan from it
+    (to solver.relative_gap). "repl moved": running replicas the plan no longer has where
+    they run (per service, offer, GPUs and precision)."""
     rng = random.Random(seed)
     w = generate(services, seed)
     w["constraints"] = {"pricing_tiers": ["on_demand"]}
@@ -104,15 +106,28 @@ def replan_case(services: int, seed: int, limit: float) -> None:
         d[key] = round(d[key] * rng.uniform(0.9, 1.1), 2)
     w["current_fleet"] = fleet
     w["change_costs"] = {"add_instance_usd": 2.0, "remove_instance_usd": 1.0}
+    w["solver"]["relative_gap"] = relative_gap
     t0 = time.perf_counter()
     d = plan(parse_workload(w)).to_dict()
     total = time.perf_counter() - t0
     t = d["solver"]["timings"]
     moved = sum(c["instances"] for c in d["changes"] if c["action"] != "keep")
     kept = sum(c["instances"] for c in d["changes"] if c["action"] == "keep")
+    running: dict[tuple, int] = {}
+    for f in fleet:
+        for r in f["replicas"]:
+            key = (r["service"], f["offer_id"], r["gpus_per_replica"], r.get("precision"))
+            running[key] = running.get(key, 0) + r["count"]
+    planned: dict[tuple, int] = {}
+    for s in d["services"]:  # the first period's, with each assignment's shape
+        for a in s["assignments"]:
+            key = (s["name"], a["offer_id"], a["gpus_per_replica"], a["precision"])
+            planned[key] = planned.get(key, 0) + a["replicas"]
+    stopped = sum(max(0, n - planned.get(k, 0)) for k, n in running.items())
     print(f"{services:>8} {seed:>4} {t.get('candidates_s', 0):>7.2f} {t.get('solve_s', 0):>8.2f} {total:>8.2f} "
-          f"{d['status']:>8} {d['horizon_solver']['gap']:>8.4f} {kept:>6} {moved:>6} {len(d['rollout']['steps']):>6} "
-          f"{d['rollout']['surge_instances']:>6}", flush=True)
+          f"{d['status']:>8} {d['horizon_solver']['gap']:>8.4f} {kept:>6} {moved:>6} {stopped:>10} "
+          f"{len(d['rollout']['steps']):>6} {d['rollout']['surge_instances']:>6} {d['horizon_cost_usd']:>10.4f}",
+          flush=True)
 
 
 def main() -> int:
@@ -120,6 +135,7 @@ def main() -> int:
     ap.add_argument("--case", nargs="+", default=["day", "week", "replan"], choices=["day", "week", "replan"])
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--relative-gap", type=float, default=0.0, help="solver.relative_gap of the re-plans")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} (1 min), cores: {os.cpu_count()}")
     catalog = tier_catalog()
@@ -135,9 +151,9 @@ def main() -> int:
                 horizon_case(50, 168, seed, args.time_limit, catalog)
     if "replan" in args.case:
         print(f"{'services':>8} {'seed':>4} {'cand s':>7} {'solve s':>8} {'total s':>8} {'status':>8} {'gap':>8} "
-              f"{'kept':>6} {'moved':>6} {'steps':>6} {'surge':>6}")
+              f"{'kept':>6} {'moved':>6} {'repl moved':>10} {'steps':>6} {'surge':>6} {'total $':>10}")
         for seed in range(args.seeds):
-            replan_case(100, seed, args.time_limit)
+            replan_case(100, seed, args.time_limit, args.relative_gap)
     print(f"load average after: {os.getloadavg()[0]:.2f} (1 min)")
     return 0
 
