@@ -582,3 +582,49 @@ def test_same_region_keeps_offers_of_every_region_single_hour() -> None:
     d = solve(w)
     assert d["status"] == "optimal" and d["total_price_usd_per_hour"] == pytest.approx(8.0)
     assert len({f["region"] for f in d["fleet"]}) == 1
+
+
+# Two offers, two periods: per period at the reservation's uniform price the day (25/min)
+# takes one big instance (b: $1.20/h reserved against three a's at $1.50/h) and the night
+# (10/min) one small one (a: $0.50/h against b's $1.20/h). Assembled, both get reserved
+# ($1.70/h); one reserved b serves both periods ($1.20/h). The horizon's LP sees both
+# periods at once and reserves only b (cheaper per item: 2.4 / 25 < 1 / 10), a fraction of
+# one instance that the dive rounds up.
+CONSISTENT_RESERVATION = {
+    "name": "one-reservation-for-both-periods",
+    "periods": [{"name": "day", "hours": 12}, {"name": "night", "hours": 12}],
+    "services": [{"name": "s", "demand": {"items_per_min": 25, "profile": {"night": 0.4}},
+                  "profiles": [{"gpu": "GA", "offer": "synth/a", "items_per_min": 10},
+                               {"gpu": "GB", "offer": "synth/b", "items_per_min": 25}]}],
+    "constraints": {"pricing_tiers": ["on_demand", "reserved_3y"]},
+    "catalog": {"source": "inline", "gpus": [{"name": "GA", "memory_gib": 80}, {"name": "GB", "memory_gib": 80}],
+                "offers": [{"provider": "synth", "name": "a", "region": "r1", "gpu": "GA", "gpus_per_instance": 1,
+                            "price_usd_per_hour": 1.0, "reserved_3y_price_usd_per_hour": 0.5},
+                           {"provider": "synth", "name": "b", "region": "r1", "gpu": "GB", "gpus_per_instance": 1,
+                            "price_usd_per_hour": 2.4, "reserved_3y_price_usd_per_hour": 1.2}]}}
+
+
+def test_the_horizon_lp_dive_finds_one_reservation_that_serves_every_period() -> None:
+    """The dive from the horizon LP's reservation (issue 26 item 6): before any branching,
+    the root's period fleets assembled cost $40.80 over the day; the dive's plan is the
+    optimum, $28.80 (one b reserved for 24 hours), which the search then proves."""
+    from solver.compile.candidates import build_problem
+    from solver.compile.resolve import resolve_catalog
+    from solver.interrupt import NEVER
+    from solver.optimize.backends import get_backend
+    from solver.optimize.multiperiod import HorizonSolver, _Node
+
+    workload = parse_workload(copy.deepcopy(CONSISTENT_RESERVATION))
+    problem = build_problem(workload, resolve_catalog(workload))
+    hs = HorizonSolver(problem, list(problem.configs), get_backend("scip"), NEVER, 30.0)
+    assert hs.res == ["synth/a", "synth/b"]
+    lp = hs._horizon_lp()
+    assert 0 < lp["synth/b"] <= 1 + 1e-9 and lp["synth/a"] == pytest.approx(0.0, abs=1e-9), lp
+    root = _Node({o: 0 for o in hs.res}, {o: hs.cap[o] for o in hs.res}, [None] * len(hs.specs))
+    hs._evaluate(root)
+    assembled = hs._better(None, root.plans)
+    assert assembled[0] == pytest.approx(40.8, abs=TOL), assembled
+    dived = hs._lp_dive(root, assembled)
+    assert dived[0] == pytest.approx(28.8, abs=TOL) and dived[1] == {"synth/a": 0, "synth/b": 1}, dived[:2]
+    out = solve(copy.deepcopy(CONSISTENT_RESERVATION))
+    assert out["status"] == "optimal" and out["horizon_cost_usd"] == pytest.approx(28.8, abs=TOL)

@@ -116,6 +116,7 @@ SMOOTHING = 0.7  # weight of the uniform prices in each round's prices (stabilis
 MASTER_MIP_SHARE = 0.25  # of the time left, at most, for one restricted master MIP
 MASTER_EVERY = 25  # nodes between restricted master MIPs
 DIVE_EVERY = 10  # nodes between dives (every period solved at the master LP's rounded reservation)
+LP_DIVE_SHARE = 0.35  # of the time left, at most, for each round of the dive from the horizon LP
 
 
 class HorizonSolver:
@@ -193,7 +194,7 @@ class HorizonSolver:
             prepaid = sum(self.prices[o].reserved * lo.get(o, 0) for o in self.res)
             lm.rows[pv.budget_row].ub = self.p.budget_usd_per_hour - prepaid
         opts = SolveOptions(time_limit_s=max(min(left, seconds if seconds is not None else left), 0.05),
-                            hint=hint.values if hint is not None and hint.values else None,
+                            hint=self._hint(pv, hint, lo, hi),
                             absolute_gap=COST_TOL_USD_PER_HOUR * self.specs[k].hours * 0.5, cancel=self.stop.cancel)
         out = self.backend.solve(lm, opts)
         with self._lock:
@@ -204,6 +205,22 @@ class HorizonSolver:
                 self.cuts.append((k, {o: lm.objective.get(pv.seg[o][1], 0.0) for o in self.res if o in pv.seg},
                                   plan.bound))
             return plan
+
+    @staticmethod
+    def _hint(pv: PeriodVars, plan: PeriodPlan | None, lo: dict[str, int], hi: dict[str, int]) -> list[float] | None:
+        """A plan of this period as a start for the MIP at a node's prices: its fleet and
+        replicas kept, the firm instances re-split over the node's price segments (a fleet
+        is feasible at any prices; its old split may break the new segment bounds)."""
+        if plan is None or not plan.values:
+            return None
+        values = list(plan.values)
+        for o, (f0, f1, fd) in pv.seg.items():
+            n = int(round(values[pv.F[o]]))
+            a, b = lo.get(o, 0), max(hi.get(o, 0) - lo.get(o, 0), 0)
+            values[f0] = float(min(n, a))
+            values[f1] = float(min(n - values[f0], b))
+            values[fd] = float(n - values[f0] - values[f1])
+        return values
 
     def _solve_many(self, tasks: list[tuple], share: float | None = None) -> list[PeriodPlan]:
         """Periods are independent models: solve them on PERIOD_WORKERS threads (the MIP
@@ -527,40 +544,108 @@ class HorizonSolver:
         # The LP's optimum, less a hair for its own tolerances, is a valid bound.
         return out.objective - 1e-7 * max(1.0, abs(out.objective)), {o: out.values[R[o]] for o in self.res}
 
-    def _on_demand_pass(self, best):
+    def _on_demand_pass(self, best, hints: list[PeriodPlan | None]):
         """Every period with firm instances at their on-demand price: the fleets that need no
         reservation, and a cut that makes the master LP charge idle reservations."""
         if not self.res or any(self.prices[o].on_demand is None for o in self.res):
             return best
         full = {o: 0 for o in self.res}
-        tasks = [(k, full, self.cap, {o: spec.hours * self.prices[o].on_demand for o in self.res}, None)
+        tasks = [(k, full, self.cap, {o: spec.hours * self.prices[o].on_demand for o in self.res}, hints[k])
                  for k, spec in enumerate(self.specs)]
         plans = self._solve_many(tasks, ROOT_SHARE)
         return self._better(best, plans)
 
-    def _dive(self, R_frac: dict[str, float], lo: dict[str, int], hi: dict[str, int], best, rounds: int = 2):
+    def _dive(self, R_frac: dict[str, float], lo: dict[str, int], hi: dict[str, int], best, rounds: int = 2,
+              hints: list[PeriodPlan | None] | None = None, share: float | None = None):
         """A plan from a (fractional) reservation: round it into the box, solve every period
         with exactly that much reserved, then re-choose each reservation for the fleets found
-        and repeat while it changes."""
+        and repeat while it changes. `hints`: a plan per period to start each MIP from (the
+        previous round's after the first); `share`: of the time left, at most, per round
+        (a period MIP stopped early still returns its best fleet: a plan, not a proof)."""
         R = {o: min(max(int(math.floor(R_frac.get(o, 0.0) + 0.5)), lo[o]), hi[o]) for o in self.res}
         seen = set()
+        hints = list(hints) if hints is not None else [None] * len(self.specs)
         for _ in range(rounds):
             key = tuple(sorted(R.items()))
             if key in seen or time.monotonic() >= self.deadline:
                 break
             seen.add(key)
-            plans = self._solve_many([(k, R, R, {}, None) for k in range(len(self.specs))])
+            plans = self._solve_many([(k, R, R, {}, hints[k]) for k in range(len(self.specs))], share)
             if any(not math.isfinite(pl.objective) for pl in plans):
                 break
             self.leaves += 1
-            found = self._horizon_cost(plans, dict(R))
+            found = self._horizon_cost(plans, dict(R)) if self._reservation_ok(R) else None
             if found is not None and (best is None or found[0] < best[0] - 1e-9):
                 best = (found[0], found[1], plans)
             best = self._better(best, plans)
             again = self._assemble(plans)
             if again is None:
                 break
-            R = again[1]
+            R, hints = again[1], plans
+        return best
+
+    def _reservation_ok(self, R: dict[str, int]) -> bool:
+        """Within horizon.reserved_gpus_min / max (a rounded reservation may not be)."""
+        h = self.p.horizon
+        gpus = sum(self.p.offer(o).gpus_per_instance * n for o, n in R.items())
+        return (h is None or ((not h.reserved_gpus_min or gpus >= h.reserved_gpus_min)
+                              and (h.reserved_gpus_max is None or gpus <= h.reserved_gpus_max)))
+
+    def _horizon_lp(self) -> dict[str, float] | None:
+        """The reservation of the horizon's LP relaxation: every period's rows in one model,
+        one reservation per offer shared by all (docs/formulation.md), integrality relaxed.
+        Its bound is weaker than the period MIPs' (fractional replicas), but its reservation
+        weighs every period at once, where a period alone sees a uniform price."""
+        lm = LinearModel()
+        R = {o: lm.var(f"R[{o}]", 0.0, float(self.cap[o])) for o in self.res}
+        cost: dict[int, float] = {R[o]: self.hours * self.prices[o].reserved for o in self.res}
+        for spec in self.specs:
+            self.stop.check("building the horizon LP")
+            tag = f"@{spec.index}"
+            first_var, first_row = len(lm.variables), len(lm.rows)
+            pv = add_period(lm, self.p, self.configs, spec, self.prices, self.cap, reserved=R, tag=tag)
+            # Names must be unique in one model, and some period rows (redundancy's) carry no
+            # period in theirs: every name this period added gets its tag.
+            for item in itertools.chain(lm.variables[first_var:], lm.rows[first_row:]):
+                item.name = f"{tag}/{item.name}"
+            if self.p.budget_usd_per_hour is not None:
+                lm.row(f"budget{tag}", list(pv.hourly_terms) + [(R[o], self.prices[o].reserved) for o in self.res],
+                       ub=self.p.budget_usd_per_hour)
+            for i, c in pv.hourly_terms:
+                cost[i] = cost.get(i, 0.0) + c * spec.hours
+            for i, c in pv.change_terms:
+                cost[i] = cost.get(i, 0.0) + c
+        h = self.p.horizon
+        if h is not None and (h.reserved_gpus_min or h.reserved_gpus_max is not None):
+            lm.row("reserved_gpus", [(R[o], float(self.p.offer(o).gpus_per_instance)) for o in self.res],
+                   lb=float(h.reserved_gpus_min or 0),
+                   ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
+        lm.objective = cost
+        left = self.deadline - time.monotonic()
+        if left <= 0.1:
+            return None
+        out = self.backend.solve(lm, SolveOptions(time_limit_s=left, relax_integrality=True))
+        if out.status != "optimal" or out.values is None:
+            return None
+        return {o: out.values[R[o]] for o in self.res}
+
+    def _lp_dive(self, root: _Node, best):
+        """Plans from the horizon LP's reservation, rounded two ways: each level up (the
+        periods' fleets fill what the LP splits into fractions) and to the nearest. Neither
+        wins everywhere (on the benchmark's day case, seed 0: up $1,058, nearest $1,064;
+        seed 2: up $1,043, nearest $936), so both are tried, each from the root's fleets."""
+        if not self.res or self.deadline - time.monotonic() < 2 * MIN_PERIOD_S:
+            return best
+        R_frac = self._horizon_lp()
+        if R_frac is None:
+            return best
+        tried = set()
+        for rounding in (lambda v: math.ceil(v - 1e-6), lambda v: math.floor(v + 0.5)):
+            R = {o: float(rounding(R_frac[o])) for o in self.res}
+            if tuple(sorted(R.items())) in tried:
+                continue
+            tried.add(tuple(sorted(R.items())))
+            best = self._dive(R, root.lo, root.hi, best, hints=root.plans, share=LP_DIVE_SHARE)
         return best
 
     # ------------------------------------------------------------------ the search
@@ -571,12 +656,13 @@ class HorizonSolver:
             return self._no_plan(math.inf, "")
         self._root_bound = root.bound
         best = self._better(None, root.plans)
-        best = self._on_demand_pass(best)
+        best = self._lp_dive(root, best)
+        best = self._on_demand_pass(best, root.plans)
         best = self._column_rounds(list(root.plans), best)
         lp = self._cut_lp(root.lo, root.hi)
         if lp is not None and lp[0] != math.inf:
             root.bound = max(root.bound, lp[0])
-            best = self._dive(lp[1], root.lo, root.hi, best)
+            best = self._dive(lp[1], root.lo, root.hi, best, hints=root.plans)
         best = self._restricted_master(best)
         counter = itertools.count()
         # A bound of +inf is a proof (some period has no fleet); -inf only says a period's
@@ -640,7 +726,7 @@ class HorizonSolver:
                     child.bound = max(child.bound, lp[0])
                 best = self._better(best, child.plans, child.lo, child.hi)
                 if lp is not None and self.nodes % DIVE_EVERY == 0:
-                    best = self._dive(lp[1], child.lo, child.hi, best)
+                    best = self._dive(lp[1], child.lo, child.hi, best, hints=child.plans)
                 if child.bound != math.inf and (best is None or child.bound < best[0] - self.tol):
                     heapq.heappush(heap, (child.bound, next(counter), child))
         if detail and best is not None:

@@ -204,7 +204,9 @@ def _firm_cost(lm, pv: PeriodVars, offer_id: str, pr: OfferPrices, hours: float,
             pv.nod[offer_id] = nod
             pv.hourly_terms.append((nod, pr.on_demand or 0.0))
         else:
-            pv.hourly_terms.append((F, pr.on_demand))
+            # No reservation variable: on-demand (an offer whose reservations no period can
+            # use has F fixed at 0; its missing on-demand price costs nothing then).
+            pv.hourly_terms.append((F, pr.on_demand or 0.0))
         return
     # Decomposition: convex price segments (prepaid, reserved, on-demand); bounds set per node.
     hi = hi if pr.reserved is not None else 0
