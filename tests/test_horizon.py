@@ -624,7 +624,7 @@ def test_the_horizon_lp_dive_finds_one_reservation_that_serves_every_period() ->
     hs._evaluate(root)
     assembled = hs._better(None, root.plans)
     assert assembled[0] == pytest.approx(40.8, abs=TOL), assembled
-    dived = hs._lp_dive(root, assembled)
+    dived = hs._lp_dive(root, assembled, 0.0)
     assert dived[0] == pytest.approx(28.8, abs=TOL) and dived[1] == {"synth/a": 0, "synth/b": 1}, dived[:2]
     out = solve(copy.deepcopy(CONSISTENT_RESERVATION))
     assert out["status"] == "optimal" and out["horizon_cost_usd"] == pytest.approx(28.8, abs=TOL)

@@ -629,15 +629,20 @@ class HorizonSolver:
             return None
         return {o: out.values[R[o]] for o in self.res}
 
-    def _lp_dive(self, root: _Node, best):
+    def _lp_dive(self, root: _Node, best, root_s: float):
         """Plans from the horizon LP's reservation, rounded two ways: each level up (the
         periods' fleets fill what the LP splits into fractions) and to the nearest. Neither
         wins everywhere (on the benchmark's day case, seed 0: up $1,058, nearest $1,064;
         seed 2: up $1,043, nearest $936), so both are tried, each from the root's fleets."""
         if not self.res or self.deadline - time.monotonic() < 2 * MIN_PERIOD_S:
             return best
+        # The dive's MIPs, with prepaid instances to fill, are harder than the root's: with
+        # less time left than two root passes (one per rounding) they stop at their starts
+        # (the benchmark's week case, and its day case at 10 s), and the time is the bound's.
+        if self.deadline - time.monotonic() < 2 * root_s:
+            return best
         R_frac = self._horizon_lp()
-        if R_frac is None:
+        if R_frac is None or self.deadline - time.monotonic() < 2 * root_s:
             return best
         tried = set()
         for rounding in (lambda v: math.ceil(v - 1e-6), lambda v: math.floor(v + 0.5)):
@@ -651,12 +656,14 @@ class HorizonSolver:
     # ------------------------------------------------------------------ the search
     def solve(self) -> HorizonSolution:
         root = _Node({o: 0 for o in self.res}, {o: self.cap[o] for o in self.res}, [None] * len(self.specs))
+        started = time.monotonic()
         self._evaluate(root)
+        root_s = time.monotonic() - started
         if any(pl.status == "infeasible" for pl in root.plans):
             return self._no_plan(math.inf, "")
         self._root_bound = root.bound
         best = self._better(None, root.plans)
-        best = self._lp_dive(root, best)
+        best = self._lp_dive(root, best, root_s)
         best = self._on_demand_pass(best, root.plans)
         best = self._column_rounds(list(root.plans), best)
         lp = self._cut_lp(root.lo, root.hi)
