@@ -618,7 +618,7 @@ def test_the_horizon_lp_dive_finds_one_reservation_that_serves_every_period() ->
     problem = build_problem(workload, resolve_catalog(workload))
     hs = HorizonSolver(problem, list(problem.configs), get_backend("scip"), NEVER, 30.0)
     assert hs.res == ["synth/a", "synth/b"]
-    lp = hs._horizon_lp()
+    lp = hs._horizon_lp(30.0)
     assert 0 < lp["synth/b"] <= 1 + 1e-9 and lp["synth/a"] == pytest.approx(0.0, abs=1e-9), lp
     root = _Node({o: 0 for o in hs.res}, {o: hs.cap[o] for o in hs.res}, [None] * len(hs.specs))
     hs._evaluate(root)
@@ -628,3 +628,35 @@ def test_the_horizon_lp_dive_finds_one_reservation_that_serves_every_period() ->
     assert dived[0] == pytest.approx(28.8, abs=TOL) and dived[1] == {"synth/a": 0, "synth/b": 1}, dived[:2]
     out = solve(copy.deepcopy(CONSISTENT_RESERVATION))
     assert out["status"] == "optimal" and out["horizon_cost_usd"] == pytest.approx(28.8, abs=TOL)
+
+
+def test_offers_without_a_reserved_price_are_never_priced_as_reservations() -> None:
+    """Found by review: the on-demand pass (and the Dantzig-Wolfe rounds) gave every offer
+    the whole box, so an offer without a reserved price (b) had its instances in the
+    reserved layer at no cost: fleets chosen at $0 and cuts of 0. Priced right, four b's
+    over the 12-hour day cost $38.40 and two at night $19.20."""
+    from solver.compile.candidates import build_problem
+    from solver.compile.resolve import resolve_catalog
+    from solver.interrupt import NEVER
+    from solver.optimize.backends import get_backend
+    from solver.optimize.multiperiod import HorizonSolver, _Node
+
+    w = copy.deepcopy(CONSISTENT_RESERVATION)
+    w["services"][0]["demand"] = {"items_per_min": 40, "profile": {"night": 0.5}}
+    w["services"][0]["profiles"][1]["items_per_min"] = 10
+    del w["catalog"]["offers"][1]["reserved_3y_price_usd_per_hour"]
+    w["catalog"]["offers"][1]["price_usd_per_hour"] = 0.8
+    workload = parse_workload(w)
+    problem = build_problem(workload, resolve_catalog(workload))
+    hs = HorizonSolver(problem, list(problem.configs), get_backend("scip"), NEVER, 30.0)
+    assert hs.res == ["synth/a"]
+    root = _Node({"synth/a": 0}, {"synth/a": hs.cap["synth/a"]}, [None] * len(hs.specs))
+    hs._evaluate(root)
+    first = len(hs.cuts)
+    hs._on_demand_pass(None, root.plans)
+    bounds = sorted(bound for _k, _price, bound in hs.cuts[first:])
+    assert bounds == pytest.approx([19.2, 38.4], abs=1e-6), hs.cuts[first:]
+    out = solve(w)
+    # Two a's reserved serve both periods ($12 each over 24 h, against $19.20 for a b in
+    # both); the day's other two are b's on demand ($9.60 each, against $12 reserved).
+    assert out["status"] == "optimal" and out["horizon_cost_usd"] == pytest.approx(2 * 12 + 2 * 9.6, abs=TOL), out

@@ -185,7 +185,9 @@ class HorizonSolver:
             return PeriodPlan({}, {}, {}, {}, math.inf, -math.inf, "no_solution")
         lm, pv = self.models[k]
         for o, (f0, f1, _fd) in pv.seg.items():
-            a, b = lo.get(o, 0), hi.get(o, 0)
+            # Only reservable offers have prepaid and reserved layers (an offer without a
+            # reserved price in a box would get free instances: its layer costs 0).
+            a, b = (lo.get(o, 0), hi.get(o, 0)) if o in self.res else (0, 0)
             lm.variables[f0].ub = float(a)
             lm.variables[f1].ub = float(max(b - a, 0))
             if o in price:
@@ -591,7 +593,7 @@ class HorizonSolver:
         return (h is None or ((not h.reserved_gpus_min or gpus >= h.reserved_gpus_min)
                               and (h.reserved_gpus_max is None or gpus <= h.reserved_gpus_max)))
 
-    def _horizon_lp(self) -> dict[str, float] | None:
+    def _horizon_lp(self, seconds: float) -> dict[str, float] | None:
         """The reservation of the horizon's LP relaxation: every period's rows in one model,
         one reservation per offer shared by all (docs/formulation.md), integrality relaxed.
         Its bound is weaker than the period MIPs' (fractional replicas), but its reservation
@@ -621,10 +623,10 @@ class HorizonSolver:
                    lb=float(h.reserved_gpus_min or 0),
                    ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
         lm.objective = cost
-        left = self.deadline - time.monotonic()
+        left = min(self.deadline - time.monotonic(), seconds)
         if left <= 0.1:
             return None
-        out = self.backend.solve(lm, SolveOptions(time_limit_s=left, relax_integrality=True))
+        out = self.backend.solve(lm, SolveOptions(time_limit_s=left, relax_integrality=True, cancel=self.stop.cancel))
         if out.status != "optimal" or out.values is None:
             return None
         return {o: out.values[R[o]] for o in self.res}
@@ -641,7 +643,7 @@ class HorizonSolver:
         # (the benchmark's week case, and its day case at 10 s), and the time is the bound's.
         if self.deadline - time.monotonic() < 2 * root_s:
             return best
-        R_frac = self._horizon_lp()
+        R_frac = self._horizon_lp(max(root_s, MIN_PERIOD_S))  # at most one root pass's time
         if R_frac is None or self.deadline - time.monotonic() < 2 * root_s:
             return best
         tried = set()
