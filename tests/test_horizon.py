@@ -660,3 +660,17 @@ def test_offers_without_a_reserved_price_are_never_priced_as_reservations() -> N
     # Two a's reserved serve both periods ($12 each over 24 h, against $19.20 for a b in
     # both); the day's other two are b's on demand ($9.60 each, against $12 reserved).
     assert out["status"] == "optimal" and out["horizon_cost_usd"] == pytest.approx(2 * 12 + 2 * 9.6, abs=TOL), out
+
+
+@pytest.mark.parametrize("name,bounds", [("reserved_bounds_31.json", (0, 6)), ("reserved_bounds_49.json", (2, None))])
+def test_a_rounded_reservation_outside_the_reserved_gpu_bounds_is_never_the_plan(name, bounds) -> None:
+    """Found by review (random multi-period workloads): the dive from the cut LP's rounded
+    reservation took its plan as is, and the evaluator refused it ("8 reserved GPUs, above
+    reserved_gpus_max 6"; "0 reserved GPUs, below reserved_gpus_min 2": internal error,
+    exit 5, at daa77e7). A rounded reservation outside the bounds is now only a start."""
+    w = json.loads((Path(__file__).parent / "data" / "horizon" / name).read_text())
+    out = solve(w)
+    assert out["status"] == "optimal" and out["evaluation"]["ok"], out["status"]
+    gpus = sum(r["gpus"] for r in out["reservations"])
+    lo, hi = bounds
+    assert gpus >= lo and (hi is None or gpus <= hi), gpus
