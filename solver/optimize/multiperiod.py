@@ -20,8 +20,13 @@ periods' fleets. A child re-solves only the periods whose fleet the split change
 of (a period that stays inside the child's box keeps its optimum). Periods with equal
 demand are merged (their hours add up): identical periods would only repeat work.
 
-Budgets per day or month link all periods; when the plan found without them breaks
-them, the monolithic MIP (`monolithic`) is solved from it, with the decomposition's bound.
+Plans besides the nodes' (docs/formulation.md, "Incumbents"): right after the root, a dive
+from the horizon LP's reservation (`_lp_dive`: every period solved with it prepaid), then
+fleets at on-demand and Dantzig-Wolfe prices, and a restricted master MIP over the fleets
+found. They give plans; the bound is the nodes' period MIPs and the cut LP (`_cut_lp`).
+
+Budgets per day or month link all periods: a plan that breaks them is never taken
+(`_horizon_cost`), and the restricted master MIP picks known fleets within them.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ class HorizonSolution:
     reserved_term: dict[str, str]
     plans: list[PeriodPlan]  # per original period (merged periods share one)
     merged_index: list[int]  # original period -> merged period
-    method: str  # "reserved-level branch and bound" | "+ monolithic MIP (horizon budget)"
+    method: str  # "reserved-level branch and bound"
     nodes: int = 0
     period_solves: int = 0
     merged_periods: int = 0
