@@ -674,3 +674,25 @@ def test_a_rounded_reservation_outside_the_reserved_gpu_bounds_is_never_the_plan
     gpus = sum(r["gpus"] for r in out["reservations"])
     lo, hi = bounds
     assert gpus >= lo and (hi is None or gpus <= hi), gpus
+
+
+def test_the_horizon_lp_out_of_time_leaves_the_plans_found_standing() -> None:
+    """The LP is a heuristic after the root has plans: its time running out (here: the
+    call's deadline already past) must give no LP, not a "time limit ended before any fleet
+    was found" error that would drop those plans."""
+    import time
+
+    from solver.compile.candidates import build_problem
+    from solver.compile.resolve import resolve_catalog
+    from solver.interrupt import Stop
+    from solver.optimize.backends import get_backend
+    from solver.optimize.multiperiod import HorizonSolver
+
+    workload = parse_workload(copy.deepcopy(CONSISTENT_RESERVATION))
+    problem = build_problem(workload, resolve_catalog(workload))
+    stop = Stop(None, time.monotonic() + 30.0, 30.0)
+    hs = HorizonSolver(problem, list(problem.configs), get_backend("scip"), stop, 30.0)
+    stop.deadline = hs.deadline = time.monotonic() - 1.0
+    assert hs._horizon_lp(5.0) is None
+    stop.deadline = hs.deadline = time.monotonic() + 30.0
+    assert hs._horizon_lp(5.0) is not None

@@ -602,12 +602,15 @@ class HorizonSolver:
         """The reservation of the horizon's LP relaxation: every period's rows in one model,
         one reservation per offer shared by all (docs/formulation.md), integrality relaxed.
         Its bound is weaker than the period MIPs' (fractional replicas), but its reservation
-        weighs every period at once, where a period alone sees a uniform price."""
+        weighs every period at once, where a period alone sees a uniform price. At most
+        `seconds`, building included; None when they run out or the solve is cancelled."""
+        until = min(self.deadline, time.monotonic() + seconds)
         lm = LinearModel()
         R = {o: lm.var(f"R[{o}]", 0.0, float(self.cap[o])) for o in self.res}
         cost: dict[int, float] = {R[o]: self.hours * self.prices[o].reserved for o in self.res}
         for spec in self.specs:
-            self.stop.check("building the horizon LP")
+            if self.stop.cancelled or time.monotonic() >= until:
+                return None  # a heuristic out of time: the plans found so far stand (not a timeout)
             tag = f"@{spec.index}"
             first_var, first_row = len(lm.variables), len(lm.rows)
             pv = add_period(lm, self.p, self.configs, spec, self.prices, self.cap, reserved=R, tag=tag)
@@ -628,7 +631,7 @@ class HorizonSolver:
                    lb=float(h.reserved_gpus_min or 0),
                    ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
         lm.objective = cost
-        left = min(self.deadline - time.monotonic(), seconds)
+        left = until - time.monotonic()
         if left <= 0.1:
             return None
         out = self.backend.solve(lm, SolveOptions(time_limit_s=left, relax_integrality=True, cancel=self.stop.cancel))
