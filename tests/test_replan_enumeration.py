@@ -34,7 +34,7 @@ from solver.workload.documents import parse_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers_random import random_workload  # noqa: E402
-from test_horizon_enumeration import period_instance_options  # noqa: E402
+from test_horizon_enumeration import period_instance_options, plan_matches_enumeration  # noqa: E402
 from test_optimality_enumeration import enum_offers  # noqa: E402
 
 CASES = 40
@@ -119,17 +119,10 @@ def enumerated(seed: int) -> tuple[dict, float | None]:
 @pytest.mark.parametrize("seed", [*range(CASES), *EXTRA_SEEDS])
 def test_replan_matches_enumeration(seed: int) -> None:
     w, expected = enumerated(seed)
-    if expected is None:
-        with pytest.raises(InfeasibleError):
-            plan(parse_workload(w))
-        return
-    result = plan(parse_workload(w)).to_dict()
-    assert result["status"] == "optimal", result["horizon_solver"]
-    assert result["evaluation"]["ok"], result["evaluation"]
-    assert result["horizon_solver"]["method"].startswith("single-period MIP with change costs"), \
-        result["horizon_solver"]["method"]
-    assert abs(result["horizon_cost_usd"] - expected) <= TOL_USD * max(1.0, expected), (
-        f"planner ${result['horizon_cost_usd']}, enumeration ${expected}; changes {result['changes']}")
+    result = plan_matches_enumeration(w, expected, "changes")
+    if result is not None:
+        assert result["horizon_solver"]["method"].startswith("single-period MIP with change costs"), \
+            result["horizon_solver"]["method"]
 
 
 # 332 and 363: a plan accepted within the gap had slack in its continuous remove variables,

@@ -474,11 +474,7 @@ class HorizonSolver:
             if self.p.budget_usd_per_hour is not None:
                 lm.row(f"budget[{k}]", [(R[o], self.prices[o].reserved) for o in self.res] + nods
                        + [(z, col.other_usd_per_hour) for z, col in pick[k]], ub=self.p.budget_usd_per_hour)
-        h = self.p.horizon
-        if h is not None and (h.reserved_gpus_min or h.reserved_gpus_max is not None):
-            lm.row("reserved_gpus", [(R[o], float(self.p.offer(o).gpus_per_instance)) for o in self.res],
-                   lb=float(h.reserved_gpus_min or 0),
-                   ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
+        self._reserved_gpus_row(lm, R)
         budget = self.horizon_budget()
         if budget is not None:
             lm.row("horizon_budget", list(cost.items()), ub=budget)
@@ -533,11 +529,7 @@ class HorizonSolver:
             cuts = list(self.cuts)
         for j, (k, price, bound) in enumerate(cuts):
             lm.row(f"cut[{j}]", [(theta[k], 1.0)] + [(F[(o, k)], c) for o, c in price.items() if c], lb=bound)
-        h = self.p.horizon
-        if h is not None and (h.reserved_gpus_min or h.reserved_gpus_max is not None):
-            lm.row("reserved_gpus", [(R[o], float(self.p.offer(o).gpus_per_instance)) for o in self.res],
-                   lb=float(h.reserved_gpus_min or 0),
-                   ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
+        self._reserved_gpus_row(lm, R)
         budget = self.horizon_budget()
         if budget is not None:
             lm.row("horizon_budget", list(cost.items()), ub=budget)
@@ -591,6 +583,14 @@ class HorizonSolver:
             R, hints = again[1], plans
         return best
 
+    def _reserved_gpus_row(self, lm: LinearModel, R: dict[str, int]) -> None:
+        """horizon.reserved_gpus_min / max over the reservation variables R, where set."""
+        h = self.p.horizon
+        if h is not None and (h.reserved_gpus_min or h.reserved_gpus_max is not None):
+            lm.row("reserved_gpus", [(R[o], float(self.p.offer(o).gpus_per_instance)) for o in self.res],
+                   lb=float(h.reserved_gpus_min or 0),
+                   ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
+
     def _reservation_ok(self, R: dict[str, int]) -> bool:
         """Within horizon.reserved_gpus_min / max (a rounded reservation may not be)."""
         h = self.p.horizon
@@ -625,11 +625,7 @@ class HorizonSolver:
                 cost[i] = cost.get(i, 0.0) + c * spec.hours
             for i, c in pv.change_terms:
                 cost[i] = cost.get(i, 0.0) + c
-        h = self.p.horizon
-        if h is not None and (h.reserved_gpus_min or h.reserved_gpus_max is not None):
-            lm.row("reserved_gpus", [(R[o], float(self.p.offer(o).gpus_per_instance)) for o in self.res],
-                   lb=float(h.reserved_gpus_min or 0),
-                   ub=float(h.reserved_gpus_max) if h.reserved_gpus_max is not None else INF)
+        self._reserved_gpus_row(lm, R)
         lm.objective = cost
         left = until - time.monotonic()
         if left <= 0.1:
