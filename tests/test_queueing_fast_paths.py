@@ -168,6 +168,13 @@ def _ttft_parts_plain(self, st):
     sub_w = np.concatenate([cur * last, cur[src] * full[src]])
     sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
     sub_w /= sub_w.sum()
+    # An arrival that finds the replica empty: out of the entries without content.
+    bare = np.concatenate([at.tokens <= 0.0, np.zeros(len(sub_w) - len(last), dtype=bool)])
+    idle, own_idle = self._idle_arrival(st)
+    bare_w = float(sub_w[bare].sum())
+    idle = min(idle, bare_w)
+    if idle > 0.0:
+        sub_w[bare] *= (bare_w - idle) / bare_w
     lengths, length_of = np.unique(sub_d, return_inverse=True)
     same = self._weights(rate * lengths, at, palm=True)  # others arriving in a step of each length
     cur_d, cur_w, cur_left, same = model_mod._compress_entries(sub_d, sub_w, sub_left, same, rows_of=length_of)
@@ -182,7 +189,8 @@ def _ttft_parts_plain(self, st):
     ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
     # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
     own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
-    return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta)
+    return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
+                                own_idle + self.replica.request_overhead_s)
 
 
 def _own_done_plain(self, dec, ctx, at, left):
@@ -327,7 +335,7 @@ def test_ttft_parts_match_the_plain_ones_bit_for_bit():
     checked = 0
     for model, st, _ in _loaded_states(5, 40):
         got, want = model._ttft_parts(st), _ttft_parts_plain(model, st)
-        for name in ("cur_d", "cur_w", "same", "own0", "wn", "ownn", "wait", "theta"):
+        for name in ("cur_d", "cur_w", "same", "own0", "wn", "ownn", "wait", "theta", "idle", "own_idle"):
             a, b = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
             assert a.shape == b.shape and a.tobytes() == b.tobytes(), name
         checked += 1
@@ -356,6 +364,8 @@ def _ttft_cdf_plain(tp, x):
     x = np.asarray(x, dtype=float)[:, None, None, None]
     nowait = (np.clip((x - tp.own0[None]) / tp.cur_d[None, None, :, None], 0.0, 1.0)
               * (tp.cur_w[:, None] * tp.same)[None, None]).sum(axis=(2, 3))
+    if tp.idle > 0.0:  # an arrival that finds the replica empty: its own steps alone
+        nowait = nowait + tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
     xe = x[:, :, 0, :]
     sn = tp.ownn[None]
     waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)

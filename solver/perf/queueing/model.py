@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from functools import lru_cache
 from typing import Mapping, Sequence
 
@@ -1030,6 +1031,20 @@ class ReplicaLoadModel:
             sub_w = np.concatenate([cur * last, cur[src] * full[src]])
             sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
         sub_w /= sub_w.sum()
+        # An arrival that finds the replica empty starts its own step at once, alone: no step
+        # in progress to wait for, no later arrival joins it. Its chance comes out of the
+        # entries without content (a decode step, or a prefill-first engine's decode block):
+        # content in progress means the replica is busy.
+        if self.prefill_first:
+            bare = np.zeros(len(sub_w), dtype=bool)
+            bare[0] = True
+        else:
+            bare = np.concatenate([at.tokens <= 0.0, np.zeros(len(sub_w) - len(last), dtype=bool)])
+        idle, own_idle = self._idle_arrival(st)
+        bare_w = float(sub_w[bare].sum())
+        idle = min(idle, bare_w)
+        if idle > 0.0:
+            sub_w[bare] *= (bare_w - idle) / bare_w
         # Others arriving in that step [distinct step lengths, atoms]: a content's full steps
         # all have one length, so a burst's thousands of entries have far fewer lengths.
         lengths, length_of = np.unique(sub_d, return_inverse=True)
@@ -1050,7 +1065,27 @@ class ReplicaLoadModel:
         ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
         # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
         own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
-        return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta)
+        return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
+                          own_idle + self.replica.request_overhead_s)
+
+    def _idle_arrival(self, st: "_State") -> tuple[float, np.ndarray]:
+        """(the chance that an arrival finds the replica empty, [K] seconds to its first token
+        then, the engine's fixed time per request not included).
+
+        Every earlier arrival has left when the one before it arrived a whole stay S earlier
+        or more: for gamma-renewal arrivals of CV c (shape k = 1 / c^2) that is
+        P(gap > S) = Q(k, k lambda S), with lambda S the requests in the replica by Little's
+        law at the fluid point. Poisson: exp(-lambda S), M/G/inf's chance of an empty system;
+        exact for one class of fixed stay at any CV, the mean stay standing in for a mix."""
+        ell = max(float(st.fluid), 0.0)
+        if self.cv < 1e-6:
+            chance = 1.0 if ell < 1.0 else 0.0
+        else:
+            k = 1.0 / self.cv ** 2
+            chance = float(1.0 - regularized_lower_gamma(np.array([k]), np.array([k * ell]))[0])
+        empty = SimpleNamespace(tokens=np.zeros(1), pairs=np.zeros(1))
+        own = self._own_done(0.0, 0.0, empty, np.zeros(1))[:, 0, 0]
+        return chance, own
 
     def _tpot_parts(self, st: "_State"):
         """A class's TPOT is the mean step over its O - 1 decode steps. Two things move it:
@@ -1158,7 +1193,10 @@ class ReplicaLoadModel:
             u /= cur_d_ca
             np.clip(u, 0.0, 1.0, out=u)
             u *= pair_w
-            return u.sum(axis=(2, 3))
+            out = u.sum(axis=(2, 3))
+            if tp.idle > 0.0:
+                out += tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
+            return out
 
         def ttft_slots(x, no_wait=None):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
             x = np.asarray(x, dtype=float)[:, None, None, None]
@@ -1195,9 +1233,13 @@ class ReplicaLoadModel:
                     and np.isfinite(cur_d).all()):
                 return ttft(grid)
             low = float(own0.min())
+            if tp.idle > 0.0:  # the idle arrival's step: 0 below its TTFT, 1 from it on
+                if not np.isfinite(tp.own_idle).all():
+                    return ttft(grid)
+                low = min(low, float(np.nextafter(tp.own_idle.min(), -np.inf)))
             # x - s >= d holds in the reals beyond this (s + d rounded, plus a margin), so
             # (x - s) / d >= 1 in floating point too (rounding is monotone).
-            high = float((own0 + cur_d).max()) * (1.0 + 1e-12)
+            high = max(float((own0 + cur_d).max()) * (1.0 + 1e-12), float(tp.own_idle.max()) if tp.idle > 0.0 else 0.0)
             if not high > 0:
                 return ttft(grid)
             no_wait = _same_rows(grid, grid <= low, grid >= high, lambda x: nowait(x[:, None, None, None]))
@@ -1343,6 +1385,8 @@ class _TtftParts:
     ownn: np.ndarray  # [K, A] same at batch N
     wait: float
     theta: float
+    idle: float = 0.0  # an arrival finds the replica empty: its step starts at once, alone
+    own_idle: np.ndarray | None = None  # [K] its TTFT then
 
     @property
     def pair_w(self) -> np.ndarray:
