@@ -23,6 +23,7 @@ measurements of the real replica, not the model: they keep s = 1 and take the ra
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from dataclasses import replace
@@ -313,9 +314,17 @@ def trickle_reason(replica, mix: tuple[TrafficClass, ...], p: int, bounds: tuple
     if not misses:  # no capacity at all, or a CDF that misses at p without a value above the bound
         return f"misses the p{p} SLO ({_bounds_text(bounds)}) under load, even at a trickle of requests{slower}"
     _, m, v, b = misses[0]
-    more = "".join(f"; p{p} {_LABEL[m2]} {v2:.1f} ms > {b2:g} ms" for _, m2, v2, b2 in misses[1:])
-    return (f"misses the p{p} {_LABEL[m]} SLO under load: {v:.1f} ms > {b:g} ms even at a trickle of "
+    # Rounded up to 0.1 ms: the diagnosis advises the bound from this text (math.ceil of it),
+    # and a percentile at a trickle can sit just above a whole ms (an idle arrival's TTFT:
+    # 180.0004 shown as 180.0 advised 180, where the SLO still misses).
+    more = "".join(f"; p{p} {_LABEL[m2]} {_up(v2):.1f} ms > {b2:g} ms" for _, m2, v2, b2 in misses[1:])
+    return (f"misses the p{p} {_LABEL[m]} SLO under load: {_up(v):.1f} ms > {b:g} ms even at a trickle of "
             f"requests{slower}{more}")
+
+
+def _up(ms: float) -> float:
+    """`ms` rounded up to a tenth (what `:.1f` then prints exactly)."""
+    return math.ceil(round(ms * 10.0, 6)) / 10.0
 
 
 def _measured(svc, c: Config) -> Config:

@@ -1042,7 +1042,9 @@ class ReplicaLoadModel:
             bare = np.concatenate([at.tokens <= 0.0, np.zeros(len(sub_w) - len(last), dtype=bool)])
         idle, own_idle = self._idle_arrival(st)
         bare_w = float(sub_w[bare].sum())
-        idle = min(idle, bare_w)
+        # (a sliver stays: with every entry bare and the chance 1 - a trickle of smooth
+        # arrivals - no entry would be left to build the law on)
+        idle = min(idle, bare_w * (1.0 - 1e-9))
         if idle > 0.0:
             sub_w[bare] *= (bare_w - idle) / bare_w
         # Others arriving in that step [distinct step lengths, atoms]: a content's full steps
@@ -1185,7 +1187,7 @@ class ReplicaLoadModel:
             cur_d_ca = np.ascontiguousarray(np.broadcast_to(tp.cur_d[:, None], tp.own0.shape[1:]))
             pair_w = tp.pair_w
 
-        def nowait(x):  # x: [X, 1, 1, 1] seconds -> [X, K]
+        def nowait(x, empty=True):  # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
             s = tp.own0[None]  # [1,K,C,A]
             # In place on the one [X,K,C,A] array (the latency's TTFT grid has X = 500): the
             # same operations in the same order as np.clip((x - s) / d, 0, 1) * w.
@@ -1195,13 +1197,16 @@ class ReplicaLoadModel:
             u *= pair_w
             out = u.sum(axis=(2, 3))
             if tp.idle > 0.0:
-                out += tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
+                if empty:
+                    out += tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
+                else:  # an arrival that found the replica busy: the other entries' own law
+                    out /= 1.0 - tp.idle
             return out
 
-        def ttft_slots(x, no_wait=None):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
+        def ttft_slots(x, no_wait=None, empty=True):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
             x = np.asarray(x, dtype=float)[:, None, None, None]
             if no_wait is None:
-                no_wait = nowait(x)
+                no_wait = nowait(x, empty)
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
             waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
@@ -1219,7 +1224,8 @@ class ReplicaLoadModel:
                     if not np.isfinite(waits).all():
                         out[:, k] *= 1.0 - p
                         continue
-                    later = ttft_slots((x[:, None] - waits[None, :]).ravel())[:, k]
+                    # (it found its class's slots taken: the replica was not empty)
+                    later = ttft_slots((x[:, None] - waits[None, :]).ravel(), empty=False)[:, k]
                     out[:, k] = (1.0 - p) * out[:, k] + p * later.reshape(len(x), -1).mean(axis=1)
             return out
 
@@ -1250,6 +1256,14 @@ class ReplicaLoadModel:
             z = (x - tau_life[None, :, :]) / np.maximum(sd_fast[None, None, :], 1e-9)
             return (_phi(z) * (life_w[None, :, :] if life_w.ndim == 2 else life_w[None, :, None])).sum(axis=1)
 
+        # The TTFT CDF steps up at each idle arrival's TTFT: the quantile search lands on the
+        # step rather than interpolating across it (numerics._mixture_quantile), and the
+        # latency's TTFT grid has the step's two sides.
+        jumps = _sorted_unique(tp.own_idle) if need_ttft and tp.idle > 0.0 and np.isfinite(tp.own_idle).all() \
+            else np.zeros(0)
+        ttft.jumps = jumps
+        jumps_around = np.concatenate([np.nextafter(jumps, -np.inf), jumps])
+
         # Latency: the TTFT as quantile atoms (finer in the tail), plus the decode time.
         cache: dict = {}
 
@@ -1258,7 +1272,7 @@ class ReplicaLoadModel:
                 top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
                 top += max((float(h[2].max()) for h in held if np.isfinite(h[2]).all()), default=0.0)
                 grid = _sorted_unique(np.concatenate([np.linspace(0.0, top, 400),
-                                                 np.geomspace(max(top * 1e-4, 1e-6), top, 100)]))
+                                                 np.geomspace(max(top * 1e-4, 1e-6), top, 100), jumps_around]))
                 fk = ttft_grid(grid) if _TTFT_SAME_ROWS else ttft(grid)  # [G, K]
                 cache["tq"] = np.stack([np.interp(_LAT_MIDS, np.maximum.accumulate(fk[:, k]), grid) for k in range(K)])
             return cache["tq"]  # [K, Q]

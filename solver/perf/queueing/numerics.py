@@ -255,6 +255,19 @@ def _mixture_quantile(dist, share: np.ndarray, p: float) -> float:
     # own point only (tests/test_queueing_fast_paths.py), so the rows just computed are the
     # ones a new evaluation would give; the same [2, K] product with the shares as before.
     f_lo, f_hi = (rows[[i - 1, i]] @ share).tolist()
+    # A step of the CDF inside the bracket (`cdf.jumps`: the TTFT of an arrival that finds the
+    # replica empty): the quantile is the step itself where p falls within it, else the
+    # interpolation runs on the side of the step that holds p (across it, it would land
+    # below the step, where the CDF is short of p).
+    for s in getattr(cdf, "jumps", ()):
+        if lo < s <= hi:
+            f_below, f_at = (cdf(np.array([np.nextafter(s, -np.inf), s])) @ share).tolist()
+            if f_below < p <= f_at:
+                return float(s)
+            if p <= f_below:
+                hi, f_hi = float(np.nextafter(s, -np.inf)), f_below
+            else:
+                lo, f_lo = float(s), f_at
     if f_hi > f_lo:
         return float(lo + (hi - lo) * min(max((p - f_lo) / (f_hi - f_lo), 0.0), 1.0))
     return float(hi)
