@@ -1,0 +1,88 @@
+"""A re-plan's restricted start (solver/optimize/replan.py `_restricted_start`): the MIP over
+the replica groups the LP relaxation or a start uses. Its values are a plan of the whole
+model (every row holds, integers are integers), no dearer than the starts it was given, and
+the re-plan's optimum is the same with it and without it (it is only a start). Optimality
+itself is checked against exhaustive enumeration in tests/test_replan_enumeration.py."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+import solver.optimize.replan as replan
+from solver.plan import plan
+from solver.workload.documents import parse_workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from solve_scaling import generate  # noqa: E402  (the benchmark's generated workloads)
+
+
+def _replan_workload(services: int, seed: int) -> dict:
+    """bench/horizon_scaling.py --case replan's workload: a first plan's fleet and replicas
+    running, then each service's demand moved by up to 10 %."""
+    rng = random.Random(seed)
+    w = generate(services, seed)
+    w["constraints"] = {"pricing_tiers": ["on_demand"]}
+    w["current_fleet"] = []
+    w["solver"] = {"time_limit_s": 120}
+    first = plan(parse_workload(w)).to_dict()
+    shape = {a["config"]: (a["gpus_per_replica"], a["precision"]) for s in first["services"] for a in s["assignments"]}
+    fleet = {line["offer_id"]: {"offer_id": line["offer_id"], "instances": line["instances"], "replicas": []}
+             for line in first["periods"][0]["fleet"]}
+    for s in first["periods"][0]["services"]:
+        for a in s["assignments"]:
+            gpus, precision = shape[a["config"]]
+            rep = {"service": s["name"], "count": a["replicas"], "gpus_per_replica": gpus}
+            if precision:
+                rep["precision"] = precision
+            fleet[a["offer_id"]]["replicas"].append(rep)
+    for s in w["services"]:
+        d = s["demand"]
+        key = "requests_per_s" if "requests_per_s" in d else "items_per_min"
+        d[key] = round(d[key] * rng.uniform(0.9, 1.1), 2)
+    w["current_fleet"] = list(fleet.values())
+    w["change_costs"] = {"add_instance_usd": 2.0, "remove_instance_usd": 1.0}
+    return w
+
+
+def _check_plan_of_the_model(lm, values, tol=1e-6):
+    assert len(values) == len(lm.variables)
+    for v, x in zip(lm.variables, values):
+        assert v.lb - tol <= x <= v.ub + tol, v.name
+        if v.integer:
+            assert abs(x - round(x)) <= tol, v.name
+    for r in lm.rows:
+        activity = sum(c * values[i] for i, c in r.terms)
+        assert r.lb - tol * max(1.0, abs(r.lb)) <= activity <= r.ub + tol * max(1.0, abs(r.ub)), r.name
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_restricted_start_is_a_plan_and_changes_no_optimum(seed, monkeypatch):
+    w = _replan_workload(30, seed)
+    seen = []
+    inner = replan._restricted_start
+
+    def watched(form, backend, hints, deadline, cancel):
+        out = inner(form, backend, hints, deadline, cancel)
+        held = sum(1 for i in form.r.values() if form.model.variables[i].ub == 0.0)
+        seen.append((form.model, list(hints), out, held))
+        return out
+
+    monkeypatch.setattr(replan, "_restricted_start", watched)
+    with_start = plan(parse_workload(w)).to_dict()
+    (lm, hints, values, held_after), = seen
+    assert held_after == 0  # every group's bounds restored
+    assert values is not None
+    _check_plan_of_the_model(lm, values)
+
+    def cost(v):
+        return sum(c * v[i] for i, c in lm.objective.items())
+
+    assert hints and cost(values) <= min(cost(h) for h in hints) + 1e-6
+    monkeypatch.setattr(replan, "_restricted_start", lambda *a: None)
+    without = plan(parse_workload(w)).to_dict()
+    assert with_start["status"] == without["status"] == "optimal"
+    assert with_start["horizon_cost_usd"] == pytest.approx(without["horizon_cost_usd"], abs=1e-6)
