@@ -78,10 +78,9 @@ def horizon_case(services: int, periods: int, seed: int, limit: float, catalog: 
           f"{d['savings']['savings_fraction'] if d['savings'] else float('nan'):>8.3f}", flush=True)
 
 
-def replan_case(services: int, seed: int, limit: float, relative_gap: float = 0.0) -> None:
-    """A first plan (fleet and replicas), then demand moves by up to 10 %: re-plan from it
-    (to solver.relative_gap). "repl moved": running replicas the plan no longer has where
-    they run (per service, offer, GPUs and precision)."""
+def replan_workload(services: int, seed: int, limit: float, relative_gap: float = 0.0) -> dict:
+    """The re-plan case's workload: a first plan's fleet and replicas running, then each
+    service's demand moved by up to 10 % (tests/test_replan_restricted_start.py plans it too)."""
     rng = random.Random(seed)
     w = generate(services, seed)
     w["constraints"] = {"pricing_tiers": ["on_demand"]}
@@ -107,6 +106,15 @@ def replan_case(services: int, seed: int, limit: float, relative_gap: float = 0.
     w["current_fleet"] = fleet
     w["change_costs"] = {"add_instance_usd": 2.0, "remove_instance_usd": 1.0}
     w["solver"]["relative_gap"] = relative_gap
+    return w
+
+
+def replan_case(services: int, seed: int, limit: float, relative_gap: float = 0.0) -> None:
+    """A first plan (fleet and replicas), then demand moves by up to 10 %: re-plan from it
+    (to solver.relative_gap). "repl moved": running replicas the plan no longer has where
+    they run (per service, offer, GPUs and precision)."""
+    w = replan_workload(services, seed, limit, relative_gap)
+    fleet = w["current_fleet"]
     t0 = time.perf_counter()
     d = plan(parse_workload(w)).to_dict()
     total = time.perf_counter() - t0

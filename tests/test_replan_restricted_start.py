@@ -6,7 +6,6 @@ itself is checked against exhaustive enumeration in tests/test_replan_enumeratio
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
 
@@ -17,35 +16,7 @@ from solver.plan import plan
 from solver.workload.documents import parse_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from solve_scaling import generate  # noqa: E402  (the benchmark's generated workloads)
-
-
-def _replan_workload(services: int, seed: int) -> dict:
-    """bench/horizon_scaling.py --case replan's workload: a first plan's fleet and replicas
-    running, then each service's demand moved by up to 10 %."""
-    rng = random.Random(seed)
-    w = generate(services, seed)
-    w["constraints"] = {"pricing_tiers": ["on_demand"]}
-    w["current_fleet"] = []
-    w["solver"] = {"time_limit_s": 120}
-    first = plan(parse_workload(w)).to_dict()
-    shape = {a["config"]: (a["gpus_per_replica"], a["precision"]) for s in first["services"] for a in s["assignments"]}
-    fleet = {line["offer_id"]: {"offer_id": line["offer_id"], "instances": line["instances"], "replicas": []}
-             for line in first["periods"][0]["fleet"]}
-    for s in first["periods"][0]["services"]:
-        for a in s["assignments"]:
-            gpus, precision = shape[a["config"]]
-            rep = {"service": s["name"], "count": a["replicas"], "gpus_per_replica": gpus}
-            if precision:
-                rep["precision"] = precision
-            fleet[a["offer_id"]]["replicas"].append(rep)
-    for s in w["services"]:
-        d = s["demand"]
-        key = "requests_per_s" if "requests_per_s" in d else "items_per_min"
-        d[key] = round(d[key] * rng.uniform(0.9, 1.1), 2)
-    w["current_fleet"] = list(fleet.values())
-    w["change_costs"] = {"add_instance_usd": 2.0, "remove_instance_usd": 1.0}
-    return w
+from horizon_scaling import replan_workload  # noqa: E402  (bench/horizon_scaling.py --case replan's workloads)
 
 
 def _check_plan_of_the_model(lm, values, tol=1e-6):
@@ -61,7 +32,7 @@ def _check_plan_of_the_model(lm, values, tol=1e-6):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_restricted_start_is_a_plan_and_changes_no_optimum(seed, monkeypatch):
-    w = _replan_workload(30, seed)
+    w = replan_workload(30, seed, 120)
     seen = []
     inner = replan._restricted_start
 
