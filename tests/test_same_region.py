@@ -99,3 +99,32 @@ def test_the_independent_evaluator_catches_a_plan_that_spreads():
         Assignment("a@p/north:1gpu:measured", "a", "p/north", 1, None, 1, (100.0,))))
     report = evaluate(w, resolve_catalog(w), spread)
     assert any("same_region" in v for v in report.violations), report.violations
+
+
+def test_idle_gpus_of_another_region_carry_no_extra_replicas():
+    """A re-plan that may change no instance keeps a running fleet in two providers' regions
+    with idle GPUs: the last tie-break (idle GPUs carry extra replicas, solver/optimize/
+    headroom.py) gave a service planned in one provider's region replicas on the other's idle
+    GPUs, and the plan failed its own evaluation ("internal error": svc1 uses [('p', 'any'),
+    ('q', 'any')]).
+    An independent review found it (tests/test_replan_enumeration.py's case 2 with
+    constraints.same_region "service")."""
+    profile = {"items_per_min": 20.0, "latency_ms": 50.0}
+    w = {"name": "two-regions", "periods": [{"name": "now", "hours": 1.0}],
+         "services": [{"name": "svc0", "demand": {"items_per_min": 10.0},
+                       "profiles": [{"gpu": "T4", "gpus_per_replica": 1, **profile}]},
+                      {"name": "svc1", "demand": {"items_per_min": 33.0},
+                       "profiles": [{"gpu": "A10", "gpus_per_replica": 1, "items_per_min": 19.0, "latency_ms": 50.0},
+                                    {"gpu": "T4", "gpus_per_replica": 1, **profile}]}],
+         "catalog": {"offers": [
+             {"provider": "p", "name": "t4x4", "gpu": "T4", "gpus_per_instance": 4, "price_usd_per_hour": 1.5},
+             {"provider": "q", "name": "a10x2", "gpu": "A10", "gpus_per_instance": 2, "price_usd_per_hour": 2.0}]},
+         "constraints": {"same_region": "service"},
+         "current_fleet": [{"offer_id": "p/t4x4", "instances": 1, "replicas": []},
+                           {"offer_id": "q/a10x2", "instances": 1, "replicas": []}],
+         "change_costs": {"add_instance_usd": 0.0, "remove_instance_usd": 2.0, "max_changed_instances": 0}}
+    r = plan(parse_workload(w))
+    assert r.status == "optimal" and r.evaluation["ok"]
+    d = r.to_dict()
+    regions = {s["name"]: {a["offer_id"].split("/")[0] for a in s["assignments"]} for s in d["services"]}
+    assert all(len(v) == 1 for v in regions.values()), regions

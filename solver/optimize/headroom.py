@@ -3,14 +3,15 @@
 With the cost and GPU count fixed, more spare capacity is strictly better, and idle
 GPUs are already paid for. Deterministic greedy: repeatedly give a free slot to the
 service with the least capacity relative to its demand (ties by name), using its
-highest-throughput configuration that fits the free GPUs of that offer.
+highest-throughput configuration that fits the free GPUs of that offer (under
+constraints.same_region "service", only offers in the region the service's replicas are in).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from solver.optimize.formulation import Formulation, replica_upper_bound, route_single_class
+from solver.optimize.formulation import Formulation, region_of, replica_upper_bound, route_single_class
 from solver.optimize.solution import Assignment, Solution
 
 
@@ -30,13 +31,21 @@ def fill_idle_gpus(form: Formulation, sol: Solution) -> tuple[Solution, int]:
         capacity[a.service] += a.replicas * sum(k.throughput for k in by_key[a.config_key].classes)
         replicas[a.service] += a.replicas
     added = 0
+    # constraints.same_region "service": a service's extra replicas stay in the region its
+    # replicas are in (idle GPUs of another region's instances are not its to take).
+    region = {}
+    if p.same_region == "service":
+        for a in sol.assignments:
+            if a.replicas > 0:
+                region.setdefault(a.service, region_of(p.offer(a.offer_id)))
     # The fleet's offers' configurations, in model order: one pass over them all, not one per offer.
     on_offer: dict[str, list] = {offer_id: [] for offer_id in free}
     for c in form.configs:
         mine = on_offer.get(c.offer_id)
         # Idle GPUs never open a disaggregated pool the plan does not use (it would serve nothing).
         if mine is not None and c.instances_per_replica == 1 and demand[c.service].total_demand > 0 \
-                and (not demand[c.service].role or capacity[c.service] > 0):
+                and (not demand[c.service].role or capacity[c.service] > 0) \
+                and (p.same_region != "service" or region.get(c.service) == region_of(p.offer(c.offer_id))):
             mine.append(c)
     for offer_id in sorted(free):
         candidates = on_offer[offer_id]
