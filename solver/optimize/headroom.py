@@ -33,11 +33,12 @@ def fill_idle_gpus(form: Formulation, sol: Solution) -> tuple[Solution, int]:
     added = 0
     # constraints.same_region "service": a service's extra replicas stay in the region its
     # replicas are in (idle GPUs of another region's instances are not its to take).
+    by_service = p.same_region == "service"
+    offer_region = {offer_id: region_of(p.offer(offer_id)) for offer_id in free} if by_service else {}
     region = {}
-    if p.same_region == "service":
-        for a in sol.assignments:
-            if a.replicas > 0:
-                region.setdefault(a.service, region_of(p.offer(a.offer_id)))
+    for a in sol.assignments if by_service else ():
+        if a.replicas > 0:
+            region.setdefault(a.service, offer_region[a.offer_id])
     # The fleet's offers' configurations, in model order: one pass over them all, not one per offer.
     on_offer: dict[str, list] = {offer_id: [] for offer_id in free}
     for c in form.configs:
@@ -45,7 +46,7 @@ def fill_idle_gpus(form: Formulation, sol: Solution) -> tuple[Solution, int]:
         # Idle GPUs never open a disaggregated pool the plan does not use (it would serve nothing).
         if mine is not None and c.instances_per_replica == 1 and demand[c.service].total_demand > 0 \
                 and (not demand[c.service].role or capacity[c.service] > 0) \
-                and (p.same_region != "service" or region.get(c.service) == region_of(p.offer(c.offer_id))):
+                and (not by_service or region.get(c.service) == offer_region[c.offer_id]):
             mine.append(c)
     for offer_id in sorted(free):
         candidates = on_offer[offer_id]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -1085,9 +1084,14 @@ class ReplicaLoadModel:
         else:
             k = 1.0 / self.cv ** 2
             chance = float(1.0 - regularized_lower_gamma(np.array([k]), np.array([k * ell]))[0])
-        empty = SimpleNamespace(tokens=np.zeros(1), pairs=np.zeros(1))
-        own = self._own_done(0.0, 0.0, empty, np.zeros(1))[:, 0, 0]
-        return chance, own
+        return chance, self._own_idle_s
+
+    @cached_property
+    def _own_idle_s(self) -> np.ndarray:
+        """[K] seconds to the first token of a prompt that runs alone (no decode, no company,
+        nothing before it): the same at every rate, so computed once per model."""
+        alone = _Atoms(count=np.zeros(1), tokens=np.zeros(1), pairs=np.zeros(1), comp=np.ones(1), j_max=0)
+        return self._own_done(0.0, 0.0, alone, np.zeros(1))[:, 0, 0]
 
     def _tpot_parts(self, st: "_State"):
         """A class's TPOT is the mean step over its O - 1 decode steps. Two things move it:
