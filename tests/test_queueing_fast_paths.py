@@ -189,7 +189,7 @@ def _ttft_parts_plain(self, st):
     ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
     # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
     own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
-    return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
+    return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait_k, st.theta_k, idle,
                                 own_idle + self.replica.request_overhead_s)
 
 
@@ -368,7 +368,8 @@ def _ttft_cdf_plain(tp, x):
         nowait = nowait + tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
     xe = x[:, :, 0, :]
     sn = tp.ownn[None]
-    waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
+    theta = np.maximum(tp.theta, 1e-12)[None, :, None]  # each class's mean wait
+    waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / theta), 0.0)).sum(axis=-1)
     return (1.0 - tp.wait) * nowait + tp.wait * waited
 
 

@@ -77,6 +77,7 @@ class ReplicaLoadModel:
         # full cache would overflow; both here and in the simulator a sequence is admitted
         # against that mean claim, `physics.kv_claim_tokens`).
         claims = kv_claim_tokens(self.prompt, self.output, replica.kv_admission)
+        self._claims, self._slot_w = np.asarray(claims, dtype=float), slot_w
         reserve = float(np.dot(slot_w, claims))
         kv_slots = replica.kv_cache_tokens / reserve if reserve > 0 else math.inf
         # Sequences of each class the whole cache holds at once (`_held_back`).
@@ -907,7 +908,76 @@ class ReplicaLoadModel:
         # chance to wait stays M/M's and the wait shrinks only by (1 + z) / 2.
         wait = min(wait_m, 1.0)
         theta = (1.0 + self.kingman) / 2.0 / max(sat - rate, 1e-9 * sat)
-        return _State(rate, N, grid, tau_grid, fluid, eps, wait, theta, mean_b, var_b, rho_p)
+        waits = self._class_waits(p, sigma, wait, theta, rate, L)
+        if waits is None:
+            wait_k, theta_k = np.full(len(self.share), wait), np.full(len(self.share), theta)
+        else:
+            wait_k, theta_k = waits
+            wait = float(np.dot(self.share, wait_k))
+        return _State(rate, N, grid, tau_grid, fluid, eps, wait, theta, mean_b, var_b, rho_p, wait_k, theta_k)
+
+    def _class_waits(self, p: np.ndarray, sigma: float, wait: float, theta: float, rate: float,
+                     stay_s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """([K] each class's chance to wait for admission, [K] its mean wait then), the KV
+        cache's claims counted (`_cache_law`), or None where the slots alone decide (`wait`
+        and `theta` for every class).
+
+        p: the batch chain over n = 0..N (normalised with its queue beyond N, ratio sigma).
+        With n < N running a class waits where their claims leave it no room; an arrival
+        blocked there does not join the batch then, so each step up the chain is thinned by
+        the chance that an arrival is blocked (the batch piles up less where long prompts fill
+        the cache first; against the simulator's batch on an A10G's RAG mix within ~20 % at
+        every n). Such a request waits for the departures that free its deficit, which leave
+        at n / L(n) with n running, L(n) the seconds a request then holds its slot (stay_s,
+        n = 1..N). The queue being FCFS, any arrival also waits behind the requests waiting
+        for room (M/G/1, below). A full batch (the chain's top and its queue) waits theta, as
+        before. Never below the slots' own chance; the chain the TPOT reads is unchanged.
+        (docs/queueing.md, "Waiting for room in the KV cache".)"""
+        law = self._cache_law
+        if law is None:
+            return None
+        blocks, departures = law
+        thin = p.copy()
+        thin[1:] *= np.cumprod(1.0 - self.share @ blocks)
+        full = thin[-1] / (1.0 - sigma)  # all N busy, or a queue beyond (GI/M/N's geometric tail)
+        total = float(thin[:-1].sum() + full)
+        q = thin[:-1] / total  # n = 0..N-1
+        full /= total
+        if self.cv > 1.0 + 1e-6:
+            # A bursty arrival finds its cluster-mates still running: the batch it sees exceeds
+            # the time-average by the renewal excess over a stay (`_palm_batch_excess`'s g),
+            # so it reads the tables that many sequences further on (a full batch beyond N).
+            mean_n = max(float(np.dot(q, np.arange(len(q)))), 1.0)
+            ahead = float(forward_excess(np.array([rate * float(np.interp(mean_n, np.arange(1, len(q) + 1),
+                                                                            stay_s))]), self.cv)[0])
+            at_n = np.arange(len(q)) + ahead
+            blocks = np.stack([np.interp(at_n, np.arange(len(q) + 1), np.append(b, 1.0)) for b in blocks])
+            departures = np.stack([np.interp(at_n, np.arange(len(q)), d) for d in departures])
+        extra = blocks @ q  # [K]: blocked with fewer than N running
+        # [K] chance x mean wait for room: departures needed / their rate n / L(n), the
+        # seconds a request holds its slot with n running (stay_s[n - 1])
+        room_s = departures[:, 1:] @ (q[1:] * stay_s[:len(q) - 1] / np.arange(1, len(q))) if len(q) > 1 \
+            else np.zeros(len(extra))
+        # The requests waiting for room form one FCFS queue whose head is served by the
+        # departures, at load rho (their mean number being served, Little): an arrival finds it
+        # busy with chance rho and then waits M/G/1's residual, ahead_s / (1 - rho) on average,
+        # times Kingman's (ca^2 + cs^2) / 2 for the arrival CV (the head's wait taken as
+        # exponential, cs^2 = 1). Its load reaching 1, the queue never clears.
+        mixed = float(np.dot(self.share, extra))
+        rho = rate * float(np.dot(self.share, room_s))
+        if not rho < 1.0:
+            return np.ones(len(extra)), np.full(len(extra), math.inf)
+        ahead_s = float(np.dot(self.share, room_s)) / mixed if mixed > 0.0 else theta
+        own = np.minimum(full + extra, 1.0)
+        chance = own + (1.0 - own) * rho  # 1 - (1 - own)(1 - rho), without its cancellation
+        wait_k = np.clip(chance, wait, 1.0)
+        # the mean wait: a full batch's theta, the own deficit's departures, the queue ahead;
+        # the chance lifted to the slots' own (if at all) waits theta
+        spent = full * theta + room_s + rho * ahead_s / (1.0 - rho) * (1.0 + self.cv ** 2) / 2.0
+        spent += np.maximum(wait_k - chance, 0.0) * theta
+        # (a chance under 1e-12 changes no percentile: its ratio of denormals is not read)
+        theta_k = np.where(wait_k > 1e-12, spent / np.maximum(wait_k, 1e-12), theta)
+        return wait_k, theta_k
 
     # -- distributions
     def _held_back(self, st: "_State") -> tuple:
@@ -1066,7 +1136,7 @@ class ReplicaLoadModel:
         ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
         # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
         own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
-        return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
+        return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait_k, st.theta_k, idle,
                           own_idle + self.replica.request_overhead_s)
 
     def _idle_arrival(self, st: "_State") -> tuple[float, np.ndarray]:
@@ -1085,6 +1155,116 @@ class ReplicaLoadModel:
             k = 1.0 / self.cv ** 2
             chance = float(1.0 - regularized_lower_gamma(np.array([k]), np.array([k * ell]))[0])
         return chance, self._own_idle_s
+
+    @cached_property
+    def _cache_law(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(blocks, departures), each [K, N], for n = 0..N-1 running sequences, each of a class
+        drawn by the batch's composition (share x stay, the weights the slots are counted on):
+        blocks[k, n], the chance that a class-k arrival's KV claim does not fit beside them;
+        departures[k, n], the departures it then waits for, times that chance. None where no
+        arrival is ever blocked below N (one claim size, or N of the largest claim fit: the
+        slot count's model, bit for bit).
+
+        The cache admits a sequence against its claim (the simulator's and the engines'
+        rule), not a slot of the mean claim: with mixed lengths a long prompt waits while
+        the running sequences' claims leave it no room, however few they are. Their total is
+        a sum of n draws of the claim law, on a grid of the cache (1,024 bins, each claim's
+        mass split between its two neighbouring bins: its mean kept). A blocked request fits
+        once the sequences that leave have freed its deficit (their total + its claim - the
+        cache): departures leave by the classes' shares (each class's sequences leave at the
+        rate its requests arrive), so the count it waits for is the renewal function of that
+        claim law at the deficit. The same at every rate, so computed once per model."""
+        N, C = self.slots, float(self.replica.kv_cache_tokens)
+        claims, w = self._claims, self._slot_w
+        if N < 2 or float(claims.max() - claims.min()) <= 0.0 or not math.isfinite(C) \
+                or N * float(claims.max()) <= C:  # N of the largest claim fit (a batch cap binds first)
+            return None
+        bins = _CLAIM_BINS
+        width = C / bins
+        pos = claims / width
+        lo = np.floor(pos).astype(int)
+        frac = pos - lo
+        room = np.floor((C - claims) / width + 1e-9).astype(int)  # bins a class-k arrival fits within
+        if int(room.max()) < 0:  # no claim fits beside any other
+            return None
+
+        def moves(weights):
+            return [(int(sh), float(m)) for j in range(len(claims))
+                    for sh, m in ((lo[j], weights[j] * (1.0 - frac[j])), (lo[j] + 1, weights[j] * frac[j]))
+                    if m > 0.0 and sh <= bins]
+
+        running = moves(w)
+        # Departures to free d bins: U(d) = sum over j >= 0 of P(j departures free < d), d up to
+        # the largest deficit (a claim: the running total is within the cache).
+        dmax = int(lo.max()) + 2
+        left = moves(self.share)
+        renewal = np.zeros(dmax + 1)
+        law = np.zeros(dmax + 1)
+        law[0] = 1.0
+        for _ in range(100_000):
+            below = np.concatenate([[0.0], np.cumsum(law)[:-1]])  # P(freed < d), d = 0..dmax
+            renewal += below
+            if below[-1] < 1e-12:
+                break
+            nxt = np.zeros(dmax + 1)
+            for shift, mass in left:
+                if shift <= dmax:
+                    nxt[shift:] += mass * law[:dmax + 1 - shift]
+            law = nxt
+        # Below n0 running every class fits whatever they are (n0 + 1 of the largest claim
+        # fit), and with up to n1 a class is blocked with chance under 1e-13 by Hoeffding's
+        # bound on their total (counted as 0 below, as every chance under 1e-12): the law at
+        # the first n that can block comes in one step, the claim law's power by FFT. Its
+        # length keeps what wraps around under the same bound (the total beyond twice the
+        # cache, or beyond bins + n0 where n0 of the largest claim fit).
+        n0 = math.floor(C / float(claims.max())) - 1
+        mean_bins, spread_bins = float(np.dot(w, pos)), float(lo.max() + 1 - lo.min())
+        b = spread_bins * math.sqrt(math.log(1e13) / 2.0)
+        x = (-b + math.sqrt(b * b + 4.0 * mean_bins * (C - float(claims.max())) / width)) / (2.0 * mean_bins)
+        n_start = int(min(max(n0, math.floor(x * x), 0), N - 1))
+        one = np.zeros(bins + 1)
+        for shift, mass in running:
+            one[shift] += mass
+        size = 1 << int(math.ceil(math.log2(bins + n_start + 2)))
+        # The running claims' total on bins 0..bins (the cache; mass beyond is dropped: such
+        # states are not reached, and every class is blocked there).
+        pmf = np.fft.irfft(np.fft.rfft(one, 2 * size) ** n_start, 2 * size)[:bins + 1] if n_start > 0 \
+            else np.eye(1, bins + 1)[0]
+        np.clip(pmf, 0.0, None, out=pmf)
+        fits = room >= 0
+        at = np.clip(room, 0, bins)
+        # per class: the deficits 1..bins - room_k beyond its room, and their renewal values
+        need = [renewal[np.minimum(np.arange(1, bins - r + 1), dmax)] if r >= 0 else None for r in at]
+        blocks = np.ones((len(claims), N))
+        departures = np.zeros((len(claims), N))
+        blocks[:, :n_start] = 0.0
+        # (the room's fraction of a bin counts that share of the next bin: a total at the
+        # cache's edge fits as often as the claims' split puts it there)
+        room_frac = np.where(fits, (C - claims) / width - room, 0.0)
+        nxt_at = np.minimum(at + 1, bins)
+        for n in range(n_start, N):
+            cdf = np.cumsum(pmf)
+            blocks[:, n] = 1.0 - np.where(fits, cdf[at] + room_frac * np.where(at < bins, pmf[nxt_at], 0.0), 0.0)
+            for k, r in enumerate(at):
+                departures[k, n] = float(np.dot(pmf[r + 1:], need[k])) if fits[k] else 1.0
+            # (totals beyond the cache, dropped: the largest deficit)
+            departures[:, n] += max(1.0 - float(pmf.sum()), 0.0) * renewal[dmax]
+            nxt = np.zeros(bins + 1)
+            for shift, mass in running:
+                nxt[shift:] += mass * pmf[:bins + 1 - shift]
+            pmf = nxt
+        np.clip(blocks, 0.0, 1.0, out=blocks)
+        # A class the cache holds only one or two of waits for its own (`_held_back`).
+        off = ((self._class_fit >= 1) & (self._class_fit <= 2))[:, None] | (blocks < 1e-12)
+        blocks[off] = 0.0
+        departures[off] = 0.0
+        return (blocks, departures) if blocks.any() else None
+
+    @property
+    def _cache_blocks(self) -> np.ndarray | None:
+        """[K, N] the chance that a class-k arrival does not fit beside n running (`_cache_law`)."""
+        law = self._cache_law
+        return None if law is None else law[0]
 
     @cached_property
     def _own_idle_s(self) -> np.ndarray:
@@ -1190,6 +1370,7 @@ class ReplicaLoadModel:
             # broadcast [C, 1]; the same divisions) and the pair weights [C, A].
             cur_d_ca = np.ascontiguousarray(np.broadcast_to(tp.cur_d[:, None], tp.own0.shape[1:]))
             pair_w = tp.pair_w
+            theta_k = np.maximum(tp.theta, 1e-12)[None, :, None]  # [1, K, 1]: each class's mean wait
 
         def nowait(x, empty=True):  # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
             s = tp.own0[None]  # [1,K,C,A]
@@ -1213,7 +1394,7 @@ class ReplicaLoadModel:
                 no_wait = nowait(x, empty)
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
-            waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
+            waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / theta_k), 0.0)).sum(axis=-1)
             return (1.0 - tp.wait) * no_wait + tp.wait * waited
 
         held = self._held_back(st) if need_ttft else ()
@@ -1273,7 +1454,7 @@ class ReplicaLoadModel:
 
         def ttft_atoms():
             if "tq" not in cache:
-                top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0
+                top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + float(tp.theta.max()) * 40.0
                 top += max((float(h[2].max()) for h in held if np.isfinite(h[2]).all()), default=0.0)
                 grid = _sorted_unique(np.concatenate([np.linspace(0.0, top, 400),
                                                  np.geomspace(max(top * 1e-4, 1e-6), top, 100), jumps_around]))
@@ -1317,7 +1498,8 @@ class ReplicaLoadModel:
             f *= lat_w.T[None, :, None, :]
             return f.sum(axis=(2, 3))
 
-        top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + tp.theta * 40.0 if need_ttft else 0.0
+        top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + float(tp.theta.max()) * 40.0 \
+            if need_ttft else 0.0
         top_ttft += max((float(h[2].max()) for h in held if np.isfinite(h[2]).all()), default=0.0) if need_ttft else 0.0
         top_tpot = float(tau_life.max() + 8.0 * sd_fast.max()) + 1e-6 if need_tpot else 0.0
         out = {"ttft_ms": (ttft, top_ttft), "tpot_ms": (tpot, top_tpot),
@@ -1388,6 +1570,8 @@ class _State:
     mean_batch: float
     var_batch: float
     rho_p: float  # prefill's share of a step at the fluid batch
+    wait_k: np.ndarray  # [K] each class's chance to wait for admission (`_class_waits`); `wait` their mean
+    theta_k: np.ndarray  # [K] each class's mean wait, when it waits (`theta` where the slots alone decide)
 
     def tau(self, n):
         return np.interp(n, self.grid, self.tau_grid)
@@ -1401,8 +1585,8 @@ class _TtftParts:
     own0: np.ndarray  # [K, C, A] time to own first token from the next step's start, no wait
     wn: np.ndarray  # [A] co-admission weights when the batch is full
     ownn: np.ndarray  # [K, A] same at batch N
-    wait: float
-    theta: float
+    wait: np.ndarray  # [K]
+    theta: np.ndarray  # [K]
     idle: float = 0.0  # an arrival finds the replica empty: its step starts at once, alone
     own_idle: np.ndarray | None = None  # [K] its TTFT then
 
@@ -1423,6 +1607,10 @@ _MAX_SKEW = 2.5
 _CF_C = np.linspace(-3.0, 3.0, 601)
 _CF_SKEW = (6.0 * _CF_C + 8.0 * _CF_C ** 3) / (1.0 + 2.0 * _CF_C ** 2) ** 1.5
 
+
+# Bins of the KV cache on which the running claims' total is counted (`_cache_law`):
+# the claims' means are kept (each split between two bins); a bin is 0.1 % of the cache.
+_CLAIM_BINS = 1024
 
 # Equal-weight levels of [0, 1] (`_held_back`'s wait atoms).
 _HELD_ATOMS = (np.arange(24) + 0.5) / 24
