@@ -64,16 +64,14 @@ def test_one_claim_size_keeps_the_slot_count(a10g):
         model = Q.load_model(a10g, classes, 1.0)
         assert model._cache_blocks is None
         st = model._state(0.6 * model.saturation_rate())
-        assert np.all(st.wait_k == st.wait)
+        assert not st.room_k.any()
 
 
 def test_a_long_prompt_waits_for_room_below_a_full_batch(a10g):
     model = Q.load_model(a10g, RAG, 1.0)
     blocks = model._cache_blocks
     assert blocks is not None and blocks.shape == (2, model.slots)
-    # nothing running: everything fits; the long prompt is blocked more than the short one,
-    # and more often with more running
-    assert blocks[:, 0].tolist() == [0.0, 0.0]
+    # the long prompt is blocked more than the short one, and more often with more running
     assert np.all(blocks[0] >= blocks[1] - 1e-12)
     assert np.all(np.diff(blocks, axis=1) >= -1e-12)
     assert blocks[0, -1] > 0.5
@@ -118,18 +116,73 @@ def test_a_class_the_cache_holds_one_of_keeps_its_own_queue(a10g):
     assert blocks[0].any()
 
 
+def test_the_blocking_chances_are_the_exact_ones_within_the_grid():
+    """Two claim sizes: n running hold m long claims, m binomial in the long ones' slot
+    weight - the exact chance that a class's claim does not fit, against the 1,024-bin grid."""
+    from math import comb
+
+    model = Q.load_model(_replica("llama-2-7b", "A10G", "sglang"), RAG, 1.0)
+    claims, w, C = model._claims, model._slot_w, float(model.replica.kv_cache_tokens)
+    blocks = model._cache_blocks
+    for n in range(model.slots):
+        for k in range(2):
+            exact = sum(comb(n, m) * w[0] ** m * w[1] ** (n - m) for m in range(n + 1)
+                        if m * claims[0] + (n - m) * claims[1] + claims[k] > C)
+            assert blocks[k, n] == pytest.approx(exact, abs=0.03), (k, n)
+
+
 def test_a_claim_that_needs_several_departures_waits_for_them():
     """Gemma-2-9B on an L40S (vLLM, 18 slots of the mean claim), prompts of 128, 1,024 and
     8,192 tokens: a blocked 8,192-token prompt waits for several sequences to leave, and
-    everyone waits behind it. At 60 % of saturation the simulator's p99 TTFT is ~6 s; the
-    slot queue's wait alone gave 1.6 s (and the chance to wait alone, 2.6 s)."""
+    everyone waits behind it. At 60 % of saturation the simulator's p99 TTFT is 7.1-7.7 s
+    (an independent review, 300,000 requests over 10 seeds); the slot model gave 1.6 s."""
     replica = _replica("gemma-2-9b", "L40S", "vllm")
     three = (T(0.5, 128, 64), T(0.3, 1024, 256), T(0.2, 8192, 512))
     model = Q.load_model(replica, three, 1.0)
     assert model.slots == 18
     rate = 0.6 * model.saturation_rate()
-    _, p99_ms = _simulated(replica, three, rate, requests=30_000)
-    assert 5000 < p99_ms < 7500
-    assert model.at_rate(rate).ttft_ms[99] == pytest.approx(p99_ms, rel=0.3)
+    _, p99_ms = _simulated(replica, three, rate, requests=120_000)
+    assert 6000 < p99_ms < 9500  # 6.7-8.7 s over seeds 0-9 at this size
+    assert model.at_rate(rate).ttft_ms[99] == pytest.approx(p99_ms, rel=0.35)  # 6.2 s
     st = model._state(rate)
-    assert np.all(st.theta_k > 1.5 * st.theta)  # the deficit's departures, not a full batch's queue
+    waiting = st.room_k > 0
+    assert waiting.any() and np.all(st.room_theta_k[waiting] > 1.5 * st.theta)  # departures, not a full batch's queue
+
+
+MIXED = [(("llama-3.1-8b", "L4", "vllm"), (T(0.8, 256, 128), T(0.2, 3500, 500))),
+         (("llama-2-7b", "A10G", "sglang"), RAG),
+         (("gemma-2-9b", "L40S", "vllm"), (T(0.5, 128, 64), T(0.3, 1024, 256), T(0.2, 8192, 512)))]
+
+
+@pytest.mark.parametrize("cfg,classes", MIXED, ids=["l4-chat", "a10g-rag", "l40s-3cls"])
+def test_no_percentile_below_the_slot_model(cfg, classes):
+    """The claims add waits, never take one away: a full batch still waits the slot queue's
+    theta with the slot model's chance, and a wait for room comes on top (an independent
+    review found TTFT up to 66 % below the slot model's near saturation when one mean wait
+    stood for both)."""
+    replica = _replica(*cfg)
+    for cv in (0.5, 1.0, 2.0):
+        model = Q.load_model(replica, classes, cv)
+        slots_only = Q.load_model(replica, classes, cv)
+        slots_only.__dict__["_cache_law"] = None  # the cached property, as a model without mixed claims has it
+        sat = model.saturation_rate()
+        for f in np.linspace(0.05, 0.98, 20):
+            got, base = model.at_rate(f * sat), slots_only.at_rate(f * sat)
+            assert got.wait_probability >= base.wait_probability - 1e-12
+            for p in (50, 90, 99):
+                assert got.ttft_ms[p] >= base.ttft_ms[p] * (1 - 1e-9), (cv, f, p)
+
+
+def test_rare_huge_prompts_keep_finite_percentiles():
+    """2 % of 60,000-token prompts on an H100: their waits for room are long, and the room
+    queue's M/G/1 load passed 1 below saturation - NaN percentiles (an independent review:
+    151 of 318 such set-ups). Its load is held below the replica's own now: finite, rising
+    with the rate (the simulator: 10.3 / 14.2 / 21.9 / 36.7 s at 60-90 %)."""
+    replica = _replica("llama-3.1-8b", "H100-SXM", "vllm")
+    model = Q.load_model(replica, (T(0.98, 64, 32), T(0.02, 60000, 200)), 1.0)
+    sat = model.saturation_rate()
+    values = [model.at_rate(f * sat) for f in (0.6, 0.7, 0.8, 0.9, 0.97)]
+    for at in values:
+        assert all(np.isfinite(v) for v in [*at.ttft_ms.values(), *at.latency_ms.values(), at.wait_probability])
+    p99 = [at.ttft_ms[99] for at in values]
+    assert p99 == sorted(p99)

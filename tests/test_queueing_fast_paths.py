@@ -189,8 +189,8 @@ def _ttft_parts_plain(self, st):
     ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
     # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
     own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
-    return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait_k, st.theta_k, idle,
-                                own_idle + self.replica.request_overhead_s)
+    return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
+                                own_idle + self.replica.request_overhead_s, st.room_k, st.room_theta_k)
 
 
 def _own_done_plain(self, dec, ctx, at, left):
@@ -335,7 +335,8 @@ def test_ttft_parts_match_the_plain_ones_bit_for_bit():
     checked = 0
     for model, st, _ in _loaded_states(5, 40):
         got, want = model._ttft_parts(st), _ttft_parts_plain(model, st)
-        for name in ("cur_d", "cur_w", "same", "own0", "wn", "ownn", "wait", "theta", "idle", "own_idle"):
+        for name in ("cur_d", "cur_w", "same", "own0", "wn", "ownn", "wait", "theta", "idle", "own_idle", "room",
+                     "room_theta"):
             a, b = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
             assert a.shape == b.shape and a.tobytes() == b.tobytes(), name
         checked += 1
@@ -368,9 +369,13 @@ def _ttft_cdf_plain(tp, x):
         nowait = nowait + tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
     xe = x[:, :, 0, :]
     sn = tp.ownn[None]
-    theta = np.maximum(tp.theta, 1e-12)[None, :, None]  # each class's mean wait
-    waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / theta), 0.0)).sum(axis=-1)
-    return (1.0 - tp.wait) * nowait + tp.wait * waited
+    gap = np.maximum(xe - sn, 0.0)  # (xe - sn where np.where reads it; no overflow where it does not)
+    waited = (tp.wn * np.where(xe > sn, -np.expm1(-gap / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
+    if tp.room is None or not tp.room.any():
+        return (1.0 - tp.wait) * nowait + tp.wait * waited
+    room_theta = np.maximum(tp.room_theta, 1e-12)[None, :, None]  # a wait for room in the KV cache, per class
+    for_room = (tp.wn * np.where(xe > sn, -np.expm1(-gap / room_theta), 0.0)).sum(axis=-1)
+    return (1.0 - tp.wait - tp.room) * nowait + tp.wait * waited + tp.room * for_room
 
 
 def test_ttft_cdf_matches_its_formula_bit_for_bit():

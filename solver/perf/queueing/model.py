@@ -908,26 +908,24 @@ class ReplicaLoadModel:
         # chance to wait stays M/M's and the wait shrinks only by (1 + z) / 2.
         wait = min(wait_m, 1.0)
         theta = (1.0 + self.kingman) / 2.0 / max(sat - rate, 1e-9 * sat)
-        waits = self._class_waits(p, sigma, wait, theta, rate, L)
-        if waits is None:
-            wait_k, theta_k = np.full(len(self.share), wait), np.full(len(self.share), theta)
-        else:
-            wait_k, theta_k = waits
-            wait = float(np.dot(self.share, wait_k))
-        return _State(rate, N, grid, tau_grid, fluid, eps, wait, theta, mean_b, var_b, rho_p, wait_k, theta_k)
+        K = len(self.share)
+        waits = self._class_waits(p, sigma, wait, theta, rate, L, rho)
+        room_k, room_theta_k = (np.zeros(K), np.full(K, theta)) if waits is None else waits
+        return _State(rate, N, grid, tau_grid, fluid, eps, wait, theta, mean_b, var_b, rho_p, room_k, room_theta_k)
 
     def _class_waits(self, p: np.ndarray, sigma: float, wait: float, theta: float, rate: float,
-                     stay_s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """([K] each class's chance to wait for admission, [K] its mean wait then), the KV
-        cache's claims counted (`_cache_law`), or None where the slots alone decide (`wait`
-        and `theta` for every class).
+                     stay_s: np.ndarray, load: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """([K] each class's chance to wait for room in the KV cache beyond the slots' own
+        chance `wait`, [K] its mean wait then), the cache's claims counted (`_cache_law`), or
+        None where the slots alone decide. A class waits with chance wait (a full batch, for
+        theta, as before) plus this: never less, and never shorter, than the slot model says.
 
         p: the batch chain over n = 0..N (normalised with its queue beyond N, ratio sigma).
         With n < N running a class waits where their claims leave it no room; an arrival
         blocked there does not join the batch then, so each step up the chain is thinned by
         the chance that an arrival is blocked (the batch piles up less where long prompts fill
-        the cache first; against the simulator's batch on an A10G's RAG mix within ~20 % at
-        every n). Such a request waits for the departures that free its deficit, which leave
+        the cache first; against the simulator's batch on an A10G's RAG mix within ~20 % from
+        one running to a full batch, the empty replica's time 1.4-2.2x). Such a request waits for the departures that free its deficit, which leave
         at n / L(n) with n running, L(n) the seconds a request then holds its slot (stay_s,
         n = 1..N). The queue being FCFS, any arrival also waits behind the requests waiting
         for room (M/G/1, below). A full batch (the chain's top and its queue) waits theta, as
@@ -958,26 +956,27 @@ class ReplicaLoadModel:
         # seconds a request holds its slot with n running (stay_s[n - 1])
         room_s = departures[:, 1:] @ (q[1:] * stay_s[:len(q) - 1] / np.arange(1, len(q))) if len(q) > 1 \
             else np.zeros(len(extra))
+        if not float(np.dot(self.share, extra)) > 1e-12:  # nothing is blocked below N at this rate
+            return None
         # The requests waiting for room form one FCFS queue whose head is served by the
         # departures, at load rho (their mean number being served, Little): an arrival finds it
         # busy with chance rho and then waits M/G/1's residual, ahead_s / (1 - rho) on average,
         # times Kingman's (ca^2 + cs^2) / 2 for the arrival CV (the head's wait taken as
-        # exponential, cs^2 = 1). Its load reaching 1, the queue never clears.
+        # exponential, cs^2 = 1). Its load is held below the replica's own (a head waiting
+        # for room stops admissions, so the cache drains: the queue clears as long as the
+        # replica keeps up - the M/G/1 load of a rare huge prompt's long waits overstates it).
         mixed = float(np.dot(self.share, extra))
-        rho = rate * float(np.dot(self.share, room_s))
-        if not rho < 1.0:
-            return np.ones(len(extra)), np.full(len(extra), math.inf)
-        ahead_s = float(np.dot(self.share, room_s)) / mixed if mixed > 0.0 else theta
+        ahead_s = float(np.dot(self.share, room_s)) / mixed
+        rho = min(rate * float(np.dot(self.share, room_s)), load, 1.0 - 1e-9)
         own = np.minimum(full + extra, 1.0)
         chance = own + (1.0 - own) * rho  # 1 - (1 - own)(1 - rho), without its cancellation
-        wait_k = np.clip(chance, wait, 1.0)
-        # the mean wait: a full batch's theta, the own deficit's departures, the queue ahead;
-        # the chance lifted to the slots' own (if at all) waits theta
-        spent = full * theta + room_s + rho * ahead_s / (1.0 - rho) * (1.0 + self.cv ** 2) / 2.0
-        spent += np.maximum(wait_k - chance, 0.0) * theta
-        # (a chance under 1e-12 changes no percentile: its ratio of denormals is not read)
-        theta_k = np.where(wait_k > 1e-12, spent / np.maximum(wait_k, 1e-12), theta)
-        return wait_k, theta_k
+        room_k = np.maximum(chance - wait, 0.0)
+        # its mean: the own deficit's departures and the queue ahead (an arrival blocked itself
+        # waits behind it too), over the chance of either
+        queue_s = ahead_s / (1.0 - rho) * (1.0 + self.cv ** 2) / 2.0
+        either = extra + (1.0 - own) * rho
+        room_theta_k = np.where(either > 1e-12, (room_s + rho * queue_s) / np.maximum(either, 1e-12), theta)
+        return room_k, room_theta_k
 
     # -- distributions
     def _held_back(self, st: "_State") -> tuple:
@@ -1136,8 +1135,8 @@ class ReplicaLoadModel:
         ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
         # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
         own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
-        return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait_k, st.theta_k, idle,
-                          own_idle + self.replica.request_overhead_s)
+        return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
+                          own_idle + self.replica.request_overhead_s, st.room_k, st.room_theta_k)
 
     def _idle_arrival(self, st: "_State") -> tuple[float, np.ndarray]:
         """(the chance that an arrival finds the replica empty, [K] seconds to its first token
@@ -1245,10 +1244,11 @@ class ReplicaLoadModel:
         for n in range(n_start, N):
             cdf = np.cumsum(pmf)
             blocks[:, n] = 1.0 - np.where(fits, cdf[at] + room_frac * np.where(at < bins, pmf[nxt_at], 0.0), 0.0)
+            # (at most the n running leave before it fits: then the cache is empty)
             for k, r in enumerate(at):
-                departures[k, n] = float(np.dot(pmf[r + 1:], need[k])) if fits[k] else 1.0
+                departures[k, n] = float(np.dot(pmf[r + 1:], np.minimum(need[k], n))) if fits[k] else 1.0
             # (totals beyond the cache, dropped: the largest deficit)
-            departures[:, n] += max(1.0 - float(pmf.sum()), 0.0) * renewal[dmax]
+            departures[:, n] += max(1.0 - float(pmf.sum()), 0.0) * min(renewal[dmax], n)
             nxt = np.zeros(bins + 1)
             for shift, mass in running:
                 nxt[shift:] += mass * pmf[:bins + 1 - shift]
@@ -1370,7 +1370,10 @@ class ReplicaLoadModel:
             # broadcast [C, 1]; the same divisions) and the pair weights [C, A].
             cur_d_ca = np.ascontiguousarray(np.broadcast_to(tp.cur_d[:, None], tp.own0.shape[1:]))
             pair_w = tp.pair_w
-            theta_k = np.maximum(tp.theta, 1e-12)[None, :, None]  # [1, K, 1]: each class's mean wait
+            # a wait for room in the KV cache beside the full batch's (`_class_waits`), per class
+            room = tp.room if tp.room is not None and tp.room.any() else None
+            if room is not None:
+                room_theta = np.maximum(tp.room_theta, 1e-12)[None, :, None]  # [1, K, 1]
 
         def nowait(x, empty=True):  # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
             s = tp.own0[None]  # [1,K,C,A]
@@ -1394,8 +1397,13 @@ class ReplicaLoadModel:
                 no_wait = nowait(x, empty)
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
-            waited = (tp.wn * np.where(xe > sn, -np.expm1(-(xe - sn) / theta_k), 0.0)).sum(axis=-1)
-            return (1.0 - tp.wait) * no_wait + tp.wait * waited
+            # (the gap clipped at 0 where it is not used: no overflow in the branch np.where drops)
+            gap = np.maximum(xe - sn, 0.0)
+            waited = (tp.wn * np.where(xe > sn, -np.expm1(-gap / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
+            if room is None:
+                return (1.0 - tp.wait) * no_wait + tp.wait * waited
+            for_room = (tp.wn * np.where(xe > sn, -np.expm1(-gap / room_theta), 0.0)).sum(axis=-1)
+            return (1.0 - tp.wait - room) * no_wait + tp.wait * waited + room * for_room
 
         held = self._held_back(st) if need_ttft else ()
 
@@ -1454,7 +1462,7 @@ class ReplicaLoadModel:
 
         def ttft_atoms():
             if "tq" not in cache:
-                top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + float(tp.theta.max()) * 40.0
+                top = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + _longest_wait(tp) * 40.0
                 top += max((float(h[2].max()) for h in held if np.isfinite(h[2]).all()), default=0.0)
                 grid = _sorted_unique(np.concatenate([np.linspace(0.0, top, 400),
                                                  np.geomspace(max(top * 1e-4, 1e-6), top, 100), jumps_around]))
@@ -1498,7 +1506,7 @@ class ReplicaLoadModel:
             f *= lat_w.T[None, :, None, :]
             return f.sum(axis=(2, 3))
 
-        top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + float(tp.theta.max()) * 40.0 \
+        top_ttft = float(tp.ownn.max() + tp.cur_d.max() + tp.own0.max()) + _longest_wait(tp) * 40.0 \
             if need_ttft else 0.0
         top_ttft += max((float(h[2].max()) for h in held if np.isfinite(h[2]).all()), default=0.0) if need_ttft else 0.0
         top_tpot = float(tau_life.max() + 8.0 * sd_fast.max()) + 1e-6 if need_tpot else 0.0
@@ -1521,7 +1529,8 @@ class ReplicaLoadModel:
         cdfs = self._cdfs(st)
         values = {m: {p: _mixture_quantile(cdfs[m], self.share, p / 100.0) * 1e3 for p in percentiles}
                   for m in METRICS}
-        return LoadPercentiles(rate, rate / sat, sat, st.mean_batch, N, st.wait, values["ttft_ms"],
+        wait = st.wait + float(np.dot(self.share, st.room_k)) if st.room_k.any() else st.wait
+        return LoadPercentiles(rate, rate / sat, sat, st.mean_batch, N, wait, values["ttft_ms"],
                                values["tpot_ms"], values["latency_ms"])
 
     def margin(self, rate: float, percentile: int, bounds_ms: Mapping[str, float]) -> float:
@@ -1570,8 +1579,8 @@ class _State:
     mean_batch: float
     var_batch: float
     rho_p: float  # prefill's share of a step at the fluid batch
-    wait_k: np.ndarray  # [K] each class's chance to wait for admission (`_class_waits`); `wait` their mean
-    theta_k: np.ndarray  # [K] each class's mean wait, when it waits (`theta` where the slots alone decide)
+    room_k: np.ndarray  # [K] each class's chance to wait for room in the KV cache beyond `wait` (`_class_waits`)
+    room_theta_k: np.ndarray  # [K] its mean wait then
 
     def tau(self, n):
         return np.interp(n, self.grid, self.tau_grid)
@@ -1585,10 +1594,12 @@ class _TtftParts:
     own0: np.ndarray  # [K, C, A] time to own first token from the next step's start, no wait
     wn: np.ndarray  # [A] co-admission weights when the batch is full
     ownn: np.ndarray  # [K, A] same at batch N
-    wait: np.ndarray  # [K]
-    theta: np.ndarray  # [K]
+    wait: float
+    theta: float
     idle: float = 0.0  # an arrival finds the replica empty: its step starts at once, alone
     own_idle: np.ndarray | None = None  # [K] its TTFT then
+    room: np.ndarray | None = None  # [K] the chance to wait for room in the KV cache beyond `wait`
+    room_theta: np.ndarray | None = None  # [K] its mean wait
 
     @property
     def pair_w(self) -> np.ndarray:
@@ -1614,6 +1625,13 @@ _CLAIM_BINS = 1024
 
 # Equal-weight levels of [0, 1] (`_held_back`'s wait atoms).
 _HELD_ATOMS = (np.arange(24) + 0.5) / 24
+
+
+def _longest_wait(tp: _TtftParts) -> float:
+    """The longest mean wait of the TTFT's waited parts (its support's scale)."""
+    if tp.room is None or not tp.room.any():
+        return tp.theta
+    return max(tp.theta, float(tp.room_theta[tp.room > 0].max()))
 
 
 def _queue_ratio(rho: float, cv: float) -> float:
