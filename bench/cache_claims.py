@@ -51,6 +51,7 @@ CVS = (1.0, 2.0)
 
 
 def replica_of(model: str, gpu: str, engine: str):
+    """One GPU, fp16, the whole GPU memory (tests/test_cache_claims.py builds its replicas here)."""
     from solver.catalog import default_catalog
     from solver.models import get_model
     from solver.perf import PerfQuery
@@ -62,8 +63,9 @@ def replica_of(model: str, gpu: str, engine: str):
     return Q.replica_for(q)
 
 
-def simulate(replica, classes, rate: float, cv: float, seeds: int, requests: int) -> dict:
-    """Pooled over seeds: the share of requests that waited, p90 / p99 TTFT (ms)."""
+def simulate(replica, classes, rate: float, cv: float, seeds: int, requests: int, base_seed: int = 11) -> dict:
+    """Pooled over seeds: the share of requests that waited, p90 / p99 TTFT (ms)
+    (tests/test_cache_claims.py runs it too)."""
     import numpy as np
 
     from solver.sim import kernel
@@ -76,7 +78,7 @@ def simulate(replica, classes, rate: float, cv: float, seeds: int, requests: int
     waited, ttft = [], []
     for seed in range(seeds):
         warm = max(requests // 10, 2_000)
-        times, cls = SyntheticTraffic(seed_rng(11, seed), rate, cv, [c.share for c in classes]).first(
+        times, cls = SyntheticTraffic(seed_rng(base_seed, seed), rate, cv, [c.share for c in classes]).first(
             warm + requests + 2_000)
         lo, hi = warm, warm + requests
         run = run_core(params, times, prompts[cls], outputs[cls], open_ended=True, max_seqs=replica.max_seqs,

@@ -374,7 +374,7 @@ def _ttft_cdf_plain(tp, x):
     if tp.room is None or not tp.room.any():
         return (1.0 - tp.wait) * nowait + tp.wait * waited
     room_theta = np.maximum(tp.room_theta, 1e-12)[None, :, None]  # a wait for room in the KV cache, per class
-    for_room = (tp.wn * np.where(xe > sn, -np.expm1(-gap / room_theta), 0.0)).sum(axis=-1)
+    for_room = np.minimum((tp.wn * np.where(xe > sn, -np.expm1(-gap / room_theta), 0.0)).sum(axis=-1), nowait)
     return (1.0 - tp.wait - tp.room) * nowait + tp.wait * waited + tp.room * for_room
 
 

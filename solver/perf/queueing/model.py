@@ -1160,7 +1160,8 @@ class ReplicaLoadModel:
         """(blocks, departures), each [K, N], for n = 0..N-1 running sequences, each of a class
         drawn by the batch's composition (share x stay, the weights the slots are counted on):
         blocks[k, n], the chance that a class-k arrival's KV claim does not fit beside them;
-        departures[k, n], the departures it then waits for, times that chance. None where no
+        departures[k, n], the departures it then waits for (at most the n running), times that
+        chance. None where no
         arrival is ever blocked below N (one claim size, or N of the largest claim fit: the
         slot count's model, bit for bit).
 
@@ -1398,11 +1399,14 @@ class ReplicaLoadModel:
             xe = x[:, :, 0, :]
             sn = tp.ownn[None]
             # (the gap clipped at 0 where it is not used: no overflow in the branch np.where drops)
-            gap = np.maximum(xe - sn, 0.0)
-            waited = (tp.wn * np.where(xe > sn, -np.expm1(-gap / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
+            past, gap = xe > sn, np.maximum(xe - sn, 0.0)
+            waited = (tp.wn * np.where(past, -np.expm1(-gap / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
             if room is None:
                 return (1.0 - tp.wait) * no_wait + tp.wait * waited
-            for_room = (tp.wn * np.where(xe > sn, -np.expm1(-gap / room_theta), 0.0)).sum(axis=-1)
+            for_room = (tp.wn * np.where(past, -np.expm1(-gap / room_theta), 0.0)).sum(axis=-1)
+            # a request that waits for room is never earlier than had it not waited (the law
+            # after admission omits the step in progress, which a short wait can leave in front)
+            np.minimum(for_room, no_wait, out=for_room)
             return (1.0 - tp.wait - room) * no_wait + tp.wait * waited + room * for_room
 
         held = self._held_back(st) if need_ttft else ()
