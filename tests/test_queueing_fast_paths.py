@@ -43,7 +43,6 @@ from solver.perf.queueing import numerics
 from solver.perf.queueing.contents import _count_pmf
 from solver.perf.queueing.model import ReplicaLoadModel
 from solver.perf.queueing.physics import Replica, StepCost, TrafficClass
-from solver.perf.queueing.renewal import previous_window_share
 
 
 # ---------------------------------------------------------------- the plain computations
@@ -143,12 +142,10 @@ def _ttft_parts_plain(self, st):
     cur = prev
     for _ in range(int(min(max(math.ceil(math.log(0.02) / math.log(max(rho, 1e-3))), 2), 30)) - 1):
         cur = cur @ trans
-    # Bursty arrivals come in clusters: seen from an arrival, the step before it more
-    # likely gathered some of its cluster (Palm counts; the same as stationary if Poisson).
-    if self.cv > 1.0 + 1e-6:
-        share = previous_window_share(rate * d, self.cv)[:, None]
-        cur = cur @ ((1.0 - share) * trans + share * self._weights(rate * d, at, palm=True))
-    elif self.cv < 1.0 - 1e-6:
+    # Smooth arrivals keep the Palm count; bursty ones the stationary chain (their
+    # clusters' landing is weighted below).
+    bursty = self.cv > 1.0 + 1e-6
+    if self.cv < 1.0 - 1e-6:
         cur = cur @ self._weights(rate * d, at, palm=True)
     else:
         cur = cur @ trans
@@ -167,17 +164,27 @@ def _ttft_parts_plain(self, st):
     sub_d = np.concatenate([last, full[src]])
     sub_w = np.concatenate([cur * last, cur[src] * full[src]])
     sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
+    sub_content = np.concatenate([at.tokens > 0.0, np.ones(len(src), dtype=bool)])
+    sub_after = np.concatenate([np.maximum(k - 1.0, 0.0) * full, (i - 1) * full[src]])
     sub_w /= sub_w.sum()
     # An arrival that finds the replica empty: out of the entries without content.
     bare = np.concatenate([at.tokens <= 0.0, np.zeros(len(sub_w) - len(last), dtype=bool)])
     idle, own_idle = self._idle_arrival(st)
+    if bursty:
+        sub_w = self._bursty_landing(sub_d, sub_w, sub_content, sub_after, t_bar, rate, idle)
     bare_w = float(sub_w[bare].sum())
     idle = min(idle, bare_w)
     if idle > 0.0:
         sub_w[bare] *= (bare_w - idle) / bare_w
     lengths, length_of = np.unique(sub_d, return_inverse=True)
     same = self._weights(rate * lengths, at, palm=True)  # others arriving in a step of each length
-    cur_d, cur_w, cur_left, same = model_mod._compress_entries(sub_d, sub_w, sub_left, same, rows_of=length_of)
+    content = sub_content.astype(float)
+    cur_d, cur_w, cur_left, same, merged = model_mod._compress_entries(
+        sub_d, sub_w, sub_left, same, rows_of=length_of, extra=np.stack([content, content * sub_after], axis=1))
+    elapsed = None
+    if bursty:
+        after = merged[:, 1] / np.maximum(merged[:, 0], 1e-300)
+        elapsed = self._bursty_elapsed(cur_d, merged[:, 0], after, t_bar, rate)
     co, same = model_mod._compress_atoms(at, same, cur_w)
     own0 = self._own_done(dec0, ctx0, co, cur_left)  # [classes, entries, atoms]
     # Waited: admitted at a step end with the batch full, prefilled in the next step.
@@ -190,7 +197,7 @@ def _ttft_parts_plain(self, st):
     # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
     own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
     return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
-                                own_idle + self.replica.request_overhead_s, st.room_k, st.room_theta_k)
+                                own_idle + self.replica.request_overhead_s, st.room_k, st.room_theta_k, elapsed)
 
 
 def _own_done_plain(self, dec, ctx, at, left):
@@ -336,7 +343,7 @@ def test_ttft_parts_match_the_plain_ones_bit_for_bit():
     for model, st, _ in _loaded_states(5, 40):
         got, want = model._ttft_parts(st), _ttft_parts_plain(model, st)
         for name in ("cur_d", "cur_w", "same", "own0", "wn", "ownn", "wait", "theta", "idle", "own_idle", "room",
-                     "room_theta"):
+                     "room_theta", "elapsed"):
             a, b = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
             assert a.shape == b.shape and a.tobytes() == b.tobytes(), name
         checked += 1
@@ -363,8 +370,13 @@ def test_own_done_matches_the_plain_one_bit_for_bit():
 def _ttft_cdf_plain(tp, x):
     """The TTFT CDF of `_cdfs` as a formula: np.clip((x - s) / d, 0, 1) x w, summed."""
     x = np.asarray(x, dtype=float)[:, None, None, None]
-    nowait = (np.clip((x - tp.own0[None]) / tp.cur_d[None, None, :, None], 0.0, 1.0)
-              * (tp.cur_w[:, None] * tp.same)[None, None]).sum(axis=(2, 3))
+    left = np.clip((x - tp.own0[None]) / tp.cur_d[None, None, :, None], 0.0, 1.0)
+    if tp.elapsed is not None:  # bursty arrivals: the tabled law of the step left, read linearly
+        z = left * (tp.elapsed.shape[1] - 1)
+        lo = np.minimum(np.floor(z).astype(int), tp.elapsed.shape[1] - 2)
+        entry = np.arange(len(tp.cur_d))[:, None]
+        left = tp.elapsed[entry, lo] * (1.0 - (z - lo)) + tp.elapsed[entry, lo + 1] * (z - lo)
+    nowait = (left * (tp.cur_w[:, None] * tp.same)[None, None]).sum(axis=(2, 3))
     if tp.idle > 0.0:  # an arrival that finds the replica empty: its own steps alone
         nowait = nowait + tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
     xe = x[:, :, 0, :]

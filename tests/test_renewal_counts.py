@@ -1,6 +1,7 @@
 """Bursty arrivals' step counts (solver/perf/queueing/renewal.py): the exact variance of
-gamma-renewal counts, the previous window's excess seen from an arrival, and what they
-change in the queueing model against the simulator.
+gamma-renewal counts, the Palm law of others in an arrival's window, the arrivals expected in
+a window after an arrival (the renewal function), and what they change in the queueing
+model against the simulator.
 
 The references are independent: closed forms of the incomplete gamma function, and
 seeded gamma-renewal arrival streams counted window by window here (no solver code)."""
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from solver.perf.queueing.contents import _count_pmf
-from solver.perf.queueing.renewal import (count_dispersion, dispersion, previous_window_share,
+from solver.perf.queueing.renewal import (count_dispersion, dispersion, forward_excess,
                                           regularized_lower_gamma, renewal_excess)
 
 
@@ -33,8 +34,7 @@ def test_poisson_counts_have_dispersion_one_and_no_excess():
     m = np.array([1e-4, 0.05, 1.0, 20.0])
     assert count_dispersion(m, 1.0) == pytest.approx(np.ones(4), rel=1e-9)
     assert renewal_excess(m, 1.0) == pytest.approx(np.zeros(4), abs=1e-9)
-    assert previous_window_share(m, 1.0).tolist() == [0.0] * 4
-    assert previous_window_share(m, 0.5).tolist() == [0.0] * 4  # smooth arrivals: no cluster share
+    assert forward_excess(m, 1.0) == pytest.approx(np.zeros(4), abs=1e-9)
 
 
 def _stream(cv: float, n: int = 2_000_000, seed: int = 11) -> np.ndarray:
@@ -71,11 +71,10 @@ def test_the_dispersion_is_the_simulated_counts_variance_over_their_mean(cv, bur
     assert small > 1.0 + (cv * cv - 1.0) * 0.02 / 1.02 + 0.1
 
 
-def test_an_arrivals_own_window_and_the_one_before_it(bursty):
+def test_others_in_an_arrivals_own_window(bursty):
     """Seen from an arrival: others in its window follow the exact gamma-renewal Palm law
     (the size-biased count: every probability, the tail of 5 or more included, where the
-    negative binomial with the exact dispersion put nearly twice the measured weight); the
-    window before holds m + s (D - 1)."""
+    negative binomial with the exact dispersion put nearly twice the measured weight)."""
     t = bursty
     for m in (1e-4, 0.012, 0.04, 0.3, 3.0, 40.0):
         index, counts, _ = _windows(t, m)
@@ -88,15 +87,23 @@ def test_an_arrivals_own_window_and_the_one_before_it(bursty):
         # (300) the negative binomial takes over: both still sum to one.
     for m in (1e-7, 1e3):
         assert _count_pmf(np.array([m]), 2.0, 48, palm=True)[0].sum() == pytest.approx(1.0, abs=1e-9)
-    for m in (0.012, 0.3):
-        index, counts, _ = _windows(t, m)
-        # The window before each arrival's own (arrivals in window i look at window i - 1).
-        of = dict(zip(index.tolist(), counts.tolist()))
-        before = float(np.mean([of.get(i - 1, 0) for i in np.repeat(index, counts).tolist()]))
-        d = dispersion(np.array([m]), 2.0)[0]
-        s = previous_window_share(np.array([m]), 2.0)[0]
-        assert m + s * (d - 1.0) == pytest.approx(before, rel=0.08), m
-        assert before > 1.5 * m and s < 0.5  # far above a stationary window, far below its own
+
+
+@pytest.mark.parametrize("start, length", [(0.0, 0.01), (0.0, 0.2), (0.05, 0.3), (0.5, 1.0), (3.0, 2.0)])
+def test_arrivals_in_a_window_after_an_arrival_are_the_renewal_functions(bursty, start, length):
+    """What the model's bursty landing reads (`ReplicaLoadModel._landings`): after an
+    arrival, the arrivals expected in [start, start + length] (mean gaps) are
+    length + g(start + length) - g(start), g the renewal function's excess - far above
+    `length` for short windows close to the arrival (its cluster), `length` far from it."""
+    t = bursty[:400_000]
+    lo = np.searchsorted(t, t + start, side="right")
+    hi = np.searchsorted(t, t + start + length, side="right")
+    inside = t + start + length <= t[-1]
+    measured = float(np.mean((hi - lo)[inside]))
+    want = length + float(forward_excess(np.array([start + length]), 2.0)[0] - forward_excess(np.array([start]), 2.0)[0])
+    assert measured == pytest.approx(want, rel=0.05), (measured, want)
+    if start == 0.0:
+        assert measured > 2.0 * length
 
 
 def test_bursty_ttft_tails_track_the_simulator_at_low_load():

@@ -15,7 +15,7 @@ from solver.perf.queueing.numerics import (_GH_NODES, _GH_WEIGHTS, _LAT_MIDS, _L
                                            _compress_entries, _compress_tail, _mixture_quantile, _phi,
                                            _quantile_near)
 from solver.perf.queueing.physics import Replica, TrafficClass, kv_claim_tokens
-from solver.perf.queueing.renewal import dispersion, forward_excess, previous_window_share, regularized_lower_gamma
+from solver.perf.queueing.renewal import dispersion, forward_excess, regularized_lower_gamma
 
 PERCENTILES = (50, 90, 95, 99)
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
@@ -1057,17 +1057,10 @@ class ReplicaLoadModel:
         cur = prev
         for _ in range(int(min(max(math.ceil(math.log(0.02) / math.log(max(rho, 1e-3))), 2), 30)) - 1):
             cur = cur @ trans
-        # Bursty arrivals come in clusters: seen from an arrival, the step before the one it
-        # lands in gathered more prompts than a stationary step of its length - some of its
-        # cluster came earlier - but far fewer than the arrival's own step (the size-biased,
-        # Palm count): a share s of that excess, from the renewal function
-        # (renewal.previous_window_share: ~0.22 at CV 2 for steps of under one arrival).
-        # Mixing the two count laws with weight s gives the exact mean. Smooth arrivals
-        # (CV < 1) keep the Palm count.
-        if self.cv > 1.0 + 1e-6:
-            share = previous_window_share(rate * d, self.cv)[:, None]
-            cur = cur @ ((1.0 - share) * trans + share * self._weights(rate * d, at, palm=True))
-        elif self.cv < 1.0 - 1e-6:
+        # Smooth arrivals (CV < 1) keep the Palm count. Bursty ones keep the stationary
+        # chain: where their clusters land is `_bursty_landing`'s (below).
+        bursty = self.cv > 1.0 + 1e-6
+        if self.cv < 1.0 - 1e-6:
             cur = cur @ self._weights(rate * d, at, palm=True)
         else:
             cur = cur @ trans
@@ -1084,6 +1077,9 @@ class ReplicaLoadModel:
             sub_d = np.concatenate([np.full(1, block), chunk])
             sub_w = np.concatenate([np.full(1, block), cur[src] * chunk])
             sub_left = np.concatenate([np.zeros(1), np.maximum(at.tokens[src] - i * self.budget, 0.0)])
+            if bursty:  # each chunk's start after its content's first: the chunks before it
+                sub_content = np.concatenate([np.zeros(1, dtype=bool), np.ones(len(src), dtype=bool)])
+                sub_after = np.concatenate([np.zeros(1), (i - 1) * pre_full[src]])
         else:
             # Content beyond the token budget runs in several steps; an arrival lands in one of
             # them (length-biased) and queues behind what is left of the content after it.
@@ -1098,6 +1094,9 @@ class ReplicaLoadModel:
             sub_d = np.concatenate([last, full[src]])
             sub_w = np.concatenate([cur * last, cur[src] * full[src]])
             sub_left = np.concatenate([np.zeros_like(last), at.tokens[src] - i * room])
+            if bursty:  # each step's start after its content's first: the full steps before it
+                sub_content = np.concatenate([at.tokens > 0.0, np.ones(len(src), dtype=bool)])
+                sub_after = np.concatenate([np.maximum(k - 1.0, 0.0) * full, (i - 1) * full[src]])
         sub_w /= sub_w.sum()
         # An arrival that finds the replica empty starts its own step at once, alone: no step
         # in progress to wait for, no later arrival joins it. Its chance comes out of the
@@ -1109,6 +1108,8 @@ class ReplicaLoadModel:
         else:
             bare = np.concatenate([at.tokens <= 0.0, np.zeros(len(sub_w) - len(last), dtype=bool)])
         idle, own_idle = self._idle_arrival(st)
+        if bursty:
+            sub_w = self._bursty_landing(sub_d, sub_w, sub_content, sub_after, span, rate, idle)
         bare_w = float(sub_w[bare].sum())
         # (a sliver stays: with every entry bare and the chance 1 - a trickle of smooth
         # arrivals - no entry would be left to build the law on)
@@ -1119,7 +1120,16 @@ class ReplicaLoadModel:
         # all have one length, so a burst's thousands of entries have far fewer lengths.
         lengths, length_of = np.unique(sub_d, return_inverse=True)
         same = self._weights(rate * lengths, at, palm=True)
-        cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, rows_of=length_of)
+        if bursty:
+            # (each merged entry's share of content and, over its content, mean start after it)
+            content = sub_content.astype(float)
+            cur_d, cur_w, cur_left, same, merged = _compress_entries(
+                sub_d, sub_w, sub_left, same, rows_of=length_of, extra=np.stack([content, content * sub_after], axis=1))
+            after = merged[:, 1] / np.maximum(merged[:, 0], 1e-300)
+            elapsed = self._bursty_elapsed(cur_d, merged[:, 0], after, span, rate)
+        else:
+            cur_d, cur_w, cur_left, same = _compress_entries(sub_d, sub_w, sub_left, same, rows_of=length_of)
+            elapsed = None
         co, same = _compress_atoms(at, same, cur_w)
         # Prefill-first: the own prompt's steps carry no decodes.
         own_dec, own_ctx = (0.0, 0.0) if self.prefill_first else (dec0, ctx0)
@@ -1136,7 +1146,54 @@ class ReplicaLoadModel:
         # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
         own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
         return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
-                          own_idle + self.replica.request_overhead_s, st.room_k, st.room_theta_k)
+                          own_idle + self.replica.request_overhead_s, st.room_k, st.room_theta_k, elapsed)
+
+    def _landings(self, after: np.ndarray, lengths: np.ndarray, span: float, rate: float) -> np.ndarray:
+        """Bursty arrivals expected in a window [after, after + lengths] of a step with content
+        (seconds after its content's first step started), beyond the long-run rate's share:
+        E[g(lambda (a + r + l)) - g(lambda (a + r))] with g = M - u the renewal function's
+        excess seen from the content's last arrival, which came r before that first step
+        started, r uniform over the step before it (`span`: its mean length)."""
+        r = _LAG_POSITIONS * span
+        start = rate * (after[..., None] + r)
+        return (forward_excess(start + rate * lengths[..., None], self.cv) - forward_excess(start, self.cv)).mean(axis=-1)
+
+    def _bursty_landing(self, d, w, content, after, span: float, rate: float, idle: float) -> np.ndarray:
+        """The entries' weights seen from a bursty arrival (CV > 1). The time-stationary
+        weights (length-biased: Poisson arrivals see time averages) give a step with content
+        lambda d arrivals; one that a cluster's prompt set going gathers that prompt's
+        cluster-mates: lambda d + the renewal excess over the step (`_landings`). Steps with
+        content are weighted up by that ratio; the steps without content (and the idle
+        replica) keep what is left, or, where every entry has content, only the ratios count."""
+        boost = np.where(content, 1.0 + self._landings(after, d, span, rate) / np.maximum(rate * d, 1e-300), 1.0)
+        boosted = w * boost
+        with_content = float(boosted[content].sum())
+        without = float(w[~content].sum())
+        if with_content <= 0.0:  # no content in progress anywhere: nothing to weight up
+            return w
+        if without <= 0.0:
+            return boosted / with_content
+        target = min(with_content, (1.0 - idle) * (1.0 - 1e-9))
+        return np.where(content, boosted * (target / with_content), w * ((1.0 - target) / without))
+
+    def _bursty_elapsed(self, d, content, after, span: float, rate: float) -> np.ndarray:
+        """[C, Z] for each entry (step length d, share of content, start after its content's
+        first step): the chance that at most a fraction z (`_ELAPSED_Z`) of the step in
+        progress is left when a bursty arrival lands in it. Where the step has content the
+        arrival is more likely early in it, near its cluster's earlier prompts: the time e
+        since the step started has the law of the expected landings H(e) = lambda e + the
+        excess (`_landings`) - uniform for Poisson, where the excess is 0 - so the chance is
+        (H(d) - H((1 - z) d)) / H(d). Without content: uniform."""
+        z = _ELAPSED_Z
+        e = d[:, None] * (1.0 - z[None, :])
+        total = rate * d + self._landings(after, d, span, rate)
+        early = rate * e + self._landings(after[:, None], e, span, rate)
+        ok = (total > 0.0) & np.isfinite(total)
+        law = np.where(ok[:, None], (total[:, None] - early) / np.where(ok, total, 1.0)[:, None], z[None, :])
+        out = content[:, None] * np.clip(law, 0.0, 1.0) + (1.0 - content[:, None]) * z[None, :]
+        # exactly 0 and 1 at the ends (the CDF's fast path reads entries there as 0 and 1)
+        out[:, 0], out[:, -1] = 0.0, 1.0
+        return out
 
     def _idle_arrival(self, st: "_State") -> tuple[float, np.ndarray]:
         """(the chance that an arrival finds the replica empty, [K] seconds to its first token
@@ -1383,6 +1440,8 @@ class ReplicaLoadModel:
             u = x - s
             u /= cur_d_ca
             np.clip(u, 0.0, 1.0, out=u)
+            if tp.elapsed is not None:  # bursty arrivals: the tabled law of the step left
+                u = _table_read(tp.elapsed, u)
             u *= pair_w
             out = u.sum(axis=(2, 3))
             if tp.idle > 0.0:
@@ -1604,6 +1663,9 @@ class _TtftParts:
     own_idle: np.ndarray | None = None  # [K] its TTFT then
     room: np.ndarray | None = None  # [K] the chance to wait for room in the KV cache beyond `wait`
     room_theta: np.ndarray | None = None  # [K] its mean wait
+    # [C, Z] bursty arrivals: the chance that at most a fraction _ELAPSED_Z of the step in
+    # progress is left (None: uniform)
+    elapsed: np.ndarray | None = None
 
     @property
     def pair_w(self) -> np.ndarray:
@@ -1611,6 +1673,11 @@ class _TtftParts:
 
 
 _OWN_LAG_STEPS = 1.0
+# Bursty arrivals' view of the step in progress (`_bursty_elapsed`): the fractions of it left
+# on which its law is tabled (read between them linearly), and the positions over the step
+# before it at which a content's last prompt may have come (`_landings`).
+_ELAPSED_Z = np.linspace(0.0, 1.0, 33)
+_LAG_POSITIONS = (np.arange(8) + 0.5) / 8.0
 _STAY_POSITIONS = (np.arange(16) + 0.5) / 16.0
 
 # Cornish-Fisher nodes of standardised skewness gamma: x = (xi + c (xi^2 - 1)) / sqrt(1 + 2 c^2)
@@ -1629,6 +1696,26 @@ _CLAIM_BINS = 1024
 
 # Equal-weight levels of [0, 1] (`_held_back`'s wait atoms).
 _HELD_ATOMS = (np.arange(24) + 0.5) / 24
+
+
+def _table_read(table: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """table [C, Z] (rows on `_ELAPSED_Z`) read linearly at u [..., C, A] in [0, 1], row by
+    entry (axis -2): exactly table[:, 0] at 0 and table[:, -1] at 1."""
+    last = table.shape[1] - 1
+    pos = u * last
+    lo = pos.astype(np.intp)
+    np.minimum(lo, last - 1, out=lo)
+    frac = pos - lo
+    # flat indices into the table, the entry's row offset added (np.take on a flat array is
+    # several times faster than indexing [rows, lo] with broadcast index arrays)
+    lo += (np.arange(table.shape[0]) * table.shape[1])[:, None]
+    flat = table.ravel()
+    out = np.take(flat, lo)
+    out *= 1.0 - frac
+    lo += 1
+    frac *= np.take(flat, lo)
+    out += frac
+    return out
 
 
 def _longest_wait(tp: _TtftParts) -> float:

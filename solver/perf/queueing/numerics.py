@@ -126,7 +126,7 @@ def _compress_atoms(at: _Atoms, rows: np.ndarray, row_w: np.ndarray, edges: np.n
     return _Atoms(np.zeros(len(tokens)), tokens, pairs, np.ones(len(tokens)), at.j_max), rows @ shares
 
 
-def _compress_entries(dur, weight, left, rows, edges: np.ndarray = _ENTRY_EDGES, rows_of=None):
+def _compress_entries(dur, weight, left, rows, edges: np.ndarray = _ENTRY_EDGES, rows_of=None, extra=None):
     """Merge the steps an arrival can land in: those with nothing left behind them by
     length, those with content left over by that amount, each group into at most
     len(edges) + 1 bins (`_split_shares`); each merged entry is the weighted mean of its
@@ -149,8 +149,10 @@ def _compress_entries(dur, weight, left, rows, edges: np.ndarray = _ENTRY_EDGES,
         at += len(w)
     if rows_of is not None:
         merge_rows = np.stack([np.bincount(rows_of, weights=m, minlength=len(rows)) for m in merge])
-        return merge @ dur, np.concatenate(out_w), merge @ left, merge_rows @ rows
-    return merge @ dur, np.concatenate(out_w), merge @ left, merge @ rows
+        out = merge @ dur, np.concatenate(out_w), merge @ left, merge_rows @ rows
+    else:
+        out = merge @ dur, np.concatenate(out_w), merge @ left, merge @ rows
+    return out if extra is None else out + (merge @ extra,)
 
 
 def _merging(values: np.ndarray, weights: np.ndarray, members: np.ndarray, edges: np.ndarray):

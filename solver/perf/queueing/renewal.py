@@ -123,7 +123,6 @@ def dispersion(means: np.ndarray, cv: float) -> np.ndarray:
 
 # Lags (in mean gaps) for the renewal function's excess g(u) = M(u) - u.
 _LOG_U = np.linspace(math.log(1e-7), math.log(2000.0), 161)
-_POSITIONS = (np.arange(64) + 0.5) / 64.0
 
 
 def renewal_excess(lags: np.ndarray, cv: float) -> np.ndarray:
@@ -155,34 +154,6 @@ def forward_excess(lags: np.ndarray, cv: float) -> np.ndarray:
     inside = np.interp(logu, _LOG_U, g_table)
     below = g_table[0] * np.exp(k * (logu - _LOG_U[0]))
     return np.where(logu < _LOG_U[0], below, np.where(logu > _LOG_U[-1], limit, inside))
-
-
-@lru_cache(maxsize=64)
-def _previous_table(cv: float) -> np.ndarray:
-    """`previous_window_share` at every `_LOG_M` point (read-only; once per arrival CV)."""
-    disp = _table(cv)
-    share = np.empty(len(_LOG_M))
-    for i, v in enumerate(_LOG_M):
-        m = math.exp(v)
-        excess = float(np.mean(forward_excess((_POSITIONS + 1.0) * m, cv) - forward_excess(_POSITIONS * m, cv)))
-        share[i] = min(max(excess / max(disp[i] - 1.0, 1e-12), 0.0), 1.0)
-    share.flags.writeable = False
-    return share
-
-
-def previous_window_share(means: np.ndarray, cv: float) -> np.ndarray:
-    """Seen from an arrival, the window just before the one it lands in (equal lengths, m
-    arrivals on average) holds m + s (D - 1) arrivals on average, where the window it lands
-    in holds m + (D - 1) others (size-biased counts) and D is `dispersion`: s, exactly, from
-    the renewal function (the arrival's position uniform in its window). About 0.22 for
-    windows under one arrival at CV 2, 0.11 at three, falling to 0 for long windows. 0 for
-    Poisson and smoother arrivals (cv <= 1: there D - 1 <= 0 and the share has no meaning;
-    the model keeps their Palm count)."""
-    if cv <= 1.0 + 1e-6:
-        return np.zeros_like(np.asarray(means, dtype=float))
-    table = _previous_table(float(cv))
-    logm = np.log(np.maximum(np.asarray(means, dtype=float), 1e-300))
-    return np.interp(logm, _LOG_M, table)
 
 
 # The Palm law below: counts up to _PALM_J (the last lumps the rest; the model's atoms stop
