@@ -186,21 +186,23 @@ def _ttft_parts_plain(self, st):
         after = merged[:, 1] / np.maximum(merged[:, 0], 1e-300)
         elapsed = self._bursty_elapsed(cur_d, merged[:, 0], after, t_bar, rate)
     co, same = model_mod._compress_atoms(at, same, cur_w)
-    own0 = self._own_done(dec0, ctx0, co, cur_left)  # [classes, entries, atoms]
+    co, same, ahead = self._split_ahead(co, same, cur_left, dec0)  # where the place among co-arrivals decides a step
+    own0 = self._own_done(dec0, ctx0, co, cur_left, ahead)  # [classes, entries, atoms]
     # Waited: admitted at a step end with the batch full, prefilled in the next step.
     decn = float(self._decodes(st.slots))
     ctxn = decn * self.context_per_decode
     wn = self._weights(np.array([rate * float(st.tau(st.slots))]), at)
     con, wn = model_mod._compress_atoms(at, wn, np.ones(1))
+    con, wn, ahead_n = self._split_ahead(con, wn, np.zeros(1), decn)
     wn = wn[0]
-    ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
+    ownn = self._own_done(decn, ctxn, con, np.zeros(1), ahead_n)[:, 0, :]
     # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
     own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
     return model_mod._TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
                                 own_idle + self.replica.request_overhead_s, st.room_k, st.room_theta_k, elapsed)
 
 
-def _own_done_plain(self, dec, ctx, at, left):
+def _own_done_plain(self, dec, ctx, at, left, ahead_share=None):
     room = max(self.budget - dec, 1.0)
     p = self.prompt[:, None, None]
     lft = np.asarray(left, dtype=float)[None, :, None]
@@ -208,7 +210,7 @@ def _own_done_plain(self, dec, ctx, at, left):
     total = lft + p + tokens
     pairs = p * p / 2 + at.pairs[None, None, :] + lft * (p + tokens)
     one = self.step.seconds(dec, ctx, total, pairs)
-    ahead = lft + p + tokens / 2
+    ahead = lft + p + (tokens / 2 if ahead_share is None else tokens * ahead_share[None, None, :])
     steps = np.maximum(np.ceil(ahead / room), 1.0)
     frac = pairs / np.maximum(total, 1e-9)
     last = np.clip(total - (steps - 1.0) * room, 1.0, room)
@@ -360,6 +362,9 @@ def test_own_done_matches_the_plain_one_bit_for_bit():
         at = model.atoms(float(rng.uniform(0.0, 30.0)))
         left = rng.uniform(0.0, 2.0, int(rng.integers(1, 11))) * model.budget * rng.choice([0.0, 0.01, 1.0])
         got, want = model._own_done(dec, ctx, at, left), _own_done_plain(model, dec, ctx, at, left)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes()
+        share = rng.choice([0.25, 0.5, 0.75], size=len(at.tokens))
+        got, want = model._own_done(dec, ctx, at, left, share), _own_done_plain(model, dec, ctx, at, left, share)
         assert got.shape == want.shape and got.tobytes() == want.tobytes()
         room = max(model.budget - dec, 1.0)
         fits = (left[None, :, None] + model.prompt[:, None, None] + at.tokens[None, None, :]) <= room

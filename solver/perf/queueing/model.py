@@ -1133,7 +1133,8 @@ class ReplicaLoadModel:
         co, same = _compress_atoms(at, same, cur_w)
         # Prefill-first: the own prompt's steps carry no decodes.
         own_dec, own_ctx = (0.0, 0.0) if self.prefill_first else (dec0, ctx0)
-        own0 = self._own_done(own_dec, own_ctx, co, cur_left)  # [classes, entries, atoms]
+        co, same, ahead = self._split_ahead(co, same, cur_left, own_dec)
+        own0 = self._own_done(own_dec, own_ctx, co, cur_left, ahead)  # [classes, entries, atoms]
         # Waited: admitted at a step end with the batch full, prefilled in the next step.
         decn = float(self._decodes(st.slots))
         ctxn = decn * self.context_per_decode
@@ -1142,7 +1143,9 @@ class ReplicaLoadModel:
         wn = wn[0]
         if self.prefill_first:
             decn, ctxn = 0.0, 0.0
-        ownn = self._own_done(decn, ctxn, con, np.zeros(1))[:, 0, :]
+        con, wn, ahead_n = self._split_ahead(con, wn[None, :], np.zeros(1), decn)
+        wn = wn[0]
+        ownn = self._own_done(decn, ctxn, con, np.zeros(1), ahead_n)[:, 0, :]
         # A serving engine's fixed time per request (API server, tokenizer) shifts every TTFT.
         own0, ownn = own0 + self.replica.request_overhead_s, ownn + self.replica.request_overhead_s
         return _TtftParts(cur_d, cur_w, same, own0, wn, ownn, st.wait, st.theta, idle,
@@ -1387,10 +1390,35 @@ class ReplicaLoadModel:
         lags = stay[:, None] * _STAY_POSITIONS[None, :]
         return 2.0 * forward_excess(lags, self.cv).mean(axis=1)
 
-    def _own_done(self, dec: float, ctx: float, at: _Atoms, left: np.ndarray) -> np.ndarray:
+    def _split_ahead(self, at: _Atoms, rows: np.ndarray, left: np.ndarray, dec: float):
+        """(atoms, rows [R, atoms], the share of each atom's prompts ahead of the arrival's
+        own, or None for a half everywhere). The arrival's place among the atom's prompts
+        (FCFS) is uniform; where the content fits one step it finishes with the step wherever
+        it is, but where it does not, being ahead of them or behind decides the step it
+        finishes in, and half of them ahead (the mean) finished it in the later step. Such
+        atoms (some class and entry beyond the step's room, prompts of their own) become two,
+        each with half the weight: a quarter and three quarters of them ahead (the midpoint
+        rule over the uniform place). On a prefill-first A100 with 3,000-token prompts and a
+        4,096-token budget, one prompt's co-arrival put the arrival's TTFT at both prompts'
+        prefill whichever came first: p99 664 ms against the simulator's 540 (now 588)."""
+        room = max(self.budget - dec, 1.0)
+        total = np.asarray(left, dtype=float)[None, :, None] + self.prompt[:, None, None] + at.tokens[None, None, :]
+        split = np.nonzero((at.tokens > 0.0) & (total > room).any(axis=(0, 1)))[0]
+        if not len(split):
+            return at, rows, None
+        n = len(at.tokens)
+        idx = np.concatenate([np.arange(n), split])
+        ahead = np.full(len(idx), 0.5)
+        ahead[split], ahead[n:] = 0.25, 0.75
+        weight = np.ones(len(idx))
+        weight[split], weight[n:] = 0.5, 0.5
+        return (_Atoms(at.count[idx], at.tokens[idx], at.pairs[idx], at.comp[idx], at.j_max),
+                rows[:, idx] * weight[None, :], ahead)
+
+    def _own_done(self, dec: float, ctx: float, at: _Atoms, left: np.ndarray, ahead_share=None) -> np.ndarray:
         """[classes, entries, atoms]: seconds from a step start until the own prompt is
         prefilled, behind `left` tokens of earlier content and alongside the atom's other
-        prompts (FCFS among those: half of them ahead)."""
+        prompts (FCFS among those: half of them ahead, or `ahead_share` [atoms] of them)."""
         room = max(self.budget - dec, 1.0)
         p = self.prompt[:, None, None]
         lft = np.asarray(left, dtype=float)[None, :, None]
@@ -1405,7 +1433,7 @@ class ReplicaLoadModel:
         one = self.step.seconds(dec, ctx, total, pairs) if every or fits.any() else None
         if every:
             return one
-        ahead = lft + p + tokens / 2
+        ahead = lft + p + (tokens / 2 if ahead_share is None else tokens * ahead_share[None, None, :])
         steps = np.maximum(np.ceil(ahead / room), 1.0)
         frac = pairs / np.maximum(total, 1e-9)
         last = np.clip(total - (steps - 1.0) * room, 1.0, room)
