@@ -1461,40 +1461,44 @@ class ReplicaLoadModel:
             if room is not None:
                 room_theta = np.maximum(tp.room_theta, 1e-12)[None, :, None]  # [1, K, 1]
 
-        def nowait(x, empty=True):  # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
-            s = tp.own0[None]  # [1,K,C,A]
+        every = slice(None)
+
+        def nowait(x, empty=True, ks=every, arrival=True):  # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
+            # (`ks`: the classes evaluated, all by default; `arrival`: the step in progress
+            # met at the arrival - False: at a later moment, uniform in the step)
+            s = tp.own0[None, ks]  # [1,K,C,A]
             # In place on the one [X,K,C,A] array (the latency's TTFT grid has X = 500): the
             # same operations in the same order as np.clip((x - s) / d, 0, 1) * w.
             u = x - s
             u /= cur_d_ca
             np.clip(u, 0.0, 1.0, out=u)
-            if tp.elapsed is not None:  # bursty arrivals: the tabled law of the step left
+            if arrival and tp.elapsed is not None:  # bursty arrivals: the tabled law of the step left
                 u = _table_read(tp.elapsed, u)
             u *= pair_w
             out = u.sum(axis=(2, 3))
             if tp.idle > 0.0:
                 if empty:
-                    out += tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, :])
+                    out += tp.idle * (x[:, :, 0, 0] >= tp.own_idle[None, ks])
                 else:  # an arrival that found the replica busy: the other entries' own law
                     out /= 1.0 - tp.idle
             return out
 
-        def ttft_slots(x, no_wait=None, empty=True):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
+        def ttft_slots(x, no_wait=None, empty=True, ks=every, arrival=True):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
             x = np.asarray(x, dtype=float)[:, None, None, None]
             if no_wait is None:
-                no_wait = nowait(x, empty)
+                no_wait = nowait(x, empty, ks, arrival)
             xe = x[:, :, 0, :]
-            sn = tp.ownn[None]
+            sn = tp.ownn[None, ks]
             # (the gap clipped at 0 where it is not used: no overflow in the branch np.where drops)
             past, gap = xe > sn, np.maximum(xe - sn, 0.0)
             waited = (tp.wn * np.where(past, -np.expm1(-gap / max(tp.theta, 1e-12)), 0.0)).sum(axis=-1)
             if room is None:
                 return (1.0 - tp.wait) * no_wait + tp.wait * waited
-            for_room = (tp.wn * np.where(past, -np.expm1(-gap / room_theta), 0.0)).sum(axis=-1)
+            for_room = (tp.wn * np.where(past, -np.expm1(-gap / room_theta[:, ks]), 0.0)).sum(axis=-1)
             # a request that waits for room is never earlier than had it not waited (the law
             # after admission omits the step in progress, which a short wait can leave in front)
             np.minimum(for_room, no_wait, out=for_room)
-            return (1.0 - tp.wait - room) * no_wait + tp.wait * waited + room * for_room
+            return (1.0 - tp.wait - room[ks]) * no_wait + tp.wait * waited + room[ks] * for_room
 
         held = self._held_back(st) if need_ttft else ()
 
@@ -1508,8 +1512,17 @@ class ReplicaLoadModel:
                     if not np.isfinite(waits).all():
                         out[:, k] *= 1.0 - p
                         continue
-                    # (it found its class's slots taken: the replica was not empty)
-                    later = ttft_slots((x[:, None] - waits[None, :]).ravel(), empty=False)[:, k]
+                    # It found its class's slots taken (the replica was not empty), and meets
+                    # the step in progress when a slot frees, not when it arrives: a moment
+                    # its cluster does not set, so uniform in the step. Class k alone (each
+                    # class's column is computed on its own), in chunks of points (a row
+                    # depends on its own point only; the latency's 500-point grid times the
+                    # wait atoms at once held [12,000, K, C, A] arrays of up to ~600 MB).
+                    points = (x[:, None] - waits[None, :]).ravel()
+                    step = max(1, _HELD_CHUNK_ELEMENTS // max(tp.own0[k].size, 1))
+                    later = np.concatenate([ttft_slots(points[i:i + step], empty=False, ks=slice(k, k + 1),
+                                                       arrival=False)[:, 0]
+                                            for i in range(0, len(points), step)])
                     out[:, k] = (1.0 - p) * out[:, k] + p * later.reshape(len(x), -1).mean(axis=1)
             return out
 
@@ -1705,6 +1718,9 @@ _OWN_LAG_STEPS = 1.0
 # on which its law is tabled (read between them linearly), and the positions over the step
 # before it at which a content's last prompt may have come (`_landings`).
 _ELAPSED_Z = np.linspace(0.0, 1.0, 33)
+# A held-back class's later TTFT (`_cdfs`' ttft) is evaluated over its wait atoms in chunks of
+# points of about this many [points, K, C, A] elements (a row depends on its own point only).
+_HELD_CHUNK_ELEMENTS = 2_000_000
 _LAG_POSITIONS = (np.arange(8) + 0.5) / 8.0
 _STAY_POSITIONS = (np.arange(16) + 0.5) / 16.0
 
@@ -1730,19 +1746,23 @@ def _table_read(table: np.ndarray, u: np.ndarray) -> np.ndarray:
     """table [C, Z] (rows on `_ELAPSED_Z`) read linearly at u [..., C, A] in [0, 1], row by
     entry (axis -2): exactly table[:, 0] at 0 and table[:, -1] at 1."""
     last = table.shape[1] - 1
-    pos = u * last
-    lo = pos.astype(np.intp)
+    frac = np.multiply(u, last)
+    with np.errstate(invalid="ignore"):  # (NaN stays NaN below: its index is clipped)
+        lo = frac.astype(np.intp)
     np.minimum(lo, last - 1, out=lo)
-    frac = pos - lo
+    frac -= lo
     # flat indices into the table, the entry's row offset added (np.take on a flat array is
-    # several times faster than indexing [rows, lo] with broadcast index arrays)
+    # several times faster than indexing [rows, lo] with broadcast index arrays); the same
+    # operations as table[lo] * (1 - frac) + table[lo + 1] * frac, in place
     lo += (np.arange(table.shape[0]) * table.shape[1])[:, None]
     flat = table.ravel()
-    out = np.take(flat, lo)
-    out *= 1.0 - frac
+    out = np.take(flat, lo, mode="clip")
     lo += 1
-    frac *= np.take(flat, lo)
-    out += frac
+    upper = np.take(flat, lo, mode="clip")
+    upper *= frac
+    np.subtract(1.0, frac, out=frac)
+    out *= frac
+    out += upper
     return out
 
 
