@@ -20,9 +20,8 @@ import pytest
 
 from solver.catalog import default_catalog
 from solver.catalog.hosting import cheapest_host
-from solver.confidence import slowdown
 from solver.models import get_model
-from solver.perf import PerfQuery, estimate
+from solver.perf import PerfQuery
 from solver.perf.queueing import TrafficClass, replica_for
 from solver.perf.queueing.model import _ELAPSED_Z, ReplicaLoadModel
 from solver.sim import kernel
@@ -31,22 +30,6 @@ from solver.sim.verify import run_replica_seed, seed_rng, warmup_for
 
 LONG = (TrafficClass(1.0, 3000, 200),)
 CHAT = (TrafficClass(0.8, 256, 128), TrafficClass(0.2, 3500, 500))
-
-
-@pytest.fixture(scope="module")
-def a100_vllm07():
-    """Llama-3.1-8B on one A100-40GB with vLLM 0.7 (prefill-first), 4,096-token context,
-    slowed as the planner's default confidence slows it (bench/queueing_vs_sim.py's
-    a100-8b-vllm07-4k)."""
-    catalog = default_catalog()
-    gpu = catalog.gpus["A100-40GB"]
-    host = cheapest_host(catalog, gpu, 1)
-    q = PerfQuery(model=get_model("llama-3.1-8b"), gpu=gpu, gpus_per_replica=1, interconnect=host.interconnect,
-                  usable_memory_gib=host.usable_memory_gib, precision="fp16", engine="vllm-0.7",
-                  instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs,
-                  max_model_len=4096)
-    assert estimate(q).feasible
-    return replica_for(q).slowed(slowdown(0.9))
 
 
 def _simulated_ttft_ms(replica, classes, rate, cv, per_seed=15_000, seeds=4):
