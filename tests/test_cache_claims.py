@@ -2,7 +2,7 @@
 
 The queueing model counted slots of the mix's mean claim: with mixed lengths a long prompt
 waits for room in the cache while far fewer than N sequences run, and the FCFS queue holds
-everyone behind it. `ReplicaLoadModel._cache_blocks` / `_class_waits` count the cache's
+everyone behind it. `ReplicaLoadModel._cache_law` / `_class_waits` count the cache's
 claims (docs/queueing.md, "Waiting for room in the KV cache"). Checked against the
 simulator (solver/sim), the reference for queueing, on the case that showed it: Llama-2-7B
 on an A10G with SGLang, a RAG mix of 1,500-token prompts and short ones.
@@ -38,19 +38,25 @@ def _simulated(replica, classes, rate: float, requests: int = 40_000, seed: int 
     return run["waited"], run["p99"]
 
 
+def _blocks(model):
+    """[K, N] the chance that a class-k arrival does not fit beside n running (None: none is)."""
+    law = model._cache_law
+    return None if law is None else law[0]
+
+
 def test_one_claim_size_keeps_the_slot_count(a10g):
     """One class (or classes of one claim): N slots of it fit, nothing is blocked below N -
     every class's chance to wait is the slots' own."""
     for classes in ((T(1.0, 512, 256),), (T(0.5, 512, 256), T(0.5, 512, 256))):
         model = Q.load_model(a10g, classes, 1.0)
-        assert model._cache_blocks is None
+        assert _blocks(model) is None
         st = model._state(0.6 * model.saturation_rate())
         assert not st.room_k.any()
 
 
 def test_a_long_prompt_waits_for_room_below_a_full_batch(a10g):
     model = Q.load_model(a10g, RAG, 1.0)
-    blocks = model._cache_blocks
+    blocks = _blocks(model)
     assert blocks is not None and blocks.shape == (2, model.slots)
     # the long prompt is blocked more than the short one, and more often with more running
     assert np.all(blocks[0] >= blocks[1] - 1e-12)
@@ -91,7 +97,7 @@ def test_a_class_the_cache_holds_one_of_keeps_its_own_queue(a10g):
     """A 3,500-token prompt fits the A10G's cache once or twice: it waits for one of its own
     (`_held_back`), not by the claims' count; the short class is still blocked by it."""
     model = Q.load_model(a10g, (T(0.8, 256, 128), T(0.2, 3500, 500)), 1.0)
-    blocks = model._cache_blocks
+    blocks = _blocks(model)
     assert blocks is not None
     assert model._class_fit[1] <= 2 and not blocks[1].any()
     assert blocks[0].any()
@@ -104,7 +110,7 @@ def test_the_blocking_chances_are_the_exact_ones_within_the_grid():
 
     model = Q.load_model(_replica("llama-2-7b", "A10G", "sglang"), RAG, 1.0)
     claims, w, C = model._claims, model._slot_w, float(model.replica.kv_cache_tokens)
-    blocks = model._cache_blocks
+    blocks = _blocks(model)
     for n in range(model.slots):
         for k in range(2):
             exact = sum(comb(n, m) * w[0] ** m * w[1] ** (n - m) for m in range(n + 1)

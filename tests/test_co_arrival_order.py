@@ -60,7 +60,8 @@ def test_atoms_split_only_where_the_place_decides_a_step(a100_vllm07):
     assert len(split) and len(out_at.tokens) == n + len(split)
     assert (ahead[n:] == 0.75).all() and set(np.unique(ahead[:n])) <= {0.25, 0.5}
     assert (out_at.tokens[n:] == at.tokens[split]).all() and (at.tokens[split] > 0).all()
-    beyond = (left[None, :, None] + long.prompt[:, None, None] + at.tokens[None, None, :] > long.budget).any(axis=(0, 1))
+    total = left[None, :, None] + long.prompt[:, None, None] + at.tokens[None, None, :]
+    beyond = (total > long.budget).any(axis=(0, 1))
     assert set(split) == set(np.nonzero(beyond & (at.tokens > 0))[0])
     assert out_rows.sum(axis=1) == pytest.approx(rows.sum(axis=1), rel=1e-12)
 

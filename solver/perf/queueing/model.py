@@ -925,12 +925,13 @@ class ReplicaLoadModel:
         blocked there does not join the batch then, so each step up the chain is thinned by
         the chance that an arrival is blocked (the batch piles up less where long prompts fill
         the cache first; against the simulator's batch on an A10G's RAG mix within ~20 % from
-        one running to a full batch, the empty replica's time 1.4-2.2x). Such a request waits for the departures that free its deficit, which leave
-        at n / L(n) with n running, L(n) the seconds a request then holds its slot (stay_s,
-        n = 1..N). The queue being FCFS, any arrival also waits behind the requests waiting
-        for room (M/G/1, below). A full batch (the chain's top and its queue) waits theta, as
-        before. Never below the slots' own chance; the chain the TPOT reads is unchanged.
-        (docs/queueing.md, "Waiting for room in the KV cache".)"""
+        one running to a full batch, the empty replica's time 1.4-2.2x). Such a request waits
+        for the departures that free its deficit, which leave at n / L(n) with n running, L(n)
+        the seconds a request then holds its slot (stay_s, n = 1..N). The queue being FCFS, any
+        arrival also waits behind the requests waiting for room (M/G/1, below). A full batch (the
+        chain's top and its queue) waits theta, as before. Never below the slots' own chance; the
+        chain the TPOT reads is unchanged. (docs/queueing.md, "Waiting for room in the KV cache".)
+        """
         law = self._cache_law
         if law is None:
             return None
@@ -1159,7 +1160,8 @@ class ReplicaLoadModel:
         started, r uniform over the step before it (`span`: its mean length)."""
         r = _LAG_POSITIONS * span
         start = rate * (after[..., None] + r)
-        return (forward_excess(start + rate * lengths[..., None], self.cv) - forward_excess(start, self.cv)).mean(axis=-1)
+        end = forward_excess(start + rate * lengths[..., None], self.cv)
+        return (end - forward_excess(start, self.cv)).mean(axis=-1)
 
     def _bursty_landing(self, d, w, content, after, span: float, rate: float, idle: float) -> np.ndarray:
         """The entries' weights seen from a bursty arrival (CV > 1). The time-stationary
@@ -1168,8 +1170,9 @@ class ReplicaLoadModel:
         cluster-mates: lambda d + the renewal excess over the step (`_landings`). Steps with
         content are weighted up by that ratio; the steps without content (and the idle
         replica) keep what is left, or, where every entry has content, only the ratios count."""
-        boost = np.where(content, 1.0 + self._landings(after, d, span, rate) / np.maximum(rate * d, 1e-300), 1.0)
-        boosted = w * boost
+        boosted = w.copy()
+        boosted[content] *= 1.0 + self._landings(after[content], d[content], span, rate) \
+            / np.maximum(rate * d[content], 1e-300)
         with_content = float(boosted[content].sum())
         without = float(w[~content].sum())
         if with_content <= 0.0:  # no content in progress anywhere: nothing to weight up
@@ -1221,9 +1224,8 @@ class ReplicaLoadModel:
         drawn by the batch's composition (share x stay, the weights the slots are counted on):
         blocks[k, n], the chance that a class-k arrival's KV claim does not fit beside them;
         departures[k, n], the departures it then waits for (at most the n running), times that
-        chance. None where no
-        arrival is ever blocked below N (one claim size, or N of the largest claim fit: the
-        slot count's model, bit for bit).
+        chance. None where no arrival is ever blocked below N (one claim size, or N of the
+        largest claim fit: the slot count's model, bit for bit).
 
         The cache admits a sequence against its claim (the simulator's and the engines'
         rule), not a slot of the mean claim: with mixed lengths a long prompt waits while
@@ -1321,12 +1323,6 @@ class ReplicaLoadModel:
         departures[off] = 0.0
         return (blocks, departures) if blocks.any() else None
 
-    @property
-    def _cache_blocks(self) -> np.ndarray | None:
-        """[K, N] the chance that a class-k arrival does not fit beside n running (`_cache_law`)."""
-        law = self._cache_law
-        return None if law is None else law[0]
-
     @cached_property
     def _own_idle_s(self) -> np.ndarray:
         """[K] seconds to the first token of a prompt that runs alone (no decode, no company,
@@ -1402,9 +1398,9 @@ class ReplicaLoadModel:
         second - and two points are the coarsest rule that tells the orders apart; a review's
         four-point rule put the p99 below at 621 ms, nearer the old value: part of the gain
         offsets `_own_done`'s fluid packing, which fills steps to the budget where a
-        prefill-first engine admits whole prompts). On a prefill-first A100 with 3,000-token prompts and a
-        4,096-token budget, one prompt's co-arrival put the arrival's TTFT at both prompts'
-        prefill whichever came first: p99 664 ms against the simulator's 540 (now 588)."""
+        prefill-first engine admits whole prompts). On a prefill-first A100 with 3,000-token
+        prompts and a 4,096-token budget, one prompt's co-arrival put the arrival's TTFT at both
+        prompts' prefill whichever came first: p99 664 ms against the simulator's 540 (now 588)."""
         room = max(self.budget - dec, 1.0)
         total = np.asarray(left, dtype=float)[None, :, None] + self.prompt[:, None, None] + at.tokens[None, None, :]
         split = np.nonzero((at.tokens > 0.0) & (total > room).any(axis=(0, 1)))[0]
@@ -1467,7 +1463,8 @@ class ReplicaLoadModel:
 
         every = slice(None)
 
-        def nowait(x, empty=True, ks=every, arrival=True):  # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
+        def nowait(x, empty=True, ks=every, arrival=True):
+            # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
             # (`ks`: the classes evaluated, all by default; `arrival`: the step in progress
             # met at the arrival - False: at a later moment, uniform in the step)
             s = tp.own0[None, ks]  # [1,K,C,A]
@@ -1487,7 +1484,8 @@ class ReplicaLoadModel:
                     out /= 1.0 - tp.idle
             return out
 
-        def ttft_slots(x, no_wait=None, empty=True, ks=every, arrival=True):  # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
+        def ttft_slots(x, no_wait=None, empty=True, ks=every, arrival=True):
+            # x: [X] seconds -> [X, K]; `no_wait`: its part without a wait, if known
             x = np.asarray(x, dtype=float)[:, None, None, None]
             if no_wait is None:
                 no_wait = nowait(x, empty, ks, arrival)
@@ -1698,7 +1696,7 @@ class _State:
 class _TtftParts:
     cur_d: np.ndarray  # [C] lengths of the step in progress
     cur_w: np.ndarray  # [C] their length-biased weights
-    same: np.ndarray  # [C, A] co-arrival composition weights given the step in progress (A: with `_split_ahead`'s copies)
+    same: np.ndarray  # [C, A] co-arrival weights given the step in progress (A: with `_split_ahead`'s copies)
     own0: np.ndarray  # [K, C, A] time to own first token from the next step's start, no wait
     wn: np.ndarray  # [A] co-admission weights when the batch is full
     ownn: np.ndarray  # [K, A] same at batch N
@@ -1722,10 +1720,10 @@ _OWN_LAG_STEPS = 1.0
 # on which its law is tabled (read between them linearly), and the positions over the step
 # before it at which a content's last prompt may have come (`_landings`).
 _ELAPSED_Z = np.linspace(0.0, 1.0, 33)
+_LAG_POSITIONS = (np.arange(8) + 0.5) / 8.0
 # A held-back class's later TTFT (`_cdfs`' ttft) is evaluated over its wait atoms in chunks of
 # points of about this many [points, K, C, A] elements (a row depends on its own point only).
 _HELD_CHUNK_ELEMENTS = 2_000_000
-_LAG_POSITIONS = (np.arange(8) + 0.5) / 8.0
 _STAY_POSITIONS = (np.arange(16) + 0.5) / 16.0
 
 # Cornish-Fisher nodes of standardised skewness gamma: x = (xi + c (xi^2 - 1)) / sqrt(1 + 2 c^2)
