@@ -12,6 +12,16 @@ repository root with the installed `solver-cli`:
 (other than `...`) must appear in the output, in order. A first line `$ CMD` in the block is
 the command as shown to the reader, kept as it is.
 
+A file the command writes (an export) is shown the same way:
+
+    <!-- file (trimmed): $OUT/chat-lambda-gh200-x1-fp8.yaml from: solver-cli solve examples/llm-platform.json --quiet --export skypilot --export-out $OUT -->
+
+Commands run in bash from the repository root, `solver-cli` being the installed one, with
+`$OUT` a fresh temporary directory per command (so `A > $OUT/plan.json && B $OUT/plan.json`
+works); blocks with the same command share one run of it within a process. In a trimmed
+block a line that is `...`, or a comment `# ... what is left out ...`, stands for left-out
+lines, indented or not.
+
     python scripts/docs_outputs.py            # check every annotated block (exit 1 on a difference)
     python scripts/docs_outputs.py --write    # rewrite the full (not trimmed) blocks from fresh runs
     python scripts/docs_outputs.py --list     # the annotated blocks, one per line
@@ -24,16 +34,18 @@ tests/test_docs_outputs.py runs the check for every block.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
-import shlex
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ANNOTATION = re.compile(r"^<!-- output(?P<trimmed> \(trimmed\))?: (?P<cmd>.+?) -->\s*$")
+FILE_ANNOTATION = re.compile(r"^<!-- file(?P<trimmed> \(trimmed\))?: (?P<file>\S+) from: (?P<cmd>.+?) -->\s*$")
 # Wall-clock figures: they move with the machine, never with the plan.
 MASKS = [
     (re.compile(r"\d+(\.\d+)? s solve / \d+(\.\d+)? s total"), "<t> s solve / <t> s total"),
@@ -49,10 +61,12 @@ class Block:
     start: int  # index of the first line inside the fence
     end: int  # index of the closing fence
     lines: list[str]
+    file: str | None = None  # a file the command writes ($OUT/...), shown instead of its output
 
     @property
     def name(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.start}: {self.cmd}"
+        shows = f"{self.file} from: " if self.file else ""
+        return f"{self.path.relative_to(ROOT)}:{self.start}: {shows}{self.cmd}"
 
 
 def documents() -> list[Path]:
@@ -63,27 +77,54 @@ def blocks(path: Path) -> list[Block]:
     text = path.read_text(encoding="utf-8").split("\n")
     out = []
     for i, line in enumerate(text):
-        m = ANNOTATION.match(line)
+        m = ANNOTATION.match(line) or FILE_ANNOTATION.match(line)
         if not m:
+            if line.startswith("<!-- output") or line.startswith("<!-- file"):
+                raise SystemExit(f"{path}:{i + 1}: an annotation this script cannot read: {line!r}")
             continue
+        shows = m.groupdict().get("file")
+        if shows is not None and not shows.startswith("$OUT/"):
+            raise SystemExit(f"{path}:{i + 1}: a shown file must be under $OUT/ (the command's own directory)")
         if i + 1 >= len(text) or not text[i + 1].startswith("```"):
             raise SystemExit(f"{path}:{i + 1}: an output annotation must sit right above a fenced block")
         end = next((j for j in range(i + 2, len(text)) if text[j].startswith("```")), None)
         if end is None:
             raise SystemExit(f"{path}:{i + 2}: the fenced block never closes")
-        out.append(Block(path, m["cmd"], bool(m["trimmed"]), i + 2, end, text[i + 2:end]))
+        out.append(Block(path, m["cmd"], bool(m["trimmed"]), i + 2, end, text[i + 2:end], shows))
     return out
+
+
+_OUT_DIRS: list[tempfile.TemporaryDirectory] = []  # removed when the process exits
+
+
+@functools.lru_cache(maxsize=None)
+def _run_once(cmd: str) -> tuple[tuple[str, ...], str]:
+    """(the command's output lines, its $OUT directory): one run per command and process."""
+    out = tempfile.TemporaryDirectory(prefix="docs-outputs-")
+    _OUT_DIRS.append(out)
+    # The installed solver-cli first on PATH (this interpreter's environment, as the tests run it).
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = dict(os.environ, COLUMNS="400", NO_COLOR="1", OUT=out.name, PATH=path)
+    done = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+    lines = (done.stdout + done.stderr).rstrip("\n").split("\n")
+    return tuple(line.rstrip() for line in lines), out.name
 
 
 def run(cmd: str) -> list[str]:
     """The command's output lines (stdout then stderr), right-stripped."""
-    argv = shlex.split(cmd)
-    if argv[0] == "solver-cli":
-        argv[0] = str(Path(sys.executable).with_name("solver-cli"))
-    env = dict(os.environ, COLUMNS="400", NO_COLOR="1")
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
-    lines = (done.stdout + done.stderr).rstrip("\n").split("\n")
-    return [line.rstrip() for line in lines]
+    return list(_run_once(cmd)[0])
+
+
+def produced(block: Block) -> list[str]:
+    """What the block shows when it is right: the command's output, or the file it wrote
+    (right-stripped lines; a file the command did not write reads as one line saying so)."""
+    if block.file is None:
+        return run(block.cmd)
+    lines, out = _run_once(block.cmd)
+    path = Path(out) / block.file[len("$OUT/"):]
+    if not path.is_file():
+        return [f"(no file {block.file}: the command printed {' / '.join(lines[-3:])})"]
+    return [line.rstrip() for line in path.read_text(encoding="utf-8").rstrip("\n").split("\n")]
 
 
 def masked(line: str) -> str:
@@ -98,6 +139,12 @@ def shown(block: Block) -> tuple[list[str], list[str]]:
     return head, block.lines[len(head):]
 
 
+def _left_out(line: str) -> bool:
+    """A trimmed block's mark for lines left out: `...`, or a comment `# ... text ...`."""
+    mark = line.strip()
+    return mark == "..." or (mark.startswith("# ...") and mark.endswith("..."))
+
+
 def difference(block: Block, output: list[str]) -> str:
     """'' when the block shows what the command prints, else what differs."""
     _, lines = shown(block)
@@ -106,7 +153,7 @@ def difference(block: Block, output: list[str]) -> str:
     if block.trimmed:
         at = 0
         for line in want:
-            if line == "...":
+            if _left_out(line):
                 continue
             while at < len(got) and got[at] != line:
                 at += 1
@@ -145,7 +192,7 @@ def main() -> int:
             continue
         fresh = {}
         for b in todo:
-            output = run(b.cmd)
+            output = produced(b)
             why = difference(b, output)
             if why and args.write and not b.trimmed:
                 fresh[b.start] = output

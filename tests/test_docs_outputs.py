@@ -26,7 +26,7 @@ def test_the_readme_shows_command_outputs_that_are_checked() -> None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
 def test_shown_output_is_what_the_command_prints(block) -> None:
-    why = docs_outputs.difference(block, docs_outputs.run(block.cmd))
+    why = docs_outputs.difference(block, docs_outputs.produced(block))
     assert not why, f"{block.name} is stale: {why}\nTo fix: python scripts/docs_outputs.py --write"
 
 
@@ -60,3 +60,54 @@ def test_the_review_example_is_what_the_review_gives_now() -> None:
     saved = re.search(r"1 more GH200 GPU of quota saves \$(\d+\.\d+)/hour", (ROOT / "README.md").read_text())
     report = (ROOT / "docs" / "review-example" / "report.md").read_text()
     assert saved and f"1 more GH200 GPU of quota (2 -> 3) saves ${float(saved.group(1)):.4f}/hour" in report, fix
+
+
+FILE_BLOCKS = [b for b in BLOCKS if b.file is not None]
+
+
+def test_exported_files_shown_in_the_docs_are_checked() -> None:
+    """docs/export.md shows files the export writes; each is a checked block (a stale one
+    showed `max batch 320` and no engine-release lines long after the export changed)."""
+    shown = {(b.path.name, b.file) for b in FILE_BLOCKS}
+    assert ("export.md", "$OUT/chat-lambda-gh200-x1-fp8.yaml") in shown
+    assert ("export.md", "$OUT/llama-405b-aws-h100-sxm-x16-fp16.yaml") in shown
+    assert ("export.md", "$OUT/sites/dc-east.yaml") in shown
+
+
+def test_a_changed_line_of_a_shown_file_is_caught() -> None:
+    for block in (next(b for b in FILE_BLOCKS if not b.trimmed), next(b for b in FILE_BLOCKS if b.trimmed)):
+        written = docs_outputs.produced(block)
+        assert not docs_outputs.difference(block, written)
+        line = next(i for i, x in enumerate(written) if x.strip() and not docs_outputs._left_out(x)
+                    and x in docs_outputs.shown(block)[1])
+        moved = written[:line] + [written[line] + " # moved"] + written[line + 1:]
+        assert docs_outputs.difference(block, moved), block.name
+
+
+def test_a_file_the_command_did_not_write_is_reported(tmp_path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- file: $OUT/none.yaml from: true -->\n```yaml\na: 1\n```\n", encoding="utf-8")
+    (block,) = docs_outputs.blocks(doc)
+    assert docs_outputs.produced(block) == ["(no file $OUT/none.yaml: the command printed )"]
+    assert docs_outputs.difference(block, docs_outputs.produced(block))
+
+
+def test_each_command_has_its_own_out_directory() -> None:
+    a = docs_outputs._run_once("echo $OUT")
+    b = docs_outputs._run_once("echo $OUT; true")
+    assert a[0] == (a[1],) and b[0] == (b[1],) and a[1] != b[1]
+    assert docs_outputs._run_once("echo $OUT") == a  # one run per command
+
+
+@pytest.mark.parametrize("line, gap", [("...", True), ("    ...", True), ("  # ... chat on GPUs 5-7 ...", True),
+                                       ("  # ... chat on GPUs 5-7", False), ("# a comment", False)])
+def test_marks_for_left_out_lines(line, gap) -> None:
+    assert docs_outputs._left_out(line) is gap
+
+
+@pytest.mark.parametrize("annotation", ["<!-- file: /etc/passwd from: true -->", "<!-- output true -->"])
+def test_an_unreadable_annotation_is_an_error(tmp_path, annotation) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"{annotation}\n```\nx\n```\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        docs_outputs.blocks(doc)
