@@ -16,9 +16,13 @@ A file the command writes (an export) is shown the same way:
 
     <!-- file (trimmed): $OUT/chat-lambda-gh200-x1-fp8.yaml from: solver-cli solve examples/llm-platform.json --quiet --export skypilot --export-out $OUT -->
 
-Commands run in bash from the repository root, `solver-cli` being the installed one, with
-`$OUT` a fresh temporary directory per command (so `A > $OUT/plan.json && B $OUT/plan.json`
-works); blocks with the same command share one run of it within a process. In a trimmed
+Commands run in bash from the repository root (`$ROOT`), `solver-cli` being the installed
+one, with `$OUT` a fresh temporary directory per command (so `A > $OUT/plan.json && B
+$OUT/plan.json` works, or `cd $OUT && ...` for relative paths as a reader would see them);
+blocks with the same command share one run of it within a process. A block's leading `$ `
+lines, and `$ ` lines between its output lines (a transcript of several commands), are the
+commands as the reader types them: never compared (the annotation's command is what runs),
+and a block with such lines between its outputs is edited by hand, not by --write. In a trimmed
 block a line that is `...`, or a comment `# ... what is left out ...`, stands for left-out
 lines, indented or not.
 
@@ -104,7 +108,7 @@ def _run_once(cmd: str) -> tuple[tuple[str, ...], str]:
     _OUT_DIRS.append(out)
     # The installed solver-cli first on PATH (this interpreter's environment, as the tests run it).
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    env = dict(os.environ, COLUMNS="400", NO_COLOR="1", OUT=out.name, PATH=path)
+    env = dict(os.environ, COLUMNS="400", NO_COLOR="1", OUT=out.name, PATH=path, ROOT=str(ROOT))
     done = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     lines = (done.stdout + done.stderr).rstrip("\n").split("\n")
     return tuple(line.rstrip() for line in lines), out.name
@@ -134,9 +138,14 @@ def masked(line: str) -> str:
 
 
 def shown(block: Block) -> tuple[list[str], list[str]]:
-    """(the block's `$ command` lines, its output lines)."""
-    head = [line for line in block.lines[:1] if line.startswith("$ ")]
-    return head, block.lines[len(head):]
+    """(the block's leading `$ command` lines, the lines after them)."""
+    n = next((i for i, line in enumerate(block.lines) if not line.startswith("$ ")), len(block.lines))
+    return block.lines[:n], block.lines[n:]
+
+
+def _interleaved(block: Block) -> bool:
+    """Whether `$ command` lines sit between output lines (a transcript of several commands)."""
+    return any(line.startswith("$ ") for line in shown(block)[1])
 
 
 def _left_out(line: str) -> bool:
@@ -149,7 +158,8 @@ def difference(block: Block, output: list[str]) -> str:
     """'' when the block shows what the command prints, else what differs."""
     _, lines = shown(block)
     got = [masked(x) for x in output]
-    want = [masked(x) for x in lines]
+    # `$ command` lines are the commands as the reader types them, never output
+    want = [masked(x) for x in lines if not x.startswith("$ ")]
     if block.trimmed:
         at = 0
         for line in want:
@@ -194,7 +204,7 @@ def main() -> int:
         for b in todo:
             output = produced(b)
             why = difference(b, output)
-            if why and args.write and not b.trimmed:
+            if why and args.write and not b.trimmed and not _interleaved(b):
                 fresh[b.start] = output
                 print(f"rewrote {b.name}")
             elif why:

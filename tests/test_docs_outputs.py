@@ -111,3 +111,26 @@ def test_an_unreadable_annotation_is_an_error(tmp_path, annotation) -> None:
     doc.write_text(f"{annotation}\n```\nx\n```\n", encoding="utf-8")
     with pytest.raises(SystemExit):
         docs_outputs.blocks(doc)
+
+
+def test_a_transcript_of_several_commands_is_checked_line_by_line(tmp_path) -> None:
+    """`$ ` lines between outputs are the commands as typed (never compared); every other line is."""
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- output: echo one; echo two -->\n```\n$ first\none\n$ second\ntwo\n```\n", encoding="utf-8")
+    (block,) = docs_outputs.blocks(doc)
+    assert docs_outputs._interleaved(block)
+    assert not docs_outputs.difference(block, docs_outputs.produced(block))
+    assert docs_outputs.difference(block, ["one", "three"])
+
+
+@pytest.mark.parametrize("name, code", [("too-big.json", 3), ("names.json", 2), ("twice.yaml", 2), ("quoted.yaml", 2)])
+def test_the_shown_refusals_exit_as_the_docs_say(name, code) -> None:
+    """README and docs/input-limits.md show these refusals; the README promises exit 3 for no
+    feasible fleet and 2 for bad input."""
+    import subprocess
+
+    cli = Path(sys.executable).with_name("solver-cli")
+    done = subprocess.run([str(cli), "solve", str(ROOT / "examples" / "errors" / name)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
