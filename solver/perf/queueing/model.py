@@ -98,7 +98,8 @@ class ReplicaLoadModel:
         self.mean_pairs = float(np.dot(self.share, self.prompt ** 2 / 2))
         gs, gt, gp = _size_groups(self.share, self.prompt)
         self._groups = (tuple(gs.tolist()), tuple(gt.tolist()), tuple(gp.tolist()))
-        self._sat: float | None = None
+        self._sat: float | None = None  # with the slots busy (`_saturation_rate_at`)
+        self._sat_held: float | None = None  # ... and no class beyond its own room (`_held_capacity`)
         self._prefill_limits: dict[float, float] = {}
         self._atom_steps: dict = {}  # (decodes, context, j_max) -> the atoms' super-steps [M, A]
         self._batch_parts: dict = {}  # batches -> their decodes, context, bare step and prefill limits
@@ -588,11 +589,62 @@ class ReplicaLoadModel:
         h(x) = N / L - r(x) has one root; Illinois steps on x to |h| <= 1e-4 r (the
         tolerance of the rate-space search this replaces).
         """
-        if self._sat is None:
-            self.slots  # the settled batch's search may find the rate on its way (`_effective_slots`)
-        if self._sat is None:
-            self._sat = self._saturation_rate()
-        return self._sat
+        if self._sat_held is None:
+            if self._sat is None:
+                self.slots  # the settled batch's search may find the rate on its way (`_effective_slots`)
+            if self._sat is None:
+                self._sat = self._saturation_rate()
+            self._sat_held = min(self._sat, self._held_capacity(self._sat))
+        return self._sat_held
+
+    def _few_fit(self, slots: int) -> np.ndarray:
+        """The classes of which the KV cache holds only one or two while the replica runs more."""
+        fit = self._class_fit
+        return np.flatnonzero((fit >= 1) & (fit <= 2) & (fit < slots))
+
+    def _class_stays(self, m: float, tau: float, rate: float) -> np.ndarray:
+        """[K] the seconds a request of each class holds its slot at batch m, mean step tau:
+        its O - 1 decode steps and its first step."""
+        first = self._first_steps(np.array([m]), rate, np.array([tau]))
+        return np.array([(self.output[k] - 1.0) * tau + float(first[k][0]) for k in range(len(self.share))])
+
+    def _held_capacity(self, slot_rate: float) -> float:
+        """The most requests/s the classes the cache holds one or two of let through, or inf
+        where none is held back or they pass `slot_rate` (the rate with the slots busy).
+
+        Such a class is c = 1 or 2 servers of its own, each held for its slot time L(r) (the
+        queue `_held_back` models): it takes at most c / (share x L(r)) requests/s of the
+        whole stream. Beyond that its queue grows, and with FCFS admission its waiting head
+        blocks every request behind it, so the replica saturates with it: the rate r with
+        r = min_k c_k / (share_k L_k(r)), L rising with r (bisection; 1e-6 relative). On a
+        Llama-2-7B A10G (SGLang) with 20 % of 3,500-token prompts the cache holds one of,
+        0.255 requests/s against the simulator's 0.264 under overload; the slots alone said
+        0.347 (docs/queueing.md, "A held-back class saturates the replica")."""
+        few = self._few_fit(self.slots)
+        if not len(few) or not slot_rate > 0:
+            return math.inf
+        slots = self.slots
+
+        grid = _batch_grid(slots)
+        ns = np.arange(1, slots + 1, dtype=float)
+
+        def room(r):
+            # at the fluid batch at r, as `_state` finds it (its mean step on the batch grid)
+            tau_grid = self.mean_step(grid, r)
+            m = max(min(_fluid_batch(r, ns, np.interp(ns, grid, self.slot_seconds(grid, r, tau_grid))), slots), 1.0)
+            stay = self._class_stays(m, float(np.interp(m, grid, tau_grid)), r)
+            return float(np.min(self._class_fit[few] / (self.share[few] * stay[few])))
+
+        if room(slot_rate) >= slot_rate:
+            return math.inf
+        lo, hi = 0.0, slot_rate  # r - room(r) rises with r: below the root at lo, above at hi
+        while hi - lo > 1e-6 * hi:
+            mid = 0.5 * (lo + hi)
+            if room(mid) > mid:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def _saturation_rate(self) -> float:
         return self._saturation_rate_at(self.slots)[0]
@@ -995,18 +1047,17 @@ class ReplicaLoadModel:
         queueing.md, "A class the cache holds one of"). (class, chance, waits: equal-weight
         atoms in seconds) each; chance 1 and infinite waits where the class overloads them."""
         fit = self._class_fit
-        few = np.flatnonzero((fit >= 1) & (fit <= 2) & (fit < st.slots))
+        few = self._few_fit(st.slots)
         if not len(few):
             return ()
         m = max(min(st.fluid, st.slots), 1.0)
-        tau = np.array([float(st.tau(m))])
-        first = self._first_steps(np.array([m]), st.rate, tau)
+        stays = self._class_stays(m, float(st.tau(m)), st.rate)
         out = []
         for k in few:
             # The class's own stream, each arrival of it with chance share: CV^2 = 1 + share
             # (cv^2 - 1), the geometric sum of the service's gaps (gamma: shape 1 / CV^2).
             shape = 1.0 / max(1.0 + self.share[k] * (self.cv ** 2 - 1.0), 1e-6)
-            slot_s = (self.output[k] - 1.0) * tau[0] + float(first[k][0])
+            slot_s = float(stays[k])
             c = float(fit[k])
             lam = self.share[k] * st.rate
             rho = lam * slot_s / c
