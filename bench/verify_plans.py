@@ -79,6 +79,9 @@ def example_cases() -> tuple[list[tuple[str, dict, str]], list[str]]:
     for path in sorted((ROOT / "examples").rglob("*")):
         if path.suffix not in (".json", ".yaml", ".yml") or "traces" in path.parts or "catalogs" in path.parts:
             continue
+        if "errors" in path.relative_to(ROOT / "examples").parts:  # refused or infeasible by design (the docs show why)
+            notes.append(f"{path.relative_to(ROOT / 'examples')}: an input the docs show refused or infeasible")
+            continue
         doc = load_doc(path)
         rel = str(path.relative_to(ROOT / "examples"))
         if isinstance(doc, dict) and "base" in doc:  # a review: plan its base workload
