@@ -211,7 +211,8 @@ def per_config(pending: tuple, value: float) -> float:
 
 def saturation_cap_bound(key: tuple) -> float:
     """An upper bound on the cap under `key` (`cap_key`: before the error band and rate margin), tighter than
-    `cap_upper_bound`, for ~1 ms: `max_rate_for_slo` never returns more than
+    `cap_upper_bound`, for ~1 ms (~4 ms where a class the KV cache holds one or two of sets the
+    saturation, `_held_capacity`): `max_rate_for_slo` never returns more than
     DEFAULT_MAX_UTILIZATION x the saturation rate (its contract; tests/test_lazy_caps.py
     checks it). The cap's own search starts from the same saturation rate, which the cached
     model keeps, so it is not paid twice. Remembered (`_sat_bounds`)."""
