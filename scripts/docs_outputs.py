@@ -24,7 +24,8 @@ lines, and `$ ` lines between its output lines (a transcript of several commands
 commands as the reader types them: never compared (the annotation's command is what runs),
 and a block with such lines between its outputs is edited by hand, not by --write. In a trimmed
 block a line that is `...`, or a comment `# ... what is left out ...`, stands for left-out
-lines, indented or not.
+lines, indented or not. A command must exit 0 unless the annotation says otherwise,
+`<!-- output (exit 3): ... -->` or `<!-- file (trimmed) (exit 2): ... -->` (a shown refusal).
 
     python scripts/docs_outputs.py            # check every annotated block (exit 1 on a difference)
     python scripts/docs_outputs.py --write    # rewrite the full (not trimmed) blocks from fresh runs
@@ -41,6 +42,7 @@ import argparse
 import functools
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,8 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ANNOTATION = re.compile(r"^<!-- output(?P<trimmed> \(trimmed\))?: (?P<cmd>.+?) -->\s*$")
-FILE_ANNOTATION = re.compile(r"^<!-- file(?P<trimmed> \(trimmed\))?: (?P<file>\S+) from: (?P<cmd>.+?) -->\s*$")
+ANNOTATION = re.compile(r"^<!-- output(?P<trimmed> \(trimmed\))?(?: \(exit (?P<exit>\d{1,3})\))?: (?P<cmd>.+?) -->\s*$")
+FILE_ANNOTATION = re.compile(
+    r"^<!-- file(?P<trimmed> \(trimmed\))?(?: \(exit (?P<exit>\d{1,3})\))?: (?P<file>\S+) from: (?P<cmd>.+?) -->\s*$")
 # Wall-clock figures: they move with the machine, never with the plan.
 MASKS = [
     (re.compile(r"\d+(\.\d+)? s solve / \d+(\.\d+)? s total"), "<t> s solve / <t> s total"),
@@ -66,6 +69,7 @@ class Block:
     end: int  # index of the closing fence
     lines: list[str]
     file: str | None = None  # a file the command writes ($OUT/...), shown instead of its output
+    exit: int = 0  # the exit status the docs promise (`(exit N)` in the annotation)
 
     @property
     def name(self) -> str:
@@ -94,7 +98,8 @@ def blocks(path: Path) -> list[Block]:
         end = next((j for j in range(i + 2, len(text)) if text[j].startswith("```")), None)
         if end is None:
             raise SystemExit(f"{path}:{i + 2}: the fenced block never closes")
-        out.append(Block(path, m["cmd"], bool(m["trimmed"]), i + 2, end, text[i + 2:end], shows))
+        out.append(Block(path, m["cmd"], bool(m["trimmed"]), i + 2, end, text[i + 2:end], shows,
+                         int(m["exit"]) if m["exit"] else 0))
     return out
 
 
@@ -102,16 +107,24 @@ _OUT_DIRS: list[tempfile.TemporaryDirectory] = []  # removed when the process ex
 
 
 @functools.lru_cache(maxsize=None)
-def _run_once(cmd: str) -> tuple[tuple[str, ...], str]:
-    """(the command's output lines, its $OUT directory): one run per command and process."""
+def _run_once(cmd: str) -> tuple[tuple[str, ...], str, int]:
+    """(the command's output lines, its $OUT directory, its exit status): one run per command
+    and process. Past TIMEOUT_S the whole process group is killed (bash and what it started)."""
     out = tempfile.TemporaryDirectory(prefix="docs-outputs-")
     _OUT_DIRS.append(out)
     # The installed solver-cli first on PATH (this interpreter's environment, as the tests run it).
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = dict(os.environ, COLUMNS="400", NO_COLOR="1", OUT=out.name, PATH=path, ROOT=str(ROOT))
-    done = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
-    lines = (done.stdout + done.stderr).rstrip("\n").split("\n")
-    return tuple(line.rstrip() for line in lines), out.name
+    proc = subprocess.Popen(["bash", "-c", cmd], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        stderr += f"\n(killed after {TIMEOUT_S} s)"
+    lines = (stdout + stderr).rstrip("\n").split("\n")
+    return tuple(line.rstrip() for line in lines), out.name, proc.returncode
 
 
 def run(cmd: str) -> list[str]:
@@ -119,12 +132,22 @@ def run(cmd: str) -> list[str]:
     return list(_run_once(cmd)[0])
 
 
+def check(block: Block) -> str:
+    """'' when the block shows what its command gives now and the command exits as the
+    annotation says (0 unless `(exit N)`), else what differs."""
+    _, _, status = _run_once(block.cmd)
+    if status != block.exit:
+        return (f"the command exited {status}, the annotation expects {block.exit} "
+                f"(write `(exit {status})` after the kind if the docs show that): {' / '.join(run(block.cmd)[-3:])}")
+    return difference(block, produced(block))
+
+
 def produced(block: Block) -> list[str]:
     """What the block shows when it is right: the command's output, or the file it wrote
     (right-stripped lines; a file the command did not write reads as one line saying so)."""
     if block.file is None:
         return run(block.cmd)
-    lines, out = _run_once(block.cmd)
+    lines, out, _ = _run_once(block.cmd)
     path = Path(out) / block.file[len("$OUT/"):]
     if not path.is_file():
         return [f"(no file {block.file}: the command printed {' / '.join(lines[-3:])})"]
@@ -203,7 +226,7 @@ def main() -> int:
         fresh = {}
         for b in todo:
             output = produced(b)
-            why = difference(b, output)
+            why = check(b)
             if why and args.write and not b.trimmed and not _interleaved(b):
                 fresh[b.start] = output
                 print(f"rewrote {b.name}")

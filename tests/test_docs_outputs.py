@@ -26,7 +26,7 @@ def test_the_readme_shows_command_outputs_that_are_checked() -> None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
 def test_shown_output_is_what_the_command_prints(block) -> None:
-    why = docs_outputs.difference(block, docs_outputs.produced(block))
+    why = docs_outputs.check(block)
     assert not why, f"{block.name} is stale: {why}\nTo fix: python scripts/docs_outputs.py --write"
 
 
@@ -134,3 +134,26 @@ def test_the_shown_refusals_exit_as_the_docs_say(name, code) -> None:
                           text=True, timeout=120)
     assert done.returncode == code, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("annotation, ok", [("output", False), ("output (exit 3)", True), ("output (trimmed)", False),
+                                            ("output (trimmed) (exit 3)", True), ("output (exit 2)", False)])
+def test_the_exit_status_is_part_of_what_is_shown(tmp_path, annotation, ok) -> None:
+    """A command that fails does not pass on the lines it printed first: it must exit 0, or
+    as the annotation says (a shown refusal)."""
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"<!-- {annotation}: echo shown; exit 3 -->\n```\nshown\n```\n", encoding="utf-8")
+    (block,) = docs_outputs.blocks(doc)
+    assert not docs_outputs.difference(block, docs_outputs.produced(block))  # the lines alone agree
+    assert (docs_outputs.check(block) == "") is ok
+
+
+def test_a_command_past_its_time_is_killed_with_what_it_started(tmp_path, monkeypatch) -> None:
+    import subprocess
+
+    monkeypatch.setattr(docs_outputs, "TIMEOUT_S", 1)
+    marker = "7.3129"  # a sleep of its own, to find it afterwards
+    lines, _, status = docs_outputs._run_once(f"sleep {marker} & wait; echo never")
+    assert status != 0 and "never" not in lines and lines[-1].startswith("(killed after")
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the command's children outlived the timeout"
