@@ -52,7 +52,7 @@ def test_the_chain_is_what_the_simulator_runs_between_decode_steps(moe):
     for rate in (18.2, 36.4, 54.6):
         sim = _simulated(moe, SHORT, rate)
         simulated = float(np.percentile(sim.tpot_s, 50)) * 1000.0
-        assert model.at_rate(rate, percentiles=(50,)).tpot_ms[50] == pytest.approx(simulated, rel=0.10), u
+        assert model.at_rate(rate, percentiles=(50,)).tpot_ms[50] == pytest.approx(simulated, rel=0.10), rate
 
 
 def test_the_chain_grows_with_the_rate_and_is_empty_without_prompts(moe):
