@@ -744,17 +744,22 @@ class ReplicaLoadModel:
 
     def _saturation_prefill_first(self, N: float, no_queue: float, top: float, prefill_bound: bool,
                                   decide: bool) -> tuple[float, bool]:
-        """`_saturation_rate_at` for a prefill-first engine: h(r) = N / L(N, r) - r falls with
-        r; Illinois steps in (0, top) to |h| <= 1e-4 r, as the other search.
+        """`_saturation_rate_at` for a prefill-first engine, in the rate itself: its mean step
+        (a decode step and the chain of prefill steps, `_prefill_chain`) has no fixed point
+        to parametrize by. h(r) = N / L(N, r) - r falls with r; Illinois steps in (0, top)
+        to |h| <= 1e-4 r, as the other search.
 
-        Its mean step is the one with a queue (`_queued_prefill_step`), not the chain of
-        prompts trickling in (`_prefill_chain`, the step below saturation): at saturation
-        requests always wait, so each decode block is followed by prefill steps that admit
-        the prompts of the slots it freed at once, as many per step as the budget holds."""
+        This is the rate where prompts trickling in stop being served as they come, not the
+        engine's capacity with a standing queue (which prefills the freed slots' prompts
+        together: 1.9x this on an MoE). Between the two the engine gets there only by letting
+        a queue build - seconds of TTFT - so this is the rate to plan at
+        (tests/test_prefill_chain.py; docs/queueing.md, "A prefill-first engine's two rates")."""
         n = np.array([N])
-        tau = self._queued_prefill_step(N)
 
         def h(r):
+            tau = self.mean_step(n, r)
+            if not np.isfinite(tau[0]):
+                return -r, r
             return N / float(self.slot_seconds(n, r, tau)[0]) - r, r
 
         h_top, _ = h(top)
@@ -764,29 +769,6 @@ class ReplicaLoadModel:
             return math.nan, False
         r, _ = _illinois(h, 0.0, no_queue, top, h_top, top, 80)
         return min(r, top), False
-
-    def _queued_prefill_step(self, N: float) -> np.ndarray:
-        """[1] a prefill-first engine's mean step per decode step at batch N with requests
-        always waiting: a decode block, then prefill-only steps admitting the prompts of the
-        slots the block freed - K of them, Poisson with mean N x block / (decode steps per
-        request), K x the mean prompt's tokens in budget-sized steps, none when K = 0.
-
-        Why: the chain of a trickle (`_prefill_chain`) prefills the prompts arriving during a
-        step in the next, so at high rates every decode step pays several small prefill
-        steps - each, for an MoE, about a decode step's expert reads. With a queue the engine
-        admits the freed slots' prompts together: on Qwen3-30B-A3B fp8 (SGLang) on an H100
-        with 256-token prompts the chain put saturation at 76.6 requests/s, the simulator
-        under overload serves 147 (this: 137; docs/queueing.md, "A prefill-first engine
-        saturates with a queue")."""
-        n = np.array([float(N)])
-        dec, ctx, base, _ = self._batch_step_parts(n)
-        block = self.block_steps * base
-        freed = self.block_steps * float(N) / max(self.decode_steps_per_request, 1.0)
-        j_max = int(freed + 12.0 * math.sqrt(freed) + 12.0)
-        pk = _count_pmf(np.array([freed]), 1.0, j_max, lump_tail=False)[0]
-        k = np.arange(j_max + 1, dtype=float)
-        prefill = float(np.dot(pk, self._prefill_only_parts(k * self.mean_prompt, k * self.mean_pairs)[3]))
-        return (block + prefill) / self.block_steps
 
     def _window_nodes(self, rate: float, rho: float, tau: np.ndarray, skewed: bool = False,
                       batch: np.ndarray | None = None, st: "_State | None" = None):
