@@ -618,7 +618,7 @@ class ReplicaLoadModel:
         blocks every request behind it, so the replica saturates with it: the rate r with
         r = min_k c_k / (share_k L_k(r)), L rising with r (Illinois steps, 1e-4 relative). On a
         Llama-2-7B A10G (SGLang) with 20 % of 3,500-token prompts the cache holds one of,
-        0.255 requests/s against the simulator's 0.264 under overload; the slots alone said
+        0.251 requests/s against the simulator's 0.264 under overload; the slots alone said
         0.347 (docs/queueing.md, "A held-back class saturates the replica")."""
         few = self._few_fit(self.slots)
         if not len(few) or not slot_rate > 0:
