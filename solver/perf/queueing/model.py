@@ -620,18 +620,15 @@ class ReplicaLoadModel:
         Llama-2-7B A10G (SGLang) with 20 % of 3,500-token prompts the cache holds one of,
         0.251 requests/s against the simulator's 0.264 under overload; the slots alone said
         0.347 (docs/queueing.md, "A held-back class saturates the replica")."""
-        few = self._few_fit(self.slots)
+        slots = self.slots
+        few = self._few_fit(slots)
         if not len(few) or not slot_rate > 0:
             return math.inf
-        slots = self.slots
-
-        grid = _batch_grid(slots)
-        ns = np.arange(1, slots + 1, dtype=float)
 
         def room(r):
             # at the fluid batch at r, as `_state` finds it (its mean step on the batch grid)
-            tau_grid = self.mean_step(grid, r)
-            m = max(min(_fluid_batch(r, ns, np.interp(ns, grid, self.slot_seconds(grid, r, tau_grid))), slots), 1.0)
+            grid, tau_grid, _, _, fluid = self._fluid_point(r, slots)
+            m = max(min(fluid, slots), 1.0)
             stay = self._class_stays(m, float(np.interp(m, grid, tau_grid)), r)
             return float(np.min(self._class_fit[few] / (self.share[few] * stay[few])))
 
@@ -905,13 +902,19 @@ class ReplicaLoadModel:
         return float(np.dot(w, mean_t / base) / w_sum) if w_sum > 0 else 1.0
 
     # -- state at a rate
-    def _state(self, rate: float) -> "_State":
-        N = self.slots
+    def _fluid_point(self, rate: float, N: int):
+        """(batch grid, its mean steps, n = 1..N, L(n) the seconds a request holds its slot,
+        the fluid batch m = rate x L(m)) at `rate`: where `_state` and `_held_capacity` read
+        the replica's batch."""
         grid = _batch_grid(N)
         tau_grid = self.mean_step(grid, rate)
         ns = np.arange(1, N + 1, dtype=float)
-        L = np.interp(ns, grid, self.slot_seconds(grid, rate, tau_grid))  # seconds a request holds its slot
-        fluid = _fluid_batch(rate, ns, L)
+        L = np.interp(ns, grid, self.slot_seconds(grid, rate, tau_grid))
+        return grid, tau_grid, ns, L, _fluid_batch(rate, ns, L)
+
+    def _state(self, rate: float) -> "_State":
+        N = self.slots
+        grid, tau_grid, ns, L, fluid = self._fluid_point(rate, N)
         # Elasticity of the slot time in the batch at the fluid point.
         lo, hi = max(fluid * 0.9, 1.0), min(max(fluid * 1.1, 1.0 + 1e-9), float(N))
         eps = 0.0
