@@ -148,7 +148,9 @@ def produced(block: Block) -> list[str]:
     if block.file is None:
         return run(block.cmd)
     lines, out, _ = _run_once(block.cmd)
-    path = Path(out) / block.file[len("$OUT/"):]
+    path = (Path(out) / block.file[len("$OUT/"):]).resolve()
+    if not path.is_relative_to(Path(out).resolve()):
+        return [f"(the shown file {block.file} is outside the command's $OUT)"]
     if not path.is_file():
         return [f"(no file {block.file}: the command printed {' / '.join(lines[-3:])})"]
     return [line.rstrip() for line in path.read_text(encoding="utf-8").rstrip("\n").split("\n")]
@@ -184,6 +186,8 @@ def difference(block: Block, output: list[str]) -> str:
     # `$ command` lines are the commands as the reader types them, never output
     want = [masked(x) for x in lines if not x.startswith("$ ")]
     if block.trimmed:
+        if all(_left_out(line) for line in want):
+            return "a trimmed block that shows no line to compare"
         at = 0
         for line in want:
             if _left_out(line):

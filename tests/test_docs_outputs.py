@@ -157,3 +157,18 @@ def test_a_command_past_its_time_is_killed_with_what_it_started(tmp_path, monkey
     assert status != 0 and "never" not in lines and lines[-1].startswith("(killed after")
     left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", "the command's children outlived the timeout"
+
+
+@pytest.mark.parametrize("body", ["...", "", "# ... all of it ..."])
+def test_a_trimmed_block_must_show_something(tmp_path, body) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"<!-- output (trimmed): echo anything -->\n```\n{body}\n```\n", encoding="utf-8")
+    (block,) = docs_outputs.blocks(doc)
+    assert docs_outputs.check(block)
+
+
+def test_a_shown_file_stays_inside_the_commands_directory(tmp_path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- file: $OUT/../../etc/hostname from: true -->\n```\nx\n```\n", encoding="utf-8")
+    (block,) = docs_outputs.blocks(doc)
+    assert "outside" in docs_outputs.produced(block)[0]
