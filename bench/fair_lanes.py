@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -93,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
               f"load average {os.getloadavg()[0]:.2f}")
     finally:
         stop.set()
-        proc.terminate()
-        proc.wait(30)
+        proc.terminate()  # large jobs may still run: the server would give them its 30 s grace
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # a second signal ends the grace: calls in flight answer CANCELLED
+            proc.wait(30)
     return 0
 
 
