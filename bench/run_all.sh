@@ -1,21 +1,77 @@
 #!/usr/bin/env bash
-# Every benchmark of docs/benchmarks.md "Current figures", in a row (about 14 minutes on 2 cores).
+# Every figure of docs/benchmarks.md, one named run each, in a row (about 90 minutes on 2 cores).
+#
+#   bash bench/run_all.sh                 # all of them
+#   bash bench/run_all.sh vs_sim targets  # only the runs whose names are given
+#   bash bench/run_all.sh --list          # names and commands
+#
+# docs/benchmarks.md quotes each command exactly as it stands here (tests/test_docs_commands.py
+# holds the two to each other), so a figure there can be re-measured by its name. Timing runs
+# come first: the accuracy runs are deterministic and do not mind a busy machine, timings do.
 cd "$(dirname "$0")/.."
-export PYTHONWARNINGS=ignore
-echo "== date $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== solve_scaling 10 100"; timeout 600 .venv/bin/python bench/solve_scaling.py --sizes 10 100 --seeds 3
-echo "== cli cold one service (sources compiled on each run: PYTHONDONTWRITEBYTECODE here)"; for i in 1 2 3; do /usr/bin/time -f "%e s wall %U s user" .venv/bin/solver-cli solve examples/s3-big-model.json > /dev/null; done
-# An installed package has its bytecode; compile ours once (Python checks it against the sources).
-PYTHONDONTWRITEBYTECODE= .venv/bin/python -m compileall -q solver cli server
-echo "== cli cold one service (bytecode present)"; for i in 1 2 3 4 5; do /usr/bin/time -f "%e s wall %U s user" .venv/bin/solver-cli solve examples/s3-big-model.json > /dev/null; done
-find solver cli server -name __pycache__ -type d -prune -exec rm -rf {} +
-echo "== cli llm-platform (p99)"; for i in 1 2; do /usr/bin/time -f "%e s wall %U s user" .venv/bin/solver-cli solve examples/llm-platform.json > /dev/null; done
-echo "== queueing_speed"; timeout 900 .venv/bin/python bench/queueing_speed.py
-echo "== horizon day replan"; timeout 900 .venv/bin/python bench/horizon_scaling.py --case day replan
-echo "== solve_scaling 1000"; timeout 900 .venv/bin/python bench/solve_scaling.py --sizes 1000 --seeds 1
-echo "== solve_scaling 1000, to a 0.01 % gap"; timeout 900 .venv/bin/python bench/solve_scaling.py --sizes 1000 --seeds 1 --relative-gap 0.0001
-echo "== horizon week"; timeout 300 .venv/bin/python bench/horizon_scaling.py --case week
-echo "== grpc small, 1 and 8 clients"; timeout 300 .venv/bin/python bench/load_grpc.py --clients 1,8 --duration-s 15 --workloads small
-echo "== grpc small, 8 clients, demand jittered per call"; timeout 300 .venv/bin/python bench/load_grpc.py --clients 8 --duration-s 15 --workloads small --jitter 0.2
-echo "== review_throughput"; timeout 900 .venv/bin/python bench/review_throughput.py --scenarios 200 --workers 1 2
+export PYTHONWARNINGS=ignore PYTHONPATH=.
+
+RUNS=(
+  # name | seconds allowed | command
+  "solve_small|600|.venv/bin/python bench/solve_scaling.py --sizes 10 100 --seeds 3"
+  "solve_1000|900|.venv/bin/python bench/solve_scaling.py --sizes 1000 --seeds 1"
+  "solve_1000_gap|900|.venv/bin/python bench/solve_scaling.py --sizes 1000 --seeds 1 --relative-gap 0.0001"
+  "cli_cold|300|bash bench/cli_cold.sh"
+  "backends|600|.venv/bin/python bench/backends.py --services 100 --time-limit 60"
+  "estimate|300|.venv/bin/python bench/estimate_speed.py"
+  "percentile_100|1800|.venv/bin/python bench/percentile_scaling.py --sizes 100 --seeds 0 1 2 3 4"
+  "queueing_speed|900|.venv/bin/python bench/queueing_speed.py"
+  "bursty|900|.venv/bin/python bench/bursty_solve_time.py"
+  "many_classes|600|.venv/bin/python bench/many_classes.py"
+  "saturation_speed|300|.venv/bin/python bench/saturation_speed.py"
+  "sim_speed|600|.venv/bin/python bench/sim_speed.py"
+  "day|900|.venv/bin/python bench/horizon_scaling.py --case day --seeds 3 --time-limit 60"
+  "week|600|.venv/bin/python bench/horizon_scaling.py --case week --time-limit 60"
+  "replan|900|.venv/bin/python bench/horizon_scaling.py --case replan --seeds 3 --time-limit 150"
+  "honesty|900|.venv/bin/python bench/horizon_honesty.py --sizes 8 15 --seeds 0 --short 3 --long 60"
+  "grpc|300|.venv/bin/python bench/load_grpc.py --clients 1,8 --duration-s 15 --workloads small"
+  "grpc_jitter|300|.venv/bin/python bench/load_grpc.py --clients 8 --duration-s 15 --workloads small --jitter 0.2"
+  "fair_lanes|300|.venv/bin/python bench/fair_lanes.py"
+  "pool_memory|1200|.venv/bin/python bench/server_pool.py memory --solves 40 --services 300"
+  "pool_cancel|300|.venv/bin/python bench/server_pool.py cancel --repeats 2"
+  "pool_bombs|300|.venv/bin/python bench/server_pool.py bombs"
+  "reviews|900|.venv/bin/python bench/review_throughput.py --scenarios 200 --workers 1 2"
+  "redundancy|1200|.venv/bin/python bench/redundancy.py --sizes 20 100 --time-limit 120"
+  "disagg_cases|600|.venv/bin/python bench/disagg.py --mix 0 --speed 0"
+  "disagg_mix|900|.venv/bin/python bench/disagg.py --skip-cases --speed 0 --mix 8"
+  "disagg_speed|900|.venv/bin/python bench/disagg.py --skip-cases --mix 0 --speed 100"
+  "trace|300|.venv/bin/python bench/trace_to_workload.py"
+  "vs_sim|900|.venv/bin/python bench/queueing_vs_sim.py --jobs 2"
+  "fixed_load|900|.venv/bin/python bench/queueing_fixed_load.py --cv 2"
+  "cache_claims|600|.venv/bin/python bench/cache_claims.py --jobs 2"
+  "monotone|600|.venv/bin/python bench/queueing_monotone.py"
+  "ci_coverage|900|.venv/bin/python bench/sim_ci_coverage.py --quick"
+  "targets|900|.venv/bin/python bench/under_load_targets.py --jobs 2"
+  "under_load|600|.venv/bin/python bench/under_load_accuracy.py"
+  "verify|900|.venv/bin/python bench/verify_plans.py --jobs 2"
+  "fuzz|900|.venv/bin/python bench/fuzz.py --inputs 3000 --seed 11"
+  "atheris|900|.venv/bin/python bench/fuzz_atheris.py -runs=200000 -timeout=2 -seed=1"
+)
+
+if [ "${1:-}" = "--list" ]; then
+  for run in "${RUNS[@]}"; do IFS='|' read -r name _ cmd <<< "$run"; printf '%-18s %s\n' "$name" "$cmd"; done
+  exit 0
+fi
+for want in "$@"; do
+  found=0
+  for run in "${RUNS[@]}"; do [ "${run%%|*}" = "$want" ] && found=1; done
+  [ $found = 1 ] || { echo "run_all.sh: no run named '$want' (bash bench/run_all.sh --list)" >&2; exit 2; }
+done
+
+echo "== date $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) commit $(git rev-parse --short HEAD 2>/dev/null)"
+for run in "${RUNS[@]}"; do
+  IFS='|' read -r name limit_s cmd <<< "$run"
+  if [ $# -gt 0 ]; then
+    case " $* " in *" $name "*) ;; *) continue ;; esac
+  fi
+  echo "== $name: $cmd   ($(date -u +%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
+  start_s=$(date +%s)
+  timeout "$limit_s" bash -c "$cmd"
+  echo "== $name: exit $?, $(( $(date +%s) - start_s )) s"
+done
 echo "== done $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -14,7 +14,8 @@ is sum_s LB_s <= cost of any plan. The MIP's LP relaxation rounds nothing: on th
 against an optimum of 4,450.32 (0.007 %). The planner uses it as a certificate: with
 `solver.relative_gap` set, the solve stops as soon as a plan within that gap of it is
 found, and the reported gap counts it. (Added to the model as cuts, these rows gave the
-same bound at the root but stalled SCIP's own search for good plans: docs/benchmarks.md.)
+same bound at the root but stalled SCIP's own search for good plans: docs/benchmarks.md
+of 2026-12-03, in git history.)
 
 LB_s is solved exactly: single-class services by a small branch and bound over the
 replica counts (a covering knapsack with a few items), services with several classes by

@@ -7,7 +7,7 @@ clock (a scheduler calling in a loop must get the same plan for the same input):
    has the fewest (its bound leaves no room for one GPU less);
 2. otherwise, on small models only, a second MIP from the plan as a hint under a node
    limit; on larger ones the cost MIP's fleet stands and the plan says so. Measured on
-   the 100-service benchmark and 20-service review scenarios (docs/benchmarks.md): the
+   the 100-service benchmark and 20-service review scenarios (docs/benchmarks.md of 2026-12-03, in git): the
    second MIP never proved fewer GPUs within 200 nodes and never changed the fleet, while
    costing as much as the cost MIP itself;
 3. on small models only, among those fleets the fewest instances, then instances on offers

@@ -16,12 +16,14 @@ instances (0.64 % above the bound on the 1,000-service benchmark, where the opti
    optimum or to the first plan within the gap, started from (2). Cost per throughput
    misjudges services that need fewer replicas than one of their best group serves
    (min_replicas, small demand): there, the cheapest replica is what counts. On the
-   1,000-service benchmark the optimum uses such a group and (3) finds the optimum itself.
+   1,000-service benchmark of 2026-12-03 the optimum used such a group and (3) found the
+   optimum itself; on today's catalog (3) stops short of the gap and the full MIP takes
+   ~20 s from its plan, against ~80 s without these starts (docs/benchmarks.md,
+   `solve_1000_gap`).
 
 Both are restrictions of the full model, so any plan they find is a plan of it; they only
 give the full MIP its incumbents (hints). Optimality claims are unchanged: the full MIP
-still proves its status, against its own bound and the services' certificate. Measured in
-docs/benchmarks.md ("1,000 services to a 0.01 % gap").
+still proves its status, against its own bound and the services' certificate.
 """
 
 from __future__ import annotations
