@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Every figure of docs/benchmarks.md, one named run each, in a row (about 90 minutes on 2 cores).
+# Every figure of docs/benchmarks.md, one named run each, in a row (about 50 minutes on 2 cores).
 #
 #   bash bench/run_all.sh                 # all of them
 #   bash bench/run_all.sh vs_sim targets  # only the runs whose names are given
 #   bash bench/run_all.sh --list          # names and commands
 #
-# docs/benchmarks.md quotes each command exactly as it stands here (tests/test_docs_commands.py
+# docs/benchmarks.md quotes each command exactly as it stands here (tests/test_bench_commands.py
 # holds the two to each other), so a figure there can be re-measured by its name. Timing runs
 # come first: the accuracy runs are deterministic and do not mind a busy machine, timings do.
 cd "$(dirname "$0")/.."
 export PYTHONWARNINGS=ignore PYTHONPATH=.
+# Fresh processes find the project's bytecode, as an installed package has it (cli_cold
+# measures the compiling case on its own); an inherited PYTHONDONTWRITEBYTECODE would make
+# every cold-process figure pay for compiling the sources.
+unset PYTHONDONTWRITEBYTECODE
 
 RUNS=(
   # name | seconds allowed | command
@@ -63,7 +67,12 @@ for want in "$@"; do
   [ $found = 1 ] || { echo "run_all.sh: no run named '$want' (bash bench/run_all.sh --list)" >&2; exit 2; }
 done
 
-echo "== date $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) commit $(git rev-parse --short HEAD 2>/dev/null)"
+dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " + uncommitted changes")
+echo "== date $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) commit $(git rev-parse --short HEAD 2>/dev/null)$dirty"
+.venv/bin/python -m compileall -q solver cli server bench
+failed=()
+pid=
+trap '[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; echo "== interrupted"; exit 130' INT TERM
 for run in "${RUNS[@]}"; do
   IFS='|' read -r name limit_s cmd <<< "$run"
   if [ $# -gt 0 ]; then
@@ -71,7 +80,20 @@ for run in "${RUNS[@]}"; do
   fi
   echo "== $name: $cmd   ($(date -u +%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
   start_s=$(date +%s)
-  timeout "$limit_s" bash -c "$cmd"
-  echo "== $name: exit $?, $(( $(date +%s) - start_s )) s"
+  # In the background, so that an interrupt reaches the trap above (timeout puts its command
+  # in a process group of its own, which a terminal's Ctrl-C does not reach).
+  timeout "$limit_s" bash -c "$cmd" &
+  pid=$!
+  wait "$pid"
+  status=$?
+  pid=
+  note=""
+  [ "$status" = 124 ] && note=" (stopped at its ${limit_s} s limit)"
+  [ "$status" = 0 ] || failed+=("$name")
+  echo "== $name: exit $status$note, $(( $(date +%s) - start_s )) s"
 done
 echo "== done $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "== failed: ${failed[*]}"
+  exit 1
+fi

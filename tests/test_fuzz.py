@@ -1,7 +1,7 @@
 """A short fuzzing run in the test suite (issue 11): a few hundred generated inputs
 through every way in, including the real server and the real CLI; no input may end in
-INTERNAL, a traceback or a hang. The 100,000-input run is bench/fuzz.py; its figures
-are in docs/benchmarks.md. FUZZ_SEED picks other inputs than the default ones."""
+INTERNAL, a traceback or a hang. Longer runs are bench/fuzz.py (docs/benchmarks.md,
+`fuzz`). FUZZ_SEED picks other inputs than the default ones."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ the LP). Each service alone must still cover its demand with *integer* replicas,
 
 is valid for every plan (quotas, limits, the budget and regions only remove plans), and so
 is sum_s LB_s <= cost of any plan. The MIP's LP relaxation rounds nothing: on the
-1,000-service benchmark its root bound is 4,034.6 $/h, while sum_s LB_s is 4,450.03
-against an optimum of 4,450.32 (0.007 %). The planner uses it as a certificate: with
+1,000-service benchmark of 2026-12-03 (that day's catalog) its root bound was 4,034.6 $/h,
+while sum_s LB_s was 4,450.03 against an optimum of 4,450.32 (0.007 %). The planner uses it as a certificate: with
 `solver.relative_gap` set, the solve stops as soon as a plan within that gap of it is
 found, and the reported gap counts it. (Added to the model as cuts, these rows gave the
 same bound at the root but stalled SCIP's own search for good plans: docs/benchmarks.md

@@ -1,11 +1,12 @@
 """The backend protocol and the choice between backends.
 
-Measured on this problem's covering-and-packing structure (bench/backends.py, see
-docs/benchmarks.md): SCIP proves optimality fastest, HiGHS is close, CP-SAT stalls far
-from its bound on larger instances. "auto" therefore means SCIP — except for models
-that are mostly routing (continuous variables of many request classes over few integer
-replica counts), where HiGHS's simplex is about ten times faster (bench/many_classes.py:
-100 classes, 4,500 routing variables, 79 integers). Both prove optimality.
+Measured on this problem's covering-and-packing structure (bench/backends.py; docs/benchmarks.md,
+`backends`): SCIP proves optimality fastest, HiGHS several times slower (CP-SAT, measured
+until 2026-12-05 and then withdrawn, stalled far from its bound on larger instances).
+"auto" therefore means SCIP — except for models that are mostly routing (continuous
+variables of many request classes over few integer replica counts), where HiGHS's simplex
+was about ten times faster (bench/many_classes.py: 100 classes, ~4,600 routing variables,
+~80 integers). Both prove optimality.
 """
 
 from __future__ import annotations
