@@ -40,7 +40,7 @@ RUNS=(
   "pool_cancel|300|.venv/bin/python bench/server_pool.py cancel --repeats 2"
   "pool_bombs|300|.venv/bin/python bench/server_pool.py bombs"
   "reviews|900|.venv/bin/python bench/review_throughput.py --scenarios 200 --workers 1 2"
-  "redundancy|1200|.venv/bin/python bench/redundancy.py --sizes 20 100 --time-limit 120"
+  "redundancy|900|.venv/bin/python bench/redundancy.py --sizes 20 100 --time-limit 30"
   "disagg_cases|600|.venv/bin/python bench/disagg.py --mix 0 --speed 0"
   "disagg_mix|900|.venv/bin/python bench/disagg.py --skip-cases --speed 0 --mix 8"
   "disagg_speed|900|.venv/bin/python bench/disagg.py --skip-cases --mix 0 --speed 100"
