@@ -74,32 +74,26 @@ def test_yaml_workload_equals_json(tmp_path, solver_cli):
 
 def test_llm_platform_sizes_for_confidence_0_9(solver_cli):
     """examples/llm-platform.json states percentile 99 on chat and the assistant, so its
-    caps hold at the default slo.confidence 0.9 (a replica 1.224x slower than modelled, the
+    caps hold at the default slo.confidence 0.9 (a replica 1.188x slower than modelled, the
     fitted slowdown table, with 3 % more traffic): $11.88363/hour on 6 GPUs, each
     configuration confirmed by the simulator. "nominal" (the model's edge) gives
-    $9.09046/hour, what --explain's re-solve reports as the margin's cost."""
+    $9.47363/hour, what --explain's re-solve reports as the margin's cost."""
     d = solve_json(solver_cli, "llm-platform.json", "--explain")
     assert d["status"] == "optimal" and d["evaluation"]["ok"]
     assert fleet(d) == [("gcp/g2-standard-4", 1), ("lambda/gpu_1x_gh200", 2),
                         ("nebius/gpu-h200-sxm_1gpu-16vcpu-200gb", 1), ("nebius/gpu-l40s-a_1gpu-8vcpu-32gb", 2)]
     assert d["total_price_usd_per_hour"] == pytest.approx(11.88363, abs=1e-4) and d["gpus"] == 6
     cost = d["confidence_cost"]
-    # The under-load refit on the current queueing model (scripts/fit_under_load.py --loso
-    # --write: slowdown q90 1.188 -> 1.224, vLLM V1's factor 1.052 -> 1.074) keeps the fleet
-    # and its price; the nominal plan drops the A6000 for a second L4 ($9.47363 -> $9.09046/hour),
-    # margin $2.41 -> $2.79317/hour.
-    assert cost["nominal_price_usd_per_hour"] == pytest.approx(9.09046, abs=1e-4)
-    assert cost["margin_usd_per_hour"] == pytest.approx(2.79317, abs=1e-4)
+    assert cost["nominal_price_usd_per_hour"] == pytest.approx(9.47363, abs=1e-4)
+    assert cost["margin_usd_per_hour"] == pytest.approx(2.41, abs=1e-4)
     margins = {s["name"]: s["capacity_margin"] for s in d["services"]}
     # The assistant's margin was 0.3029 until the decode window's batch grew with the prompts
     # it receives (queueing model, 2026-12-06): its robust cap fell more than its nominal one
-    # (capacity 2.75 -> 2.66 requests/s); the fleet and prices stay. The under-load refit then
-    # moved chat's 0.1828 -> 0.2068 and the assistant's 0.3092 -> 0.3481 (capacity 38.1 -> 37.7
-    # and 2.66 -> 2.60 requests/s).
-    assert margins == {"chat": pytest.approx(0.2068, abs=1e-3), "assistant-70b": pytest.approx(0.3481, abs=1e-3),
+    # (capacity 2.75 -> 2.66 requests/s); the fleet and prices stay.
+    assert margins == {"chat": pytest.approx(0.1828, abs=1e-3), "assistant-70b": pytest.approx(0.3092, abs=1e-3),
                        "embed-images": None}
     for s in d["services"][:2]:
-        assert s["confidence"] == {"level": 0.9, "slowdown": 1.224, "rate_margin": 0.03}
+        assert s["confidence"] == {"level": 0.9, "slowdown": 1.188, "rate_margin": 0.03}
         for a in s["assignments"]:
             assert a["at_load"]["meets_slo"] and a["at_load"]["meets_slo_robust"]
             assert a["verified"]["verdict"] == "met" and a["verified"]["requests"] >= 20000

@@ -77,12 +77,12 @@ TOKEN_OVERHEAD_US = 6.58
 # END FITTED
 
 # BEGIN UNDER LOAD (written by scripts/fit_under_load.py; edit there, not here)
-V0_PREFILL_OVERHEAD_US = 4000.0
+V0_PREFILL_OVERHEAD_US = 1000.0
 V0_PREFILL_TP_OVERHEAD_US = 9000.0
-GENERATION_FACTORS = (("vllm-v0", 1.033), ("vllm-v1", 1.074), ("sglang-srt", 1.086), ("tensorrt-llm-cpp", 1.001), ("tensorrt-llm-pytorch", 0.984))
+GENERATION_FACTORS = (("vllm-v0", 1.007), ("vllm-v1", 1.052), ("sglang-srt", 1.100), ("tensorrt-llm-cpp", 1.069), ("tensorrt-llm-pytorch", 0.994))
 # Held-out slowdown quantiles: (level, factor) - at confidence c the planner sizes a
 # replica as if its steps were slower by the c-quantile (solver/confidence.py).
-UNDER_LOAD_SLOWDOWN = ((0.05, 0.637), (0.1, 0.768), (0.2, 0.821), (0.3, 0.896), (0.4, 0.946), (0.5, 0.988), (0.6, 1.041), (0.7, 1.082), (0.8, 1.124), (0.9, 1.224), (0.95, 1.242))
+UNDER_LOAD_SLOWDOWN = ((0.05, 0.686), (0.1, 0.731), (0.2, 0.890), (0.3, 0.909), (0.4, 0.959), (0.5, 0.992), (0.6, 1.061), (0.7, 1.088), (0.8, 1.122), (0.9, 1.188), (0.95, 1.258))
 # END UNDER LOAD
 
 # Stored bits per weight of the 4-bit formats, block scales included (not fitted):
