@@ -108,13 +108,13 @@ def _problems(command: str) -> list[str]:
         parser = _parser_of(script)
         allowed = set(parser.flags)
         if parser.commands:
-            chosen = next((w for w in words if not w.startswith("-")), None)
-            if chosen is None or chosen == "[...]":
-                chosen = None
-            elif chosen not in parser.commands and not chosen.startswith(("[", "<")):
+            # The first word that is not a flag or a placeholder ("[--solves 100]", "<commit>");
+            # none named: the doc speaks of the script as a whole, any subcommand's flags may appear.
+            chosen = next((w for w in words if not w.startswith(("-", "[", "<"))), None)
+            if chosen is not None and chosen not in parser.commands:
                 problems.append(f"{script_rel} has no subcommand {chosen!r} (it has {sorted(parser.commands)})")
                 continue
-            allowed |= parser.commands.get(chosen, set().union(*parser.commands.values()) if chosen is None else set())
+            allowed |= parser.commands[chosen] if chosen else set().union(*parser.commands.values())
         unknown = sorted(set(FLAG.findall(tail)) - allowed)
         if unknown:
             problems.append(f"{script_rel} has no option {unknown}")
