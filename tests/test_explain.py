@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from solver.explain.alternatives import move_cost
+from solver.explain.alternatives import TIE_USD_PER_HOUR, _compared, move_cost
 from solver.plan import PlanOptions, plan
 from solver.workload.documents import load_workload, parse_workload
 from tests.conftest import EXAMPLES
@@ -21,10 +21,35 @@ def test_alternatives_never_repeat_what_the_service_runs_on_and_name_the_offer()
     for s in r.services:
         used = {(a.gpu, a.gpus_per_replica, a.precision) for a in s.assignments}
         for alt in s.alternatives:
-            if alt.verdict == "dearer":
+            if alt.verdict in ("dearer", "tie"):
                 assert (alt.gpu, alt.gpus_per_replica, alt.precision) not in used, alt
                 assert alt.offer_id and alt.gpus_per_instance >= alt.gpus_per_replica
                 assert alt.delta_usd_per_hour >= -1e-6 and alt.basis in ("re-solve", "move")
+
+
+def test_an_equally_cheap_alternative_is_a_tie_not_dearer():
+    # The README plan runs chat on GH200 at fp8; the same fleet at fp16 costs the same, and
+    # the tie-break chose: "dearer by $0.0000/hour" would say something false.
+    r = plan(load_workload(EXAMPLES / "llm-platform.json"), PlanOptions(explain=True, base_dir=str(EXAMPLES)))
+    ties = [a for s in r.services for a in s.alternatives if a.verdict == "tie"]
+    assert ties, [(a.config, a.verdict, a.delta_usd_per_hour) for s in r.services for a in s.alternatives]
+    for a in ties:
+        assert a.exact and abs(a.delta_usd_per_hour) <= TIE_USD_PER_HOUR
+        assert a.reason.startswith("as cheap (") and "tie" in a.reason and "dearer" not in a.reason
+    for s in r.services:
+        for a in s.alternatives:
+            if a.verdict == "dearer":
+                assert a.delta_usd_per_hour > TIE_USD_PER_HOUR and "dearer" in a.reason
+
+
+def test_alternative_verdicts_by_the_cost_difference():
+    assert _compared(1.5, "basis", exact=True) == ("dearer", "dearer by $1.5000/hour (basis)")
+    assert _compared(1.5, "basis", exact=False) == ("dearer", "at most $1.5000/hour dearer (basis)")
+    for delta in (0.0, TIE_USD_PER_HOUR, -TIE_USD_PER_HOUR / 2):
+        assert _compared(delta, "basis", exact=True)[0] == "tie"
+    # Only a plan that is not proven optimal can have a cheaper alternative; it says so.
+    verdict, reason = _compared(-0.25, "basis", exact=False)
+    assert verdict == "cheaper" and reason == "cheaper by $0.2500/hour (basis): the plan is not proven optimal"
 
 
 def test_large_model_explanations_are_deterministic_bounds(solver_cli, tmp_path):
@@ -37,7 +62,7 @@ def test_large_model_explanations_are_deterministic_bounds(solver_cli, tmp_path)
             for _ in range(2)]
     alts = [[s["alternatives"] for s in run["services"]] for run in runs]
     assert alts[0] == alts[1]
-    moved = [a for per in alts[0] for a in per if a["verdict"] == "dearer"]
+    moved = [a for per in alts[0] for a in per if a["verdict"] in ("dearer", "tie")]
     assert moved and all(a["basis"] == "move" and not a["exact"] for a in moved)
     assert all(a["delta_usd_per_hour"] >= -1e-6 for a in moved)
 

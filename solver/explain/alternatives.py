@@ -29,6 +29,10 @@ from solver.optimize.solution import Solution
 from solver.optimize.tiebreak import TIE_BREAK_MAX_INTEGER_VARIABLES, TIE_BREAK_NODES
 from solver.output.result import Alternative
 
+# Cost differences within the cost MIP's absolute gap (SolveOptions.absolute_gap) are ties:
+# far below any real price difference (prices have at most 6 decimals).
+TIE_USD_PER_HOUR = 1e-6
+
 
 def alternatives_for(service: str, problem: Problem, form, solution: Solution, *, backend_name: str,
                      stop: Stop, limit: int = 4) -> list[Alternative]:
@@ -93,12 +97,24 @@ def _priced(c: Config, service: str, problem: Problem, solution: Solution, backe
         return alt
     if isinstance(exact_delta, float):
         alt.delta_usd_per_hour, alt.exact, alt.basis = round(exact_delta, 6), True, "re-solve"
-        alt.reason = f"dearer by ${exact_delta:.4f}/hour (cheapest whole fleet with this service here)"
+        alt.verdict, alt.reason = _compared(exact_delta, "cheapest whole fleet with this service here", exact=True)
     else:
         delta = moved - base_cost
         alt.delta_usd_per_hour, alt.basis = round(delta, 6), "move"
-        alt.reason = f"at most ${delta:.4f}/hour dearer (this service moved here, the rest of the plan kept)"
+        alt.verdict, alt.reason = _compared(delta, "this service moved here, the rest of the plan kept", exact=False)
     return alt
+
+
+def _compared(delta_usd_per_hour: float, basis: str, exact: bool) -> tuple[str, str]:
+    """(verdict, reason) of an alternative that costs `delta_usd_per_hour` more than the
+    plan: "dearer", "tie" (within the MIP's absolute gap: the plan's tie-break chose between
+    equally cheap fleets) or "cheaper" (possible only when the plan is not proven optimal)."""
+    if delta_usd_per_hour > TIE_USD_PER_HOUR:
+        amount = f"${delta_usd_per_hour:.4f}/hour"
+        return "dearer", (f"dearer by {amount} ({basis})" if exact else f"at most {amount} dearer ({basis})")
+    if delta_usd_per_hour >= -TIE_USD_PER_HOUR:
+        return "tie", f"as cheap ({basis}): a tie, which the plan's tie-break decided"
+    return "cheaper", (f"cheaper by ${-delta_usd_per_hour:.4f}/hour ({basis}): the plan is not proven optimal")
 
 
 def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> tuple[float | None, str]:

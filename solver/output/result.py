@@ -166,7 +166,9 @@ class Alternative:
     gpu: str
     gpus_per_replica: int
     precision: str | None
-    verdict: str  # "dearer" | "vram" | "ttft" | "tpot" | "latency" | "quota" | "precision" | ...
+    # "dearer" | "tie" (as cheap: the tie-break chose) | "cheaper" (the plan is not proven optimal)
+    # | "vram" | "ttft" | "tpot" | "latency" | "quota" | "precision" | ...
+    verdict: str
     reason: str
     delta_usd_per_hour: float | None = None
     exact: bool = False  # True: from a re-solve with the service forced onto this configuration
