@@ -147,20 +147,57 @@ def _impossible_alone(svc: ServiceDemand, problem: Problem, catalog: Catalog) ->
 
 
 def _slo_reason(svc: ServiceDemand, kind: str, misses: list[Rejection]) -> InfeasibilityReason:
+    """The bound no configuration meets, the configuration that comes closest and the bound
+    that would admit it. Without a percentile every value is exact. Under a percentile SLO a
+    miss "under load" (at a trickle, on the slowed replica) is that configuration's exact
+    threshold, but a miss without load is only a lower bound on its threshold (its value
+    under load is higher): the closest configuration is the one with the lowest exact
+    threshold, and where a configuration missing without load has a lower value, the advice
+    is the range the true threshold lies in, not one of the two numbers."""
     name = svc.name
-    best = min(misses, key=lambda r: _value_in(r.reason))
     slo_field = {"tpot": "tpot_ms", "ttft": "ttft_ms", "latency": "latency_ms"}[kind]
+    label = kind.upper() if kind != "latency" else "latency"
+    exact = [r for r in misses if svc.slo.percentile is None or "under load" in r.reason]
+    lower = [r for r in misses if r not in exact]
+    best = min(exact or misses, key=lambda r: _value_in(r.reason))
+    closest = min(lower, key=lambda r: _value_in(r.reason)) if lower else None
     achieved = _value_in(best.reason)
-    # A value under load (at a trickle, the percentile) is this configuration's exact
-    # threshold; one without load is only necessary where a percentile SLO applies.
-    bound_only = svc.slo.percentile is not None and "under load" not in best.reason
-    at_least = (f"more than {math.ceil(achieved)} ms (the value without load; the p{svc.slo.percentile} "
-                "under load is higher)") if bound_only else f"at least {math.ceil(achieved)} ms"
-    return InfeasibilityReason(
-        f"slo[{name}].{slo_field}",
-        f"{name}: no allowed configuration meets the {kind.upper() if kind != 'latency' else 'latency'} SLO; "
-        f"the best is {best.gpu} x{best.gpus_per_replica} at {best.precision or 'measured'}: {best.reason}.",
-        f"relax slo.{slo_field} to {at_least}, or allow faster GPUs / fp8", name)
+    message = (f"{name}: no allowed configuration meets the {label} SLO; the best is {_shape(best)}: "
+               f"{best.reason}.")
+    if not exact:
+        fix = (f"relax slo.{slo_field} to more than {_ms_up(achieved)} ms (the value without load; the "
+               f"p{svc.slo.percentile} under load is higher), or allow faster GPUs / fp8")
+    elif closest is not None and _value_in(closest.reason) < achieved:
+        low = _value_in(closest.reason)  # printed to a tenth: the value itself is at least 0.05 below
+        fix = (f"relax slo.{slo_field} to {_ms_up(achieved)} ms ({_shape(best)} meets it there at a trickle of "
+               f"requests) or a little less: the least bound that admits a fleet lies between {_ms_down(low - 0.05)} and "
+               f"{_ms_up(achieved)} ms ({_shape(closest)} takes {low:g} ms without load, more under load). "
+               "Or allow faster GPUs / fp8")
+    else:
+        fix = f"relax slo.{slo_field} to at least {_ms_up(achieved)} ms, or allow faster GPUs / fp8"
+    return InfeasibilityReason(f"slo[{name}].{slo_field}", message, fix, name)
+
+
+def _shape(r: Rejection) -> str:
+    return f"{r.gpu} x{r.gpus_per_replica} at {r.precision or 'measured'}"
+
+
+def _ms_down(ms: float) -> str:
+    """A lower bound in ms as `_ms_up` shows it, rounded down (never above `ms`)."""
+    if ms < 100:
+        return f"{math.floor(round(ms * 10.0, 6)) / 10.0:g}"
+    return f"{math.floor(round(ms, 6))}"
+
+
+def _ms_up(ms: float) -> str:
+    """A bound in ms rounded up, never below `ms`: to a tenth below 100 ms (a TPOT of 10.3
+    ms admits a plan where 11 ms admits a far cheaper one: both are worth telling apart),
+    to a whole ms above."""
+    if not math.isfinite(ms):
+        return "?"
+    if ms < 100:
+        return f"{math.ceil(round(ms * 10.0, 6)) / 10.0:g}"
+    return f"{math.ceil(round(ms, 6))}"
 
 
 def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:
