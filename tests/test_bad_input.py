@@ -447,3 +447,22 @@ def test_cp_sat_is_not_offered_and_says_why(tmp_path: Path) -> None:
     assert "--backend {auto,scip,highs}" in help_text and "cp-sat" not in help_text
     assert_bad_input(solve_dict(tmp_path, {"services": [service()], "solver": {"backend": "cp-sat"}}),
                      "solver.backend: CP-SAT is not offered", "use scip, highs or auto")
+
+
+@pytest.mark.parametrize("patch, field, kind, optional", [
+    ({"catalog": None}, "catalog", "null", True),
+    ({"constraints": []}, "constraints", "a list", True),
+    ({"services": ["chat"]}, "services[0]", "a text string", False),
+    ({"services": [{"name": "chat", "model": "llama-3.1-8b", "demand": 5}]}, "services[0].demand", "a number", False),
+])
+def test_a_value_where_an_object_belongs_is_named_in_the_users_words(tmp_path: Path, patch, field, kind,
+                                                                      optional) -> None:
+    """pydantic says "Input should be a valid dictionary or instance of CatalogRef": a class
+    name of this code base that means nothing to the person who wrote `catalog: null`."""
+    doc = {"services": [llm_service()], **patch}
+    proc = solve(tmp_path, json.dumps(doc), "workload.json", "--format", "json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (error,) = [e for e in json.loads(proc.stdout)["errors"] if e["field"] == field]
+    assert error["message"] == f"an object ({{...}}) is needed here, not {kind}.", error
+    assert error["fix"] == "use an object ({...})" + (", or leave the field out" if optional else ""), error
+    assert "instance of" not in proc.stdout

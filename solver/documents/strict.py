@@ -173,6 +173,11 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
         if holder is not None:
             msg += did_you_mean(str(err["loc"][-1]), holder.model_fields)
     fix = _FIXES.get(err["type"], "")
+    if err["type"] in ("model_type", "dict_type"):
+        # pydantic's "valid dictionary or instance of CatalogRef" names a class of ours.
+        msg = f"an object ({{...}}) is needed here, not {_json_kind(err.get('input'))}"
+        if root is not None and loc and not isinstance(loc[-1], int) and _optional(root, loc):
+            fix += ", or leave the field out"
     if "To fix:" in msg:
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
     if not msg.endswith((".", "?")):
@@ -180,3 +185,25 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
     if not loc and root is not None and msg.split(" ", 1)[0] in root.model_fields:
         loc = (msg.split(" ", 1)[0],)  # a whole-document check about one field: name that field
     return FieldViolation(_path(loc, prefix), msg, fix)
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON or YAML value is, in a user's words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a text string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "this value"
+
+
+def _optional(root: type, loc: tuple) -> bool:
+    """Whether the field at `loc` may be left out of its object."""
+    holder = _model_at(root, loc)
+    field = holder.model_fields.get(str(loc[-1])) if holder is not None else None
+    return field is not None and not field.is_required()
