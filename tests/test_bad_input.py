@@ -466,3 +466,24 @@ def test_a_value_where_an_object_belongs_is_named_in_the_users_words(tmp_path: P
     assert error["message"] == f"an object ({{...}}) is needed here, not {kind}.", error
     assert error["fix"] == "use an object ({...})" + (", or leave the field out" if optional else ""), error
     assert "instance of" not in proc.stdout
+
+
+@pytest.mark.parametrize("service_patch, top_patch, field, message, fix", [
+    ({"arrival_cv": 2.0}, {}, "services[0].arrival_cv",
+     "unknown field; it belongs in demand (demand.arrival_cv).", "move it into demand"),
+    ({"percentile": 99}, {}, "services[0].percentile",
+     "unknown field; it belongs in slo (slo.percentile).", "move it into slo"),
+    ({}, {"headroom": 0.2}, "headroom",
+     "unknown field; it belongs in constraints (constraints.headroom).", "move it into constraints"),
+    ({"replicsa": 2}, {}, "services[0].replicsa", "unknown field.",
+     "remove it, or check its spelling against `solver-cli schema`"),
+])
+def test_a_field_written_one_level_too_high_says_where_it_belongs(tmp_path: Path, service_patch, top_patch, field,
+                                                                  message, fix) -> None:
+    """`percentile: 99` beside `slo` got "did you mean 'profiles' or 'engine'?"; the field
+    exists, one object down."""
+    doc = {"services": [{**llm_service(), **service_patch}], **top_patch}
+    proc = solve(tmp_path, json.dumps(doc), "workload.json", "--format", "json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (error,) = [e for e in json.loads(proc.stdout)["errors"] if e["field"] == field]
+    assert error["message"].startswith(message.rstrip(".")) and error["fix"] == fix, error

@@ -167,12 +167,19 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
+    below: list[str] = []
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
         holder = _model_at(root, tuple(err["loc"])) if root is not None else None
         if holder is not None:
-            msg += did_you_mean(str(err["loc"][-1]), holder.model_fields)
+            # A field of an object one level down, written a level too high, before a near spelling.
+            name = str(err["loc"][-1])
+            below = _belongs_below(holder, name)
+            msg += ("; it belongs in " + " or ".join(f"{f} ({f}.{name})" for f in below)) if below else \
+                did_you_mean(name, holder.model_fields)
     fix = _FIXES.get(err["type"], "")
+    if below:
+        fix = "move it into " + " or ".join(below)
     if err["type"] in ("model_type", "dict_type"):
         # pydantic's "valid dictionary or instance of CatalogRef" names a class of ours.
         msg = f"an object ({{...}}) is needed here, not {_json_kind(err.get('input'))}"
@@ -207,3 +214,14 @@ def _optional(root: type, loc: tuple) -> bool:
     holder = _model_at(root, loc)
     field = holder.model_fields.get(str(loc[-1])) if holder is not None else None
     return field is not None and not field.is_required()
+
+
+def _belongs_below(holder: type, name: str) -> list[str]:
+    """The fields of `holder` whose object has a field `name`: where an unknown field
+    written one level too high belongs (services[].arrival_cv -> demand.arrival_cv)."""
+    found = []
+    for field_name, field in holder.model_fields.items():
+        inner = _model_in(field.annotation)
+        if inner is not None and inner is not holder and name in inner.model_fields:
+            found.append(field_name)
+    return found
