@@ -33,6 +33,7 @@ from solver.optimize.headroom import fill_idle_gpus
 from solver.optimize.linear import Progress, SolveOutcome
 from solver.optimize.solution import Solution
 from solver.optimize.tiebreak import tie_break
+from solver.survival import LOCATION_DOMAINS
 from solver.output.prefetch import AtLoadPrefetch
 
 EXPLAIN_BUDGET_S = 10.0  # --explain's exact re-solves, all services together
@@ -422,6 +423,18 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
             prefetch.start(problem, catalog, form.solution_from(extra[0]))
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
+    if extra and any(s.redundancy_domain in LOCATION_DOMAINS for s in problem.services):
+        # Services spread over two places each pack badly together from their own plans,
+        # and SCIP's heuristics close that slowly: start from the MIP restricted to the
+        # groups the LP or the starts use (solver/optimize/restricted_start.py).
+        from solver.optimize.restricted_start import restricted_start
+
+        t1 = time.monotonic()
+        start = restricted_start(form, backend, extra + ([hint] if hint is not None else []), deadline,
+                                 options.cancel)
+        if start is not None:
+            extra.insert(0, start)
+        timings["restricted_start_s"] = time.monotonic() - t1
     relative_gap = problem.relative_gap
     if extra and relative_gap > 0:
         # To a gap, finding a plan that close is the work: start the MIP from better plans.

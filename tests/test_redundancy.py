@@ -347,3 +347,44 @@ def test_a_running_fleet_is_replanned_to_survive(tmp_path) -> None:
     result = plan(parse_workload(w))
     assert result.evaluation["ok"]
     assert dict((f.offer_id, f.instances) for f in result.fleet) == {"synth/a1": 2, "synth/b1": 2}
+
+
+def test_place_domains_start_from_the_restricted_mip_and_keep_the_optimum(monkeypatch) -> None:
+    """With a zone (region, provider) domain the cost MIP starts from the MIP restricted to
+    the groups the LP and the services' own plans use (solver/optimize/restricted_start.py):
+    its values are a plan of the whole model, and the proven optimum is the same without it."""
+    import sys
+    from pathlib import Path
+
+    import solver.optimize.restricted_start as rs
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from solve_scaling import generate
+
+    doc = generate(8, 0)
+    doc.setdefault("constraints", {})["redundancy"] = {"domain": "zone"}
+    doc["solver"] = {"time_limit_s": 120, "verify": False}
+    seen = []
+    inner = rs.restricted_start
+
+    def watched(form, backend, hints, deadline, cancel):
+        bounds = [(v.lb, v.ub) for v in form.model.variables]
+        out = inner(form, backend, hints, deadline, cancel)
+        seen.append((form.model, out, [(v.lb, v.ub) for v in form.model.variables] == bounds))
+        return out
+
+    monkeypatch.setattr(rs, "restricted_start", watched)
+    with_start = plan(parse_workload(doc))
+    assert seen, "the restricted start did not run"
+    lm, values, restored = seen[0]
+    assert restored and values is not None
+    for v, x in zip(lm.variables, values):
+        assert v.lb - TOL <= x <= v.ub + TOL and (not v.integer or abs(x - round(x)) <= TOL), v.name
+    for r in lm.rows:
+        activity = sum(c * values[i] for i, c in r.terms)
+        assert r.lb - 1e-6 * max(1.0, abs(r.lb)) <= activity <= r.ub + 1e-6 * max(1.0, abs(r.ub)), r.name
+    assert "restricted_start_s" in with_start.solver.timings
+    monkeypatch.setattr(rs, "restricted_start", lambda *a: None)
+    without = plan(parse_workload(doc))
+    assert with_start.status == without.status == "optimal"
+    assert with_start.total_price_usd_per_hour == pytest.approx(without.total_price_usd_per_hour, abs=1e-6)

@@ -1,4 +1,4 @@
-"""A re-plan's restricted start (solver/optimize/replan.py `_restricted_start`): the MIP over
+"""A re-plan's restricted start (solver/optimize/restricted_start.py, as replan.py uses it): the MIP over
 the replica groups the LP relaxation or a start uses. Its values are a plan of the whole
 model (every row holds, integers are integers), no dearer than the starts it was given, and
 the re-plan's optimum is the same with it and without it (it is only a start). Optimality
@@ -34,7 +34,7 @@ def _check_plan_of_the_model(lm, values, tol=1e-6):
 def test_the_restricted_start_is_a_plan_and_changes_no_optimum(seed, monkeypatch):
     w = replan_workload(30, seed, 120)
     seen = []
-    inner = replan._restricted_start
+    inner = replan.restricted_start
 
     def watched(form, backend, hints, deadline, cancel):
         bounds = [(v.lb, v.ub) for v in form.model.variables]
@@ -43,7 +43,7 @@ def test_the_restricted_start_is_a_plan_and_changes_no_optimum(seed, monkeypatch
         seen.append((form.model, list(hints), out, restored))
         return out
 
-    monkeypatch.setattr(replan, "_restricted_start", watched)
+    monkeypatch.setattr(replan, "restricted_start", watched)
     with_start = plan(parse_workload(w)).to_dict()
     (lm, hints, values, restored), = seen
     assert restored  # every variable's bounds as they were before it
@@ -54,7 +54,7 @@ def test_the_restricted_start_is_a_plan_and_changes_no_optimum(seed, monkeypatch
         return sum(c * v[i] for i, c in lm.objective.items())
 
     assert hints and cost(values) <= min(cost(h) for h in hints) + 1e-6
-    monkeypatch.setattr(replan, "_restricted_start", lambda *a: None)
+    monkeypatch.setattr(replan, "restricted_start", lambda *a: None)
     without = plan(parse_workload(w)).to_dict()
     assert with_start["status"] == without["status"] == "optimal"
     assert with_start["horizon_cost_usd"] == pytest.approx(without["horizon_cost_usd"], abs=1e-6)

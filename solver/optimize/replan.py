@@ -35,17 +35,12 @@ from solver.optimize.keep_start import keep_start
 from solver.optimize.linear import INF, SolveOutcome
 from solver.optimize.period_model import running_counts
 from solver.optimize.quick_check import evaluate_quick
+from solver.optimize.restricted_start import restricted_start
 from solver.optimize.rollout import change_counts
 from solver.optimize.solution import Solution
 from solver.optimize.tiebreak import tie_break
 
 RELATIVE_GAP = 1e-9
-# The restricted start (`_restricted_start`): its node limit (it answers the same way on any
-# machine unless the time share binds), its share of the time left, and the LP value above
-# which a group counts as used.
-RESTRICTED_NODES = 1000
-RESTRICTED_SHARE = 0.25
-_LP_USED = 1e-6
 
 
 def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: float, stop: Stop, options,
@@ -80,7 +75,7 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
     hints = [v for v in (_hint(form, start, running) for _, start in starts) if v is not None]
     timings["formulation_s"] = time.monotonic() - t0
     t1 = time.monotonic()
-    restricted = _restricted_start(form, backend, hints, deadline, options.cancel)
+    restricted = restricted_start(form, backend, hints, deadline, options.cancel)
     if restricted is not None:
         hints.insert(0, restricted)
         timings["restricted_start_s"] = time.monotonic() - t1
@@ -134,43 +129,6 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
     cost = h.add_instance_usd * added + h.remove_instance_usd * removed
     bound = (outcome.bound if outcome.bound is not None else -INF) + h.remove_instance_usd * _forced(problem, running)
     return solution, outcome, form, ties, cost, bound
-
-
-def _restricted_start(form: Formulation, backend, hints: list[list[float]], deadline: float,
-                      cancel) -> list[float] | None:
-    """A start near the optimum: the MIP restricted to the replica groups that the LP
-    relaxation or a start uses (every other group's replicas held at 0), within
-    RESTRICTED_NODES nodes and a share of the time left. Its plan is a plan of the whole
-    model (a restriction only removes plans), so it is only a start: the MIP still proves
-    what is optimal. None when nothing is restricted or no plan is found.
-
-    Why: the starts above keep the running fleet's replicas or build each service alone;
-    the optimum re-packs replicas over the running instances, which SCIP's own heuristics
-    found slowly (bench/horizon_scaling.py --case replan: 481.67 $ after 0.4 s, then
-    nothing better for 13 s, against an optimum of 478.00). The ~200 groups of the LP's
-    support and the starts (of ~1,800) give 479.8-517.5 $ in 0.1-1 s (docs/formulation.md)."""
-    left = deadline - time.monotonic()
-    if left <= 0.1 or not form.r:
-        return None
-    lm = form.model
-    lp = backend.solve(lm, SolveOptions(time_limit_s=left * RESTRICTED_SHARE, relax_integrality=True, cancel=cancel))
-    if lp.values is None:
-        return None
-    keep = {i for i in form.r.values() if lp.values[i] > _LP_USED or any(h[i] > 0.5 for h in hints)}
-    held = [i for i in form.r.values() if i not in keep]
-    if not held:
-        return None
-    saved = [(i, lm.variables[i].lb, lm.variables[i].ub) for i in held]
-    try:
-        for i in held:
-            lm.variables[i].lb = lm.variables[i].ub = 0.0
-        out = backend.solve(lm, SolveOptions(
-            time_limit_s=max((deadline - time.monotonic()) * RESTRICTED_SHARE, 0.05), hint=hints[0] if hints else None,
-            extra_hints=hints[1:], cancel=cancel, relative_gap=RELATIVE_GAP, node_limit=RESTRICTED_NODES))
-    finally:
-        for i, lb, ub in saved:
-            lm.variables[i].lb, lm.variables[i].ub = lb, ub
-    return out.values
 
 
 def _forced(problem: Problem, running: dict[str, int]) -> int:
