@@ -144,7 +144,7 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
                                                  outcome.backend, options, explain)
         for sr in services:
             sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
-                                               stop=explain)
+                                               stop=explain, proven=outcome.status == "optimal")
     return result
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from solver.explain.alternatives import TIE_USD_PER_HOUR, _compared, move_cost
+from solver.explain.alternatives import TIE_USD_PER_HOUR, _compared, move_cost, tie_tolerance
 from solver.plan import PlanOptions, plan
 from solver.workload.documents import load_workload, parse_workload
 from tests.conftest import EXAMPLES
@@ -43,13 +43,46 @@ def test_an_equally_cheap_alternative_is_a_tie_not_dearer():
 
 
 def test_alternative_verdicts_by_the_cost_difference():
-    assert _compared(1.5, "basis", exact=True) == ("dearer", "dearer by $1.5000/hour (basis)")
-    assert _compared(1.5, "basis", exact=False) == ("dearer", "at most $1.5000/hour dearer (basis)")
+    assert _compared(1.5, "basis", True) == ("dearer", "dearer by $1.5000/hour (basis)")
+    assert _compared(1.5, "basis", False) == ("dearer", "at most $1.5000/hour dearer (basis)")
     for delta in (0.0, TIE_USD_PER_HOUR, -TIE_USD_PER_HOUR / 2):
-        assert _compared(delta, "basis", exact=True)[0] == "tie"
+        assert _compared(delta, "basis", True) == ("tie", "as cheap (basis): a tie between equally cheap fleets")
     # Only a plan that is not proven optimal can have a cheaper alternative; it says so.
-    verdict, reason = _compared(-0.25, "basis", exact=False)
+    verdict, reason = _compared(-0.25, "basis", False, proven=False)
     assert verdict == "cheaper" and reason == "cheaper by $0.2500/hour (basis): the plan is not proven optimal"
+    # Below a proven optimum a figure breaks a rule the plan keeps: no alternative, no "cheaper".
+    verdict, reason = _compared(-0.25, "basis", False, proven=True)
+    assert verdict == "not_priced" and "cheaper" not in reason
+    # A plan proven through the services' own bounds may sit a hair above them: still a tie.
+    assert tie_tolerance(1000.0) > TIE_USD_PER_HOUR and _compared(-tie_tolerance(1000.0), "b", True,
+                                                                  tol=tie_tolerance(1000.0))[0] == "tie"
+
+
+def test_a_move_is_not_priced_for_a_service_with_a_failure_domain(tmp_path, solver_cli):
+    """Above the re-solve size an alternative is priced by moving the service alone onto
+    one configuration, which keeps no N+1: on a proven-optimal plan it read "cheaper by
+    $0.8000/hour ... the plan is not proven optimal" (an independent review's reproducer)."""
+    offers = []
+    for i in range(70):
+        offers.append({"provider": "demo", "name": f"ga-{i}", "region": "east", "gpu": "GA", "gpus_per_instance": 1,
+                       "price_usd_per_hour": round(1.0 + 0.01 * i, 2)})
+        offers.append({"provider": "demo", "name": f"gb-{i}", "region": "east", "gpu": "GB", "gpus_per_instance": 1,
+                       "price_usd_per_hour": round(1.05 + 0.01 * i, 2)})
+    doc = {"name": "np1", "services": [
+        {"name": "chat", "demand": {"items_per_min": 40},
+         "profiles": [{"gpu": "GA", "items_per_min": 10}, {"gpu": "GB", "items_per_min": 10}],
+         "redundancy": {"domain": "instance"}}],
+        "catalog": {"source": "inline", "gpus": [{"name": "GA", "memory_gib": 80}, {"name": "GB", "memory_gib": 80}],
+                    "offers": offers}}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    out = json.loads(subprocess.run([solver_cli, "solve", str(path), "--explain", "--format", "json"],
+                                    capture_output=True, text=True, timeout=300, check=True).stdout)
+    assert out["status"] == "optimal"
+    alts = [a for s in out["services"] for a in s["alternatives"]]
+    assert alts and not any(a["verdict"] == "cheaper" for a in alts), alts
+    moved = [a for a in alts if a["verdict"] == "not_priced"]
+    assert moved and all("failure domain" in a["reason"] for a in moved), alts
 
 
 def test_large_model_explanations_are_deterministic_bounds(solver_cli, tmp_path):

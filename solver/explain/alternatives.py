@@ -35,9 +35,10 @@ TIE_USD_PER_HOUR = 1e-6
 
 
 def alternatives_for(service: str, problem: Problem, form, solution: Solution, *, backend_name: str,
-                     stop: Stop, limit: int = 4) -> list[Alternative]:
+                     stop: Stop, limit: int = 4, proven: bool = False) -> list[Alternative]:
     """Nearest alternatives not taken (dearer configurations with their cost) and the
-    nearest ruled-out ones with their reason."""
+    nearest ruled-out ones with their reason. `proven`: the plan is proven optimal (so no
+    alternative can be cheaper)."""
     out: list[Alternative] = []
     resolve = form.model.size["integer_variables"] <= TIE_BREAK_MAX_INTEGER_VARIABLES
     for c in _picks(service, problem, form, solution, limit):
@@ -47,7 +48,7 @@ def alternatives_for(service: str, problem: Problem, form, solution: Solution, *
             out.append(Alternative(f"{service}@-", "", 0, None, "time_limit",
                                    "the call's deadline ended the explanation here"))
             return out
-        out.append(_priced(c, service, problem, solution, backend_name, stop, resolve))
+        out.append(_priced(c, service, problem, solution, backend_name, stop, resolve, proven))
     out.extend(_ruled_out(service, problem))
     return out
 
@@ -81,7 +82,7 @@ def _picks(service: str, problem: Problem, form, solution: Solution, limit: int)
 
 
 def _priced(c: Config, service: str, problem: Problem, solution: Solution, backend_name: str, stop: Stop,
-            resolve: bool) -> Alternative:
+            resolve: bool, proven: bool = False) -> Alternative:
     offer = problem.offer(c.offer_id)
     base_cost = sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet)
     moved, why_not = move_cost(c, service, problem, solution)
@@ -95,26 +96,54 @@ def _priced(c: Config, service: str, problem: Problem, solution: Solution, backe
         alt.reason = ("no feasible fleet with this service on it (over a quota, availability or the budget)"
                       if exact_delta == "infeasible" else f"moving this service here {why_not}")
         return alt
+    tol = tie_tolerance(base_cost)
     if isinstance(exact_delta, float):
         alt.delta_usd_per_hour, alt.exact, alt.basis = round(exact_delta, 6), True, "re-solve"
-        alt.verdict, alt.reason = _compared(exact_delta, "cheapest whole fleet with this service here", exact=True)
-    else:
-        delta = moved - base_cost
-        alt.delta_usd_per_hour, alt.basis = round(delta, 6), "move"
-        alt.verdict, alt.reason = _compared(delta, "this service moved here, the rest of the plan kept", exact=False)
+        alt.verdict, alt.reason = _compared(exact_delta, "cheapest whole fleet with this service here", True,
+                                            proven, tol)
+        return alt
+    if _has_domain(problem.service(service)):
+        # One configuration alone keeps no N+1: the move would not be a plan of this problem.
+        alt.verdict = "not_priced"
+        alt.reason = ("not priced: moving only this service here ignores its failure domain "
+                      "(constraints.redundancy); --explain re-solves exactly only on smaller models")
+        return alt
+    delta = moved - base_cost
+    alt.delta_usd_per_hour, alt.basis = round(delta, 6), "move"
+    alt.verdict, alt.reason = _compared(delta, "this service moved here, the rest of the plan kept", False, proven,
+                                        tol)
     return alt
 
 
-def _compared(delta_usd_per_hour: float, basis: str, exact: bool) -> tuple[str, str]:
+def tie_tolerance(cost_usd_per_hour: float) -> float:
+    """Cost differences this small are ties: the cost MIP's absolute gap, or the margin a
+    plan proven by the services' own bounds may sit above them (solver/solve_stage.py
+    `_bound_reached`), whichever is larger."""
+    from solver.optimize.formulation import LB_MARGIN_ABS, LB_MARGIN_REL
+
+    return max(TIE_USD_PER_HOUR, 2 * (LB_MARGIN_ABS + LB_MARGIN_REL * abs(cost_usd_per_hour)))
+
+
+def _compared(delta_usd_per_hour: float, basis: str, exact: bool, proven: bool = False,
+              tol: float = TIE_USD_PER_HOUR) -> tuple[str, str]:
     """(verdict, reason) of an alternative that costs `delta_usd_per_hour` more than the
-    plan: "dearer", "tie" (within the MIP's absolute gap: the plan's tie-break chose between
-    equally cheap fleets) or "cheaper" (possible only when the plan is not proven optimal)."""
-    if delta_usd_per_hour > TIE_USD_PER_HOUR:
+    plan: "dearer", "tie" (within `tol`: equally cheap fleets, between which the plan's
+    tie-break or the solver chose), "cheaper" (possible only when the plan is not proven
+    optimal), or "not_priced" where a proven plan meets a cheaper figure (a figure that
+    breaks a rule the plan keeps is no alternative)."""
+    if delta_usd_per_hour > tol:
         amount = f"${delta_usd_per_hour:.4f}/hour"
         return "dearer", (f"dearer by {amount} ({basis})" if exact else f"at most {amount} dearer ({basis})")
-    if delta_usd_per_hour >= -TIE_USD_PER_HOUR:
-        return "tie", f"as cheap ({basis}): a tie, which the plan's tie-break decided"
-    return "cheaper", (f"cheaper by ${-delta_usd_per_hour:.4f}/hour ({basis}): the plan is not proven optimal")
+    if delta_usd_per_hour >= -tol:
+        return "tie", f"as cheap ({basis}): a tie between equally cheap fleets"
+    if proven:
+        return "not_priced", (f"not priced: the figure ({basis}) is below the plan's proven optimum, so it breaks "
+                              "a rule the plan keeps")
+    return "cheaper", f"cheaper by ${-delta_usd_per_hour:.4f}/hour ({basis}): the plan is not proven optimal"
+
+
+def _has_domain(s) -> bool:
+    return bool(s.redundancy_domain) and sum(s.redundancy_demand) > 0
 
 
 def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> tuple[float | None, str]:

@@ -166,7 +166,7 @@ class Alternative:
     gpu: str
     gpus_per_replica: int
     precision: str | None
-    # "dearer" | "tie" (as cheap: the tie-break chose) | "cheaper" (the plan is not proven optimal)
+    # "dearer" | "tie" (as cheap) | "cheaper" (the plan is not proven optimal) | "not_priced"
     # | "vram" | "ttft" | "tpot" | "latency" | "quota" | "precision" | ...
     verdict: str
     reason: str
