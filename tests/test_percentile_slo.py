@@ -185,3 +185,34 @@ def test_the_relax_advice_ranks_exact_thresholds_apart_from_values_without_load(
     assert _plan(doc(high)).status == "optimal"  # the upper end admits a plan (B200 at a trickle)
     with pytest.raises(InfeasibleError):
         _plan(doc(low))  # and no bound at or below the lower end does
+
+
+def test_the_relax_advice_claims_only_what_the_misses_prove():
+    """The reasons' values differ in kind: exact under load, a lower bound without load, or
+    no number at all (no capacity even at a trickle); the advice never names a bound a
+    configuration with no number 'meets', never rounds a lower bound up, and names no single
+    threshold where the closest configuration also misses another bound (review findings)."""
+    from types import SimpleNamespace
+
+    from solver.compile.problem import Rejection
+    from solver.explain.diagnose import _slo_reason
+
+    svc = SimpleNamespace(name="svc", slo=SimpleNamespace(percentile=99))
+
+    def miss(gpu, reason):
+        return Rejection("svc", f"p/{gpu}", gpu, 8, "fp8", "tpot", reason)
+
+    no_number = miss("B200", "misses the p99 SLO (TPOT 10 ms) under load, even at a trickle of requests")
+    r = _slo_reason(svc, "tpot", [no_number, miss("H100", "misses the TPOT SLO: 10.23 ms > 10 ms even at batch 1")])
+    assert "H100 x8" in r.message and "?" not in r.fix
+    assert r.fix.startswith("relax slo.tpot_ms to more than 10.1 ms (the value without load")  # not 10.3
+    r = _slo_reason(svc, "tpot", [no_number])
+    assert "?" not in r.fix and r.fix.startswith("relax slo.tpot_ms (no configuration gives a value")
+    both = miss("B200", "misses the p99 TPOT SLO under load: 10.3 ms > 10 ms even at a trickle of requests; "
+                        "p99 TTFT 3100.0 ms > 3000 ms")
+    r = _slo_reason(svc, "tpot", [both, miss("H100", "misses the TPOT SLO: 10.6 ms > 10 ms even at batch 1")])
+    assert "no bound below 10.3 ms admits a fleet" in r.fix and "still misses the other bounds" in r.fix
+    assert "at least" not in r.fix and "meets it there" not in r.fix
+    alone = miss("B200", "misses the p99 TPOT SLO under load: 10.3 ms > 10 ms even at a trickle of requests")
+    r = _slo_reason(svc, "tpot", [alone, miss("H100", "misses the TPOT SLO: 10.6 ms > 10 ms even at batch 1")])
+    assert r.fix.startswith("relax slo.tpot_ms to at least 10.3 ms")  # the least threshold: exact

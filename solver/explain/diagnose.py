@@ -147,34 +147,50 @@ def _impossible_alone(svc: ServiceDemand, problem: Problem, catalog: Catalog) ->
 
 
 def _slo_reason(svc: ServiceDemand, kind: str, misses: list[Rejection]) -> InfeasibilityReason:
-    """The bound no configuration meets, the configuration that comes closest and the bound
-    that would admit it. Without a percentile every value is exact. Under a percentile SLO a
-    miss "under load" (at a trickle, on the slowed replica) is that configuration's exact
-    threshold, but a miss without load is only a lower bound on its threshold (its value
-    under load is higher): the closest configuration is the one with the lowest exact
-    threshold, and where a configuration missing without load has a lower value, the advice
-    is the range the true threshold lies in, not one of the two numbers."""
+    """The bound no configuration meets, the configuration that comes closest and what
+    relaxing the bound would take. Without a percentile every value is exact. Under a
+    percentile SLO a miss "under load" (at a trickle, on the slowed replica) is that
+    configuration's exact threshold, but a miss without load is only a lower bound on its
+    threshold (its value under load is higher), and some misses give no number at all (no
+    capacity even at a trickle). The closest configuration is the one with the lowest exact
+    threshold; the advice names that threshold only where it is the least one and the
+    configuration misses no other bound there, and otherwise what is known: the range the
+    least admitting bound lies in, or the value below which no bound admits a fleet."""
     name = svc.name
     slo_field = {"tpot": "tpot_ms", "ttft": "ttft_ms", "latency": "latency_ms"}[kind]
     label = kind.upper() if kind != "latency" else "latency"
-    exact = [r for r in misses if svc.slo.percentile is None or "under load" in r.reason]
-    lower = [r for r in misses if r not in exact]
-    best = min(exact or misses, key=lambda r: _value_in(r.reason))
-    closest = min(lower, key=lambda r: _value_in(r.reason)) if lower else None
-    achieved = _value_in(best.reason)
+    relax, other = f"relax slo.{slo_field}", "or allow faster GPUs / fp8"
+    if not misses:
+        return InfeasibilityReason(f"slo[{name}].{slo_field}", f"{name}: no allowed configuration meets the {label} "
+                                   "SLO.", f"{relax}, or allow faster GPUs / fp8", name)
+    numbered = [r for r in misses if math.isfinite(_value_in(r.reason))]
+    exact = [r for r in numbered if svc.slo.percentile is None or "under load" in r.reason]
+    lower = [r for r in numbered if r not in exact]
+    best = min(exact or lower, key=lambda r: _value_in(r.reason)) if numbered else misses[0]
     message = (f"{name}: no allowed configuration meets the {label} SLO; the best is {_shape(best)}: "
                f"{best.reason}.")
+    if not numbered:
+        fix = f"{relax} (no configuration gives a value to relax it to), {other}"
+        return InfeasibilityReason(f"slo[{name}].{slo_field}", message, fix, name)
+    # A value without load may be printed to a tenth ("10.2"): the value itself can be 0.05 below.
+    least = min([_value_in(r.reason) for r in exact] + [_value_in(r.reason) - 0.05 for r in lower])
     if not exact:
-        fix = (f"relax slo.{slo_field} to more than {_ms_up(achieved)} ms (the value without load; the "
-               f"p{svc.slo.percentile} under load is higher), or allow faster GPUs / fp8")
-    elif closest is not None and _value_in(closest.reason) < achieved:
-        low = _value_in(closest.reason)  # printed to a tenth: the value itself is at least 0.05 below
-        fix = (f"relax slo.{slo_field} to {_ms_up(achieved)} ms ({_shape(best)} meets it there at a trickle of "
-               f"requests) or a little less: the least bound that admits a fleet lies between {_ms_down(low - 0.05)} and "
-               f"{_ms_up(achieved)} ms ({_shape(closest)} takes {low:g} ms without load, more under load). "
-               "Or allow faster GPUs / fp8")
+        fix = (f"{relax} to more than {_ms_down(least)} ms (the value without load; the p{svc.slo.percentile} "
+               f"under load is higher), {other}")
+        return InfeasibilityReason(f"slo[{name}].{slo_field}", message, fix, name)
+    at = _value_in(best.reason)
+    alone = "; p" not in best.reason  # the miss under load names every bound it misses, ";"-separated
+    closest = min(lower, key=lambda r: _value_in(r.reason)) if lower else None
+    if not alone:
+        fix = (f"{relax}: no bound below {_ms_down(least)} ms admits a fleet, and at {_ms_up(at)} ms "
+               f"{_shape(best)} still misses the other bounds its reason names (relax those too), {other}")
+    elif closest is None or _value_in(closest.reason) >= at:
+        fix = f"{relax} to at least {_ms_up(at)} ms, {other}"
     else:
-        fix = f"relax slo.{slo_field} to at least {_ms_up(achieved)} ms, or allow faster GPUs / fp8"
+        fix = (f"{relax} to {_ms_up(at)} ms ({_shape(best)} meets it there at a trickle of requests) or a little "
+               f"less: the least bound that admits a fleet lies between {_ms_down(least)} and {_ms_up(at)} ms "
+               f"({_shape(closest)} takes {_value_in(closest.reason):g} ms without load, more under load). "
+               f"Or allow faster GPUs / fp8")
     return InfeasibilityReason(f"slo[{name}].{slo_field}", message, fix, name)
 
 
@@ -184,6 +200,8 @@ def _shape(r: Rejection) -> str:
 
 def _ms_down(ms: float) -> str:
     """A lower bound in ms as `_ms_up` shows it, rounded down (never above `ms`)."""
+    if not math.isfinite(ms):
+        return "?"
     if ms < 100:
         return f"{math.floor(round(ms * 10.0, 6)) / 10.0:g}"
     return f"{math.floor(round(ms, 6))}"
