@@ -470,11 +470,15 @@ def test_a_value_where_an_object_belongs_is_named_in_the_users_words(tmp_path: P
 
 @pytest.mark.parametrize("service_patch, top_patch, field, message, fix", [
     ({"arrival_cv": 2.0}, {}, "services[0].arrival_cv",
-     "unknown field; it belongs in demand (demand.arrival_cv).", "move it into demand"),
+     "unknown field; it belongs in demand.arrival_cv.", "move it into demand"),
     ({"percentile": 99}, {}, "services[0].percentile",
-     "unknown field; it belongs in slo (slo.percentile).", "move it into slo"),
+     "unknown field; it belongs in slo.percentile.", "move it into slo"),
     ({}, {"headroom": 0.2}, "headroom",
-     "unknown field; it belongs in constraints (constraints.headroom).", "move it into constraints"),
+     "unknown field; it belongs in constraints.headroom.", "move it into constraints"),
+    ({}, {"slo": {"ttft_ms": 500}}, "slo",  # services is a list: into each of its entries
+     "unknown field; it belongs in services[].slo.", "move it into each entry of services"),
+    ({"gpu": "L4"}, {}, "services[0].gpu",
+     "unknown field; it belongs in profiles[].gpu.", "move it into each entry of profiles"),
     ({"replicsa": 2}, {}, "services[0].replicsa", "unknown field.",
      "remove it, or check its spelling against `solver-cli schema`"),
 ])
@@ -487,3 +491,16 @@ def test_a_field_written_one_level_too_high_says_where_it_belongs(tmp_path: Path
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (error,) = [e for e in json.loads(proc.stdout)["errors"] if e["field"] == field]
     assert error["message"].startswith(message.rstrip(".")) and error["fix"] == fix, error
+
+
+
+def test_a_union_field_gets_one_line_naming_every_kind_it_takes(tmp_path: Path) -> None:
+    """`model` is a library name or an inline object: `model: 5` got two contradictory lines
+    ("should be a valid string", "an object is needed here") and no hint that it is optional."""
+    doc = {"services": [{**llm_service(), "model": 5}]}
+    proc = solve(tmp_path, json.dumps(doc), "workload.json", "--format", "json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [e for e in json.loads(proc.stdout)["errors"] if e["field"] == "services[0].model"]
+    assert errors == [{"field": "services[0].model",
+                       "message": "a text string or an object ({...}) is needed here, not a number.",
+                       "fix": "use a text string or an object ({...}), or leave the field out"}], errors

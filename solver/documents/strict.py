@@ -38,7 +38,8 @@ class StrictModel(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            violations = [_violation(e, prefix, cls) for e in exc.errors()]
+            errors = exc.errors()
+            violations = _merged_branches(errors, [_violation(e, prefix, cls) for e in errors], cls)
             # A union (confidence: "nominal" or a number) reports once per branch: one line per field suffices
             # when the input was a quoted number.
             quoted = {v.field for v in violations if v.message.startswith(QUOTED_NUMBER)}
@@ -58,13 +59,45 @@ class StrictModel(BaseModel):
         return value
 
 
-def _path(loc: tuple, prefix: str = "") -> str:
+def _branch(part, root: type | None = None) -> bool:
+    """Whether a part of an error location is pydantic's name for a union branch (a type
+    or one of the schema's classes), which means nothing to users, rather than a field or key."""
+    if isinstance(part, int):
+        return False
+    text = str(part)
+    return (text.startswith(("function-", "tagged-union", "union[", "literal[", "dict[", "list["))
+            or text in ("str", "int", "float", "bool", "InlineModel")
+            or (root is not None and text in _class_names(root)))
+
+
+@functools.cache
+def _class_names(root: type) -> frozenset[str]:
+    """The names of every model class reachable from `root`'s fields."""
+    seen: set[type] = set()
+    todo = [root]
+    while todo:
+        model = todo.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        for field in model.model_fields.values():
+            todo.extend(_models_in(field.annotation))
+    return frozenset(m.__name__ for m in seen)
+
+
+def _models_in(annotation) -> list[type]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _path(loc: tuple, prefix: str = "", root: type | None = None) -> str:
     out = prefix
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif str(part).startswith(("function-", "tagged-union", "union[", "literal[")) or part in ("str", "int", "float", "InlineModel"):
-            continue  # pydantic's internal union branch names mean nothing to users
+        elif _branch(part, root):
+            continue
         else:
             out += f".{part}" if out else str(part)
     return out
@@ -100,7 +133,7 @@ def _model_at(root: type, loc: tuple) -> type | None:
     for part in loc[:-1]:
         if model is None:
             return None
-        if isinstance(part, int) or str(part).startswith(("function-", "tagged-union", "union[", "literal[")):
+        if isinstance(part, int) or _branch(part, root):
             continue
         field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
         model = _model_in(field.annotation) if field is not None else (model if str(part) == model.__name__ else None)
@@ -161,9 +194,9 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
     expected = str((err.get("ctx") or {}).get("expected", ""))
     if (err["type"] in _NUMBER_ERRORS and is_number_text(err.get("input"))
             and not (err["type"] == "literal_error" and "'" in expected)):  # not a literal of words
-        return FieldViolation(_path(loc, prefix), *quoted_number(err["input"]))
+        return FieldViolation(_path(loc, prefix, root), *quoted_number(err["input"]))
     if err["type"] == "int_type" and type(err.get("input")) is float:
-        return FieldViolation(_path(loc, prefix), f"{err['input']!r} is not a whole number.", "use a whole number")
+        return FieldViolation(_path(loc, prefix, root), f"{err['input']!r} is not a whole number.", "use a whole number")
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
@@ -175,15 +208,15 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
             # A field of an object one level down, written a level too high, before a near spelling.
             name = str(err["loc"][-1])
             below = _belongs_below(holder, name)
-            msg += ("; it belongs in " + " or ".join(f"{f} ({f}.{name})" for f in below)) if below else \
+            msg += ("; it belongs in " + " or ".join(f"{f}.{name}" for f in below)) if below else \
                 did_you_mean(name, holder.model_fields)
     fix = _FIXES.get(err["type"], "")
     if below:
-        fix = "move it into " + " or ".join(below)
+        fix = "move it into " + " or ".join(_into(f) for f in below)
     if err["type"] in ("model_type", "dict_type"):
         # pydantic's "valid dictionary or instance of CatalogRef" names a class of ours.
         msg = f"an object ({{...}}) is needed here, not {_json_kind(err.get('input'))}"
-        if root is not None and loc and not isinstance(loc[-1], int) and _optional(root, loc):
+        if root is not None and _optional(root, loc):
             fix += ", or leave the field out"
     if "To fix:" in msg:
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
@@ -191,7 +224,7 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
         msg += "."
     if not loc and root is not None and msg.split(" ", 1)[0] in root.model_fields:
         loc = (msg.split(" ", 1)[0],)  # a whole-document check about one field: name that field
-    return FieldViolation(_path(loc, prefix), msg, fix)
+    return FieldViolation(_path(loc, prefix, root), msg, fix)
 
 
 def _json_kind(value: Any) -> str:
@@ -211,17 +244,73 @@ def _json_kind(value: Any) -> str:
 
 def _optional(root: type, loc: tuple) -> bool:
     """Whether the field at `loc` may be left out of its object."""
+    loc = tuple(part for part in loc if not _branch(part, root))
+    if not loc or isinstance(loc[-1], int):
+        return False
     holder = _model_at(root, loc)
     field = holder.model_fields.get(str(loc[-1])) if holder is not None else None
     return field is not None and not field.is_required()
 
 
 def _belongs_below(holder: type, name: str) -> list[str]:
-    """The fields of `holder` whose object has a field `name`: where an unknown field
-    written one level too high belongs (services[].arrival_cv -> demand.arrival_cv)."""
+    """Where an unknown field written one level too high belongs: the paths, below
+    `holder`, of the objects that have a field `name` (`demand`, `services[]` for each entry
+    of a list, `profile.<key>` for each value of a mapping). None where more than two
+    would do: a guess among many helps nobody."""
     found = []
     for field_name, field in holder.model_fields.items():
         inner = _model_in(field.annotation)
-        if inner is not None and inner is not holder and name in inner.model_fields:
-            found.append(field_name)
-    return found
+        if inner is None or inner is holder or name not in inner.model_fields:
+            continue
+        found.append(field_name + _container(field.annotation))
+    return found if len(found) <= 2 else []
+
+
+def _container(annotation) -> str:
+    """'[]' for a list of objects, '.<key>' for a mapping to objects, '' for one object."""
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    for a in options:
+        origin = typing.get_origin(a)
+        if origin in (list, tuple):
+            return "[]"
+        if origin is dict:
+            return ".<key>"
+    return ""
+
+
+# What each type error asks for, in a user's words (to merge a union's branches into one line).
+_WANTED = {"string_type": "a text string", "model_type": "an object ({...})", "dict_type": "an object ({...})",
+           "list_type": "a list ([...])", "int_type": "a whole number", "float_type": "a number",
+           "bool_type": "true or false"}
+
+
+def _merged_branches(errors: list[dict], violations: list[FieldViolation], root: type) -> list[FieldViolation]:
+    """A field whose type is a union (`model`: a library name or an inline object) gets one
+    type error per branch: one line that names every kind it takes replaces them."""
+    by_field: dict[str, list[int]] = {}
+    for i, (err, v) in enumerate(zip(errors, violations)):
+        if err["type"] in _WANTED:
+            by_field.setdefault(v.field, []).append(i)
+    drop: set[int] = set()
+    out = list(violations)
+    for field, idx in by_field.items():
+        wanted = list(dict.fromkeys(_WANTED[errors[i]["type"]] for i in idx))
+        if len(wanted) < 2:
+            continue
+        first = errors[idx[0]]
+        fix = "use " + " or ".join(wanted)
+        if _optional(root, tuple(first["loc"])):
+            fix += ", or leave the field out"
+        out[idx[0]] = FieldViolation(field, f"{' or '.join(wanted)} is needed here, not {_json_kind(first.get('input'))}.",
+                                     fix)
+        drop.update(idx[1:])
+    return [v for i, v in enumerate(out) if i not in drop]
+
+
+def _into(path: str) -> str:
+    if path.endswith("[]"):
+        return f"each entry of {path[:-2]}"
+    if path.endswith(".<key>"):
+        return f"each value of {path[:-6]}"
+    return path
