@@ -423,10 +423,11 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
             prefetch.start(problem, catalog, form.solution_from(extra[0]))
     timings["formulation_s"] = time.monotonic() - t0 - timings["candidates_s"]
     stage("solve")
-    if extra and any(s.redundancy_domain in LOCATION_DOMAINS for s in problem.services):
+    if extra and stop_below is None and any(s.redundancy_domain in LOCATION_DOMAINS for s in problem.services):
         # Services spread over two places each pack badly together from their own plans,
         # and SCIP's heuristics close that slowly: start from the MIP restricted to the
-        # groups the LP or the starts use (solver/optimize/restricted_start.py).
+        # groups the LP or the starts use (solver/optimize/restricted_start.py). Not for a
+        # solve that ends at its first plan below `stop_below` (a percentile round's search).
         from solver.optimize.restricted_start import restricted_start
 
         t1 = time.monotonic()

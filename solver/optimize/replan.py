@@ -35,12 +35,11 @@ from solver.optimize.keep_start import keep_start
 from solver.optimize.linear import INF, SolveOutcome
 from solver.optimize.period_model import running_counts
 from solver.optimize.quick_check import evaluate_quick
-from solver.optimize.restricted_start import restricted_start
+from solver.optimize.restricted_start import RELATIVE_GAP, restricted_start
 from solver.optimize.rollout import change_counts
 from solver.optimize.solution import Solution
 from solver.optimize.tiebreak import tie_break
 
-RELATIVE_GAP = 1e-9
 
 
 def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: float, stop: Stop, options,

@@ -31,7 +31,7 @@ from solver.optimize.backends import SolveOptions
 RESTRICTED_NODES = 1000
 RESTRICTED_SHARE = 0.25
 _LP_USED = 1e-6
-RELATIVE_GAP = 1e-9
+RELATIVE_GAP = 1e-9  # a proven optimum, as the re-plan's own MIP asks (it imports this)
 
 
 def restricted_start(form, backend, hints: list[list[float]], deadline: float, cancel) -> list[float] | None:
