@@ -118,6 +118,10 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
     # The plan a verification round refuted, kept until the next round has a plan: if the time
     # ends first, it is the answer (with the refuted configurations named), not a timeout.
     fallback: tuple | None = None
+    # Plans of exact configurations the rounds found (each serves its routed traffic at caps
+    # that later rounds leave as they are): the answer, not proven optimal, if the time ends
+    # before a round proves one and no verification round left a fallback.
+    exact_plans: list = []
     # Rounds may stop their MIP at the first plan cheaper than the exact configurations' own
     # while that makes progress; a round that stops at no cheaper plan than the one before
     # (a MIP's rounding can put the same plan a hair below the limit) ends early stopping:
@@ -130,7 +134,8 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
             t1 = time.monotonic()
             if lazy:
                 problem, (form, outcome, solution, backend), limited = _lazy_solve(
-                    problem, backend_name, deadline, stop, options, timings, t0, stats, helper, start, stop_early)
+                    problem, backend_name, deadline, stop, options, timings, t0, stats, helper, start, stop_early,
+                    exact_plans)
             else:
                 limited = False
                 form, outcome, solution, backend = _cost_solve(problem, backend_name, deadline, stop, options, timings,
@@ -154,6 +159,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
                 # Another cheapest plan may use a configuration whose cap is still a bound.
                 used = pending_keys(problem, {a.config_key for a in solution.assignments})
         except SolverTimeout:
+            fallback = fallback or _best_exact(exact_plans)
             if fallback is None:
                 raise
             problem, form, outcome, solution, ties = fallback
@@ -201,6 +207,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
         try:
             problem = refine(problem, used, helper=helper, stop=stop, stats=stats)
         except SolverTimeout:
+            fallback = fallback or _best_exact(exact_plans)
             if fallback is None:
                 raise
             problem, form, outcome, solution, ties = fallback
@@ -212,6 +219,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
             # No time to solve again: the plan stands only if it serves its routed traffic
             # at the exact caps (the evaluator checks it again).
             if not _serves_at_caps(problem, solution):
+                fallback = fallback or _best_exact(exact_plans)
                 if fallback is not None:
                     problem, form, outcome, solution, ties = fallback
                     break
@@ -270,6 +278,16 @@ def final_checks(problem: Problem, solution: Solution, checks: dict) -> dict:
     return out
 
 
+def _best_exact(exact_plans: list) -> tuple | None:
+    """The cheapest plan of exact configurations the rounds found, as a fallback
+    (problem, form, outcome, solution, ties): "feasible" with no bound - it was optimal only
+    among the configurations whose caps were known, and the others may give a cheaper one."""
+    if not exact_plans:
+        return None
+    problem, (form, outcome, solution, _backend) = min(exact_plans, key=lambda x: x[1][1].objective)
+    return problem, form, replace(outcome, status="feasible", bound=None), solution, "skipped (time limit)"
+
+
 def _cheaper_by(cost: float) -> float:
     """How much cheaper than `cost` a plan must be to count as a cheaper one: more than a
     MIP's integrality tolerance moves an objective (a plan with 0.9999999 instances)."""
@@ -278,7 +296,7 @@ def _cheaper_by(cost: float) -> float:
 
 def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop, options: PlanOptions,
                 timings: dict[str, float], t0: float, stats: dict, helper: bool, start: list,
-                stop_early: bool = True):
+                stop_early: bool = True, exact_plans: list | None = None):
     """One round of the percentile-cap loop: (problem, (form, outcome, solution, backend),
     whether the MIP stopped at a plan cheaper than the round's plan of exact configurations
     rather than at a proof).
@@ -289,7 +307,9 @@ def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
     (lazy_caps.without_dearer: exact); those left get their saturation bound (cheap) and are
     looked at again. When none is left, the plan of exact configurations is optimal; else
     the MIP over all that is left, started from it, is the round's answer (its plan may use
-    pending configurations: the next round computes their caps)."""
+    pending configurations: the next round computes their caps). Each plan of exact
+    configurations found is added to `exact_plans` as (problem, (form, outcome, solution,
+    backend)): a plan to answer with if the time ends before a proof."""
     configs = solve_configs(problem)
     exact = [c for c in configs if c.pending_cap is None]
     first = None
@@ -298,6 +318,8 @@ def _lazy_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         try:
             first = _cost_solve(problem, backend_name, deadline, stop, options, timings, t0, configs=exact,
                                 hints=start, diagnose=False)
+            if exact_plans is not None and first[1].values is not None:
+                exact_plans.append((problem, first))
             stats["mips"] = stats.get("mips", 0) + 1
             if first[1].objective is not None:
                 upper = first[1].objective
