@@ -77,3 +77,37 @@ def test_with_no_plan_found_the_timeout_stands(monkeypatch):
     monkeypatch.setattr(stage, "_cost_solve", _timeout)
     with pytest.raises(SolverTimeout):
         _plan()
+
+
+def test_the_solve_keeps_time_for_the_values_under_load_after_it(monkeypatch):
+    """The plan's values at its percentiles and the evaluator's check come after the solve
+    (~22 ms per percentile service): the solve's deadline is that much before the limit, at
+    most a quarter of it, so that the answer comes by the limit; without percentiles, none."""
+    import solver.plan as plan_module
+
+    seen = []
+    inner = plan_module.solve_with_exact_caps
+
+    def watched(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch=None):
+        seen.append((deadline - t0, stop.deadline == deadline))
+        return inner(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch)
+
+    monkeypatch.setattr(plan_module, "solve_with_exact_caps", watched)
+    doc = _doc()
+    services = sum(1 for s in doc["services"] if s.get("model") and s.get("slo", {}).get("percentile"))
+    assert services > 10
+    plan(parse_workload(doc))
+    (budget, same), = seen
+    assert same and budget == pytest.approx(120 - plan_module.RESULT_S_PER_PERCENTILE_SERVICE * services, abs=1e-6)
+    doc["solver"]["time_limit_s"] = 2.0  # a quarter of the limit at most
+    seen.clear()
+    try:
+        plan(parse_workload(doc))
+    except SolverTimeout:
+        pass
+    assert seen[0][0] == pytest.approx(1.5, abs=1e-6)
+    seen.clear()
+    plain = generate(5, 0)
+    plain["solver"] = {"time_limit_s": 60}
+    plan(parse_workload(plain))
+    assert seen[0][0] == pytest.approx(60, abs=1e-6)
