@@ -118,9 +118,10 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
     # The plan a verification round refuted, kept until the next round has a plan: if the time
     # ends first, it is the answer (with the refuted configurations named), not a timeout.
     fallback: tuple | None = None
-    # Plans of exact configurations the rounds found (each serves its routed traffic at caps
-    # that later rounds leave as they are): the answer, not proven optimal, if the time ends
-    # before a round proves one and no verification round left a fallback.
+    # Plans of exact configurations the rounds found since caps were last lowered by a
+    # verification round (cap rounds leave exact caps as they are; a lowering may leave an
+    # older plan short, so it empties the list): the answer, not proven optimal, if the time
+    # ends before a round proves one - before a plan the simulator refuted.
     exact_plans: list = []
     # Rounds may stop their MIP at the first plan cheaper than the exact configurations' own
     # while that makes progress; a round that stops at no cheaper plan than the one before
@@ -151,6 +152,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
                     stop_early = False
                 last_early = min(last_early, cost)
                 start.append(solution)
+                exact_plans.append((problem, (form, outcome, solution, backend)))
                 rounds += 1
                 continue
             if ties_wanted and not used:
@@ -159,7 +161,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
                 # Another cheapest plan may use a configuration whose cap is still a bound.
                 used = pending_keys(problem, {a.config_key for a in solution.assignments})
         except SolverTimeout:
-            fallback = fallback or _best_exact(exact_plans)
+            fallback = _best_exact(exact_plans) or fallback
             if fallback is None:
                 raise
             problem, form, outcome, solution, ties = fallback
@@ -199,6 +201,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
                 problem = kept
                 break
             start.clear()  # plans of the problem before: a lowered cap may leave one short
+            exact_plans.clear()
             fallback = (kept, form, outcome, solution, ties)
             problem = lowered
             verify_rounds += 1
@@ -207,7 +210,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
         try:
             problem = refine(problem, used, helper=helper, stop=stop, stats=stats)
         except SolverTimeout:
-            fallback = fallback or _best_exact(exact_plans)
+            fallback = _best_exact(exact_plans) or fallback
             if fallback is None:
                 raise
             problem, form, outcome, solution, ties = fallback
@@ -219,7 +222,7 @@ def solve_with_exact_caps(problem: Problem, catalog: Catalog, backend_name: str,
             # No time to solve again: the plan stands only if it serves its routed traffic
             # at the exact caps (the evaluator checks it again).
             if not _serves_at_caps(problem, solution):
-                fallback = fallback or _best_exact(exact_plans)
+                fallback = _best_exact(exact_plans) or fallback
                 if fallback is not None:
                     problem, form, outcome, solution, ties = fallback
                     break
@@ -285,7 +288,10 @@ def _best_exact(exact_plans: list) -> tuple | None:
     if not exact_plans:
         return None
     problem, (form, outcome, solution, _backend) = min(exact_plans, key=lambda x: x[1][1].objective)
-    return problem, form, replace(outcome, status="feasible", bound=None), solution, "skipped (time limit)"
+    detail = ("the time limit ended inside the percentile-cap loop: the cheapest plan of the configurations whose "
+              "caps were computed, not proven optimal")
+    return (problem, form, replace(outcome, status="feasible", bound=None, detail=detail), solution,
+            "skipped (time limit)")
 
 
 def _cheaper_by(cost: float) -> float:

@@ -504,3 +504,25 @@ def test_a_union_field_gets_one_line_naming_every_kind_it_takes(tmp_path: Path) 
     assert errors == [{"field": "services[0].model",
                        "message": "a text string or an object ({...}) is needed here, not a number.",
                        "fix": "use a text string or an object ({...}), or leave the field out"}], errors
+
+
+@pytest.mark.parametrize("patch, field", [
+    ({"services": [{**llm_service(), "SLO": {"ttft_ms": 500}}]}, "services[0].SLO"),  # a schema class's spelling
+    ({"services": [llm_service()], "Constraints": {}}, "Constraints"),
+    ({"services": [{**llm_service(), "bool": 1}]}, "services[0].bool"),
+])
+def test_a_key_spelled_like_a_union_branch_stays_in_the_path(tmp_path: Path, patch, field) -> None:
+    """Union branches are named like types ('str', 'InlineModel', 'dict[str,any]') in pydantic's
+    locations; a user's unknown field spelled like one must not vanish from the path."""
+    proc = solve(tmp_path, json.dumps(patch), "workload.json", "--format", "json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert field in [e["field"] for e in json.loads(proc.stdout)["errors"]], proc.stdout
+
+
+def test_an_inline_model_with_errors_is_not_also_told_to_be_a_string(tmp_path: Path) -> None:
+    doc = {"services": [{**llm_service(), "model": {"params_b": "x"}}]}
+    proc = solve(tmp_path, json.dumps(doc), "workload.json", "--format", "json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = json.loads(proc.stdout)["errors"]
+    assert any(e["field"].startswith("services[0].model.") for e in errors), errors
+    assert not any("valid string" in e["message"] for e in errors), errors

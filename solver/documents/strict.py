@@ -59,44 +59,86 @@ class StrictModel(BaseModel):
         return value
 
 
-def _branch(part, root: type | None = None) -> bool:
-    """Whether a part of an error location is pydantic's name for a union branch (a type
-    or one of the schema's classes), which means nothing to users, rather than a field or key."""
-    if isinstance(part, int):
-        return False
-    text = str(part)
-    return (text.startswith(("function-", "tagged-union", "union[", "literal[", "dict[", "list["))
-            or text in ("str", "int", "float", "bool", "InlineModel")
-            or (root is not None and text in _class_names(root)))
+_INTERNAL = ("function-", "tagged-union", "union[", "literal[")
+_BUILTIN = {"str": str, "int": int, "float": float, "bool": bool}
 
 
-@functools.cache
-def _class_names(root: type) -> frozenset[str]:
-    """The names of every model class reachable from `root`'s fields."""
-    seen: set[type] = set()
-    todo = [root]
-    while todo:
-        model = todo.pop()
-        if model in seen:
+def _branch_parts(root: type | None, loc: tuple) -> frozenset[int]:
+    """The positions in an error location that are pydantic's names for a union's branch
+    ('str', 'InlineModel', 'dict[str,any]', 'function-after[...]'): they mean nothing to
+    users. Found by walking the schema along the location, so that a user's key or an
+    unknown field that happens to be spelled like a branch ('SLO', 'bool') stays in the path."""
+    out: set[int] = set()
+    ann = root
+    for i, part in enumerate(loc):
+        if ann is None:  # off the schema: only pydantic's own wrapper names are known
+            if isinstance(part, str) and part.startswith(_INTERNAL):
+                out.add(i)
             continue
-        seen.add(model)
-        for field in model.model_fields.values():
-            todo.extend(_models_in(field.annotation))
-    return frozenset(m.__name__ for m in seen)
+        members = _members(ann)
+        if len(members) > 1:
+            member = _member_for(members, part)
+            if member is _NO_MEMBER:
+                ann = None
+                continue
+            out.add(i)
+            ann = member
+            continue
+        ann = members[0] if members else None
+        if isinstance(part, str) and part.startswith(_INTERNAL):
+            out.add(i)
+            continue
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            field = ann.model_fields.get(str(part))
+            ann = field.annotation if field is not None else None
+        elif typing.get_origin(ann) in (list, tuple) and isinstance(part, int):
+            args = typing.get_args(ann)
+            ann = args[0] if args else None
+        elif typing.get_origin(ann) is dict:
+            args = typing.get_args(ann)
+            ann = args[1] if len(args) == 2 else None
+        else:
+            ann = None
+    return frozenset(out)
 
 
-def _models_in(annotation) -> list[type]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+_NO_MEMBER = object()
+
+
+def _members(annotation) -> list:
+    """A union's members other than None (Annotated unwrapped); one element otherwise."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(annotation) if a is not type(None) for m in _members(a)]
+    return [annotation]
+
+
+def _member_for(members: list, part):
+    """The member of a union that pydantic names `part` (_NO_MEMBER: none; None: one it
+    names but the walk cannot follow, e.g. a validator's wrapper)."""
+    if not isinstance(part, str):
+        return _NO_MEMBER
+    for m in members:
+        if isinstance(m, type) and issubclass(m, BaseModel) and m.__name__ == part:
+            return m
+    if part in _BUILTIN and _BUILTIN[part] in members:
+        return _BUILTIN[part]
+    for prefix, origin in (("dict[", dict), ("list[", list)):
+        if part.startswith(prefix):
+            return next((m for m in members if typing.get_origin(m) is origin or m is origin), None)
+    if part.startswith(_INTERNAL):
+        return None
+    return _NO_MEMBER
 
 
 def _path(loc: tuple, prefix: str = "", root: type | None = None) -> str:
     out = prefix
-    for part in loc:
+    branches = _branch_parts(root, loc)
+    for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _branch(part, root):
+        elif i in branches or (root is None and str(part) in ("str", "int", "float", "InlineModel")):
             continue
         else:
             out += f".{part}" if out else str(part)
@@ -130,10 +172,11 @@ _FIXES = {
 def _model_at(root: type, loc: tuple) -> type | None:
     """The pydantic model class that holds the last element of an error location."""
     model: type | None = root
-    for part in loc[:-1]:
+    branches = _branch_parts(root, loc)
+    for i, part in enumerate(loc[:-1]):
         if model is None:
             return None
-        if isinstance(part, int) or _branch(part, root):
+        if isinstance(part, int) or i in branches:
             continue
         field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
         model = _model_in(field.annotation) if field is not None else (model if str(part) == model.__name__ else None)
@@ -244,7 +287,8 @@ def _json_kind(value: Any) -> str:
 
 def _optional(root: type, loc: tuple) -> bool:
     """Whether the field at `loc` may be left out of its object."""
-    loc = tuple(part for part in loc if not _branch(part, root))
+    branches = _branch_parts(root, loc)
+    loc = tuple(part for i, part in enumerate(loc) if i not in branches)
     if not loc or isinstance(loc[-1], int):
         return False
     holder = _model_at(root, loc)
@@ -305,6 +349,12 @@ def _merged_branches(errors: list[dict], violations: list[FieldViolation], root:
         out[idx[0]] = FieldViolation(field, f"{' or '.join(wanted)} is needed here, not {_json_kind(first.get('input'))}.",
                                      fix)
         drop.update(idx[1:])
+    # An object given for a union that takes a string or an object, with errors inside it:
+    # the object was meant; "should be a valid string" beside them only misleads.
+    inside = {v.field.rsplit(".", 1)[0] for v in violations if "." in v.field}
+    for i, (err, v) in enumerate(zip(errors, violations)):
+        if err["type"] == "string_type" and isinstance(err.get("input"), dict) and v.field in inside:
+            drop.add(i)
     return [v for i, v in enumerate(out) if i not in drop]
 
 

@@ -166,7 +166,8 @@ def _slo_reason(svc: ServiceDemand, kind: str, misses: list[Rejection]) -> Infea
     numbered = [r for r in misses if math.isfinite(_value_in(r.reason))]
     exact = [r for r in numbered if svc.slo.percentile is None or "under load" in r.reason]
     lower = [r for r in numbered if r not in exact]
-    best = min(exact or lower, key=lambda r: _value_in(r.reason)) if numbered else misses[0]
+    # Among equal values, one that misses only this bound ("; p..." lists the others).
+    best = min(exact or lower, key=lambda r: (_value_in(r.reason), "; p" in r.reason)) if numbered else misses[0]
     message = (f"{name}: no allowed configuration meets the {label} SLO; the best is {_shape(best)}: "
                f"{best.reason}.")
     if not numbered:

@@ -182,7 +182,7 @@ def prefill_over(alone: Worker, q: PerfQuery, link_gbit_s: float, percentile: fl
     base_ms = (prompt_s + move_s + handoff_s) * 1e3
     slo = q.ttft_slo_ms
     if slo is not None and base_ms > slo:
-        return Worker("prefill", False, f"misses the TTFT SLO: {base_ms:.4g} ms > {slo:g} ms "
+        return Worker("prefill", False, f"misses the TTFT SLO: {base_ms:.1f} ms > {slo:g} ms "
                       f"(prompt {prompt_s * 1e3:.4g} ms + KV transfer {move_s * 1e3:.4g} ms + the decode "
                       f"step it joins {handoff_s * 1e3:.4g} ms)", "ttft",
                       prompt_ms=prompt_s * 1e3, transfer_ms=move_s * 1e3)
@@ -277,7 +277,7 @@ def decode_worker(q: PerfQuery, *, link_gbit_s: float, percentile: float | None 
     if slo is not None and _step_s(s, cap, p, o) * 1e3 > slo:
         if _step_s(s, 1, p, o) * 1e3 > slo:
             ms = _step_s(s, 1, p, o) * 1e3
-            return Worker("decode", False, f"misses the TPOT SLO: {ms:.4g} ms > {slo:g} ms at batch 1", "tpot",
+            return Worker("decode", False, f"misses the TPOT SLO: {ms:.1f} ms > {slo:g} ms at batch 1", "tpot",
                           tpot_ms=ms)
         lo, hi = 1, cap  # lo meets the SLO, hi does not
         while hi - lo > 1:
