@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from solver.explain.alternatives import TIE_USD_PER_HOUR, _compared, move_cost, tie_tolerance
 from solver.plan import PlanOptions, plan
 from solver.workload.documents import load_workload, parse_workload
@@ -117,7 +119,7 @@ def test_move_bound_is_never_below_the_exact_re_solve():
         Assignment(a.config, s.name, a.offer_id, a.gpus_per_replica, a.precision, a.replicas, tuple(a.routed),
                    a.instances_per_replica) for s in r.services for a in s.assignments))
     for name, alt in exact:
-        moved, _ = move_cost(by_key[alt.config], name, problem, sol)
+        moved, _, _ = move_cost(by_key[alt.config], name, problem, sol)
         assert moved is None or moved - r.total_price_usd_per_hour >= alt.delta_usd_per_hour - 1e-6
 
 
@@ -133,3 +135,32 @@ def test_a_plan_proven_only_within_its_gap_can_have_a_cheaper_alternative():
     cheaper = [a for a in alts if a.verdict == "cheaper"]
     if r.to_dict()["optimality_gap"]:
         assert all(a.delta_usd_per_hour < 0 and "not proven optimal" in a.reason for a in cheaper)
+
+
+def _limits_doc(others: int) -> dict:
+    """A service with max_replicas 2: the fast GPU type GB serves it with 2 replicas, the
+    cheaper, slower GA would need 4; and `others` services on two more types besides it
+    (a large model takes --explain from re-solves to moves)."""
+    gpus = [{"name": n, "memory_gib": 80} for n in ("GA", "GB", "GC", "GD")]
+    offers = [{"provider": "demo", "name": g["name"].lower(), "region": "east", "gpu": g["name"], "gpus_per_instance": 1,
+               "price_usd_per_hour": price} for g, price in zip(gpus, (1.0, 2.5, 1.7, 1.9))]
+    services = [{"name": "chat", "demand": {"items_per_min": 40}, "max_replicas": 2,
+                 "profiles": [{"gpu": "GB", "items_per_min": 20}, {"gpu": "GA", "items_per_min": 10}]}]
+    services += [{"name": f"s{i}", "demand": {"items_per_min": 15 + i % 7},
+                  "profiles": [{"gpu": "GC", "items_per_min": 10}, {"gpu": "GD", "items_per_min": 12}]}
+                 for i in range(others)]
+    return {"name": "limits", "services": services, "catalog": {"source": "inline", "gpus": gpus, "offers": offers}}
+
+
+@pytest.mark.parametrize("others, verdict, basis_words", [
+    (150, "max_replicas", "above max_replicas 2"),  # a large model: the move, refused by the rule it breaks
+    (0, "infeasible", "the re-solve proves none exists"),  # a small one: the re-solve's proof
+])
+def test_an_alternative_ruled_out_names_the_rule_not_a_quota(tmp_path, solver_cli, others, verdict, basis_words):
+    """Every refusal used to read verdict "quota", a replica limit included."""
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(_limits_doc(others)))
+    out = json.loads(subprocess.run([solver_cli, "solve", str(path), "--explain", "--format", "json"],
+                                    capture_output=True, text=True, timeout=300, check=True).stdout)
+    alts = [a for s in out["services"] if s["name"] == "chat" for a in s["alternatives"] if a["gpu"] == "GA"]
+    assert alts and all(a["verdict"] == verdict and basis_words in a["reason"] for a in alts), alts

@@ -85,16 +85,21 @@ def _priced(c: Config, service: str, problem: Problem, solution: Solution, backe
             resolve: bool, proven: bool = False) -> Alternative:
     offer = problem.offer(c.offer_id)
     base_cost = sum(problem.offer(o).price_usd_per_hour * n for o, n in solution.fleet)
-    moved, why_not = move_cost(c, service, problem, solution)
+    moved, why_not, refused = move_cost(c, service, problem, solution)
     exact_delta = None
     if resolve:
         exact_delta = _resolve_delta(c, service, problem, base_cost, backend_name, stop)
     alt = Alternative(c.key, offer.gpu, c.gpus_per_replica, c.precision, "dearer", "", offer_id=offer.id,
                       gpus_per_instance=offer.gpus_per_instance)
-    if exact_delta == "infeasible" or (exact_delta is None and moved is None):
-        alt.verdict = "quota"
-        alt.reason = ("no feasible fleet with this service on it (over a quota, availability or the budget)"
-                      if exact_delta == "infeasible" else f"moving this service here {why_not}")
+    if exact_delta == "infeasible":
+        # Proven by the re-solve; which rule rules it out is not (a quota, availability, the
+        # budget, a replica limit, a failure domain, a power cap or the region rule).
+        alt.verdict = "infeasible"
+        alt.reason = "no feasible fleet with this service on it (the re-solve proves none exists)"
+        return alt
+    if exact_delta is None and moved is None:
+        alt.verdict = refused
+        alt.reason = f"moving this service here {why_not}"
         return alt
     tol = tie_tolerance(base_cost)
     if isinstance(exact_delta, float):
@@ -146,9 +151,10 @@ def _has_domain(s) -> bool:
     return bool(s.redundancy_domain) and sum(s.redundancy_demand) > 0
 
 
-def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> tuple[float | None, str]:
-    """Cost of the plan with `service` served only by `c` and everything else unchanged;
-    None and the reason when that is not allowed (replica limits, availability, quotas, budget)."""
+def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> tuple[float | None, str, str]:
+    """Cost of the plan with `service` served only by `c` and everything else unchanged, or
+    None, the reason and the rule that refuses it ("unserved", "max_replicas", "availability",
+    "quota", "power", "same_region", "budget": the alternative's verdict)."""
     s = problem.service(service)
     need = 0.0
     for k, d in enumerate(s.class_demand):
@@ -156,11 +162,12 @@ def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> 
             continue
         t = c.classes[k].throughput
         if t <= 0:
-            return None, f"cannot serve class {s.class_names[k]!r} ({c.classes[k].reason or 'no throughput'})"
+            return None, f"cannot serve class {s.class_names[k]!r} ({c.classes[k].reason or 'no throughput'})", \
+                "unserved"
         need += d / t  # replicas time-share the classes
     replicas = max(math.ceil(need - 1e-9), s.min_replicas, 1 if s.total_demand > 0 else 0)
     if s.max_replicas is not None and replicas > s.max_replicas:
-        return None, f"would need {replicas} replicas, above max_replicas {s.max_replicas}"
+        return None, f"would need {replicas} replicas, above max_replicas {s.max_replicas}", "max_replicas"
     gpus_used: dict[str, int] = defaultdict(int)
     for a in solution.assignments:
         if a.service != service:
@@ -170,22 +177,22 @@ def move_cost(c: Config, service: str, problem: Problem, solution: Solution) -> 
     for o, n in instances.items():
         limit = problem.offer_limits.get(o)
         if limit is not None and n > limit:
-            return None, f"would need {n} instances of {o}; {limit} are available"
+            return None, f"would need {n} instances of {o}; {limit} are available", "availability"
     for gpu, quota in problem.gpu_quotas.items():
         used = sum(problem.offer(o).gpus_per_instance * n for o, n in instances.items() if problem.offer(o).gpu == gpu)
         if used > quota:
-            return None, f"would need {used} {gpu} GPUs; the quota is {quota}"
+            return None, f"would need {used} {gpu} GPUs; the quota is {quota}", "quota"
     over = power_violations(problem, instances)
     if over:
-        return None, f"would exceed a power cap: {over[0]}"
+        return None, f"would exceed a power cap: {over[0]}", "power"
     if problem.same_region == "fleet":
         regions = {(problem.offer(o).provider, problem.offer(o).region) for o in instances}
         if len(regions) > 1:
-            return None, "would put the fleet in two regions (constraints.same_region is fleet)"
+            return None, "would put the fleet in two regions (constraints.same_region is fleet)", "same_region"
     cost = sum(problem.offer(o).price_usd_per_hour * n for o, n in instances.items())
     if problem.budget_usd_per_hour is not None and cost > problem.budget_usd_per_hour + 1e-9:
-        return None, f"would cost ${cost:.4f}/hour, above the budget"
-    return cost, ""
+        return None, f"would cost ${cost:.4f}/hour, above the budget", "budget"
+    return cost, "", ""
 
 
 def _resolve_delta(c: Config, service: str, problem: Problem, base_cost: float, backend_name: str,

@@ -167,7 +167,9 @@ class Alternative:
     gpus_per_replica: int
     precision: str | None
     # "dearer" | "tie" (as cheap) | "cheaper" (the plan is not proven optimal) | "not_priced"
-    # | "vram" | "ttft" | "tpot" | "latency" | "quota" | "precision" | ...
+    # | "infeasible" (a re-solve proved no fleet) | a move's refusal: "max_replicas", "availability",
+    # "quota", "budget", "power", "same_region", "unserved" | "vram" | "ttft" | "tpot" | "latency"
+    # | "precision" | ...
     verdict: str
     reason: str
     delta_usd_per_hour: float | None = None
