@@ -26,7 +26,7 @@ from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable, un
 from solver.interrupt import Stop
 from solver.optimize.backends import SolveOptions, get_backend
 from solver.optimize.backends.base import resolve_auto
-from solver.optimize.formulation import Formulation, build
+from solver.optimize.formulation import Formulation, bound_reached, build
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.quick_check import evaluate_quick
 from solver.optimize.headroom import fill_idle_gpus
@@ -477,7 +477,7 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
         # Disaggregated pools make the model many times larger than its answer is hard: the
         # services' own bounds (each with its pools, solver/optimize/service_bounds.py) are
         # usually the optimum itself, and a plan that reaches them is proven (below).
-        limit = form.lower_bound + _bound_reached(form.lower_bound)
+        limit = form.lower_bound + bound_reached(form.lower_bound)
     if stop_below is not None:
         limit = stop_below if limit is None else max(limit, stop_below)
     opts = SolveOptions(time_limit_s=max(deadline - time.monotonic(), 0.05), hint=hint, extra_hints=extra,
@@ -532,7 +532,7 @@ def _pools_that_may_pay(form: Formulation, configs: list, upper: float) -> list:
     total = sum(b.bound for b in form.service_bounds.values())
     hopeless = set()
     for name, b in form.service_bounds.items():
-        if b.with_pools is not None and total - b.bound + b.with_pools > upper + _bound_reached(upper):
+        if b.with_pools is not None and total - b.bound + b.with_pools > upper + bound_reached(upper):
             hopeless.add(name)
     if not hopeless:
         return configs
@@ -548,18 +548,9 @@ def _with_lower_bound(outcome: SolveOutcome, lower_bound: float | None, relative
     bound = max(outcome.bound if outcome.bound is not None else -math.inf, lower_bound)
     status = outcome.status
     if status == "feasible" and (outcome.objective - bound <= relative_gap * abs(outcome.objective)
-                                 or outcome.objective - lower_bound <= _bound_reached(lower_bound)):
+                                 or outcome.objective - lower_bound <= bound_reached(lower_bound)):
         status = "optimal"
     return replace(outcome, status=status, bound=bound)
-
-
-def _bound_reached(lower_bound: float) -> float:
-    """How far above the services' summed bound a plan may cost and still reach it: twice
-    the margin the bound was lowered by (formulation.LB_MARGIN_REL/ABS), far below any
-    price difference (prices have at most 6 decimals)."""
-    from solver.optimize.formulation import LB_MARGIN_ABS, LB_MARGIN_REL
-
-    return 2 * (LB_MARGIN_ABS + LB_MARGIN_REL * abs(lower_bound))
 
 
 def _relay(form: Formulation, on_progress):

@@ -135,8 +135,7 @@ def test_after_the_simulator_lowered_a_cap_the_answer_fits_the_lowered_caps(monk
     monkeypatch.setattr(stage, "refine", refine_after_lowering)
     clear_all()
     r = plan(parse_workload(doc))
-    if not lowered:
-        pytest.skip("the simulator confirmed every cap here: nothing was lowered")
+    assert lowered, "the simulator confirmed every cap: the case no longer reaches a lowering"
     assert r.status == "feasible" and r.solver.bound_usd_per_hour is None and r.evaluation["ok"]
     caps = {c.key: c for c in lowered[-1].configs}
     for s in r.services:

@@ -63,7 +63,7 @@ _INTERNAL = ("function-", "tagged-union", "union[", "literal[")
 _BUILTIN = {"str": str, "int": int, "float": float, "bool": bool}
 
 
-def _branch_parts(root: type | None, loc: tuple) -> frozenset[int]:
+def _branch_parts(root: type, loc: tuple) -> frozenset[int]:
     """The positions in an error location that are pydantic's names for a union's branch
     ('str', 'InlineModel', 'dict[str,any]', 'function-after[...]'): they mean nothing to
     users. Found by walking the schema along the location, so that a user's key or an
@@ -132,13 +132,13 @@ def _member_for(members: list, part):
     return _NO_MEMBER
 
 
-def _path(loc: tuple, prefix: str = "", root: type | None = None) -> str:
+def _path(loc: tuple, prefix: str, root: type) -> str:
     out = prefix
     branches = _branch_parts(root, loc)
     for i, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif i in branches or (root is None and str(part) in ("str", "int", "float", "InlineModel")):
+        elif i in branches:
             continue
         else:
             out += f".{part}" if out else str(part)
@@ -232,7 +232,7 @@ def quoted_number(value: str) -> tuple[str, str]:
             f"write the number without quotes: {value.strip()}")
 
 
-def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolation:
+def _violation(err: dict, prefix: str, root: type) -> FieldViolation:
     loc = tuple(err["loc"])
     expected = str((err.get("ctx") or {}).get("expected", ""))
     if (err["type"] in _NUMBER_ERRORS and is_number_text(err.get("input"))
@@ -246,7 +246,7 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
     below: list[str] = []
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
-        holder = _model_at(root, tuple(err["loc"])) if root is not None else None
+        holder = _model_at(root, tuple(err["loc"]))
         if holder is not None:
             # A field of an object one level down, written a level too high, before a near spelling.
             name = str(err["loc"][-1])
@@ -259,13 +259,13 @@ def _violation(err: dict, prefix: str, root: type | None = None) -> FieldViolati
     if err["type"] in ("model_type", "dict_type"):
         # pydantic's "valid dictionary or instance of CatalogRef" names a class of ours.
         msg = f"an object ({{...}}) is needed here, not {_json_kind(err.get('input'))}"
-        if root is not None and _optional(root, loc):
+        if _optional(root, loc):
             fix += ", or leave the field out"
     if "To fix:" in msg:
         msg, fix = (s.strip() for s in msg.split("To fix:", 1))
     if not msg.endswith((".", "?")):
         msg += "."
-    if not loc and root is not None and msg.split(" ", 1)[0] in root.model_fields:
+    if not loc and msg.split(" ", 1)[0] in root.model_fields:
         loc = (msg.split(" ", 1)[0],)  # a whole-document check about one field: name that field
     return FieldViolation(_path(loc, prefix, root), msg, fix)
 
@@ -312,9 +312,7 @@ def _belongs_below(holder: type, name: str) -> list[str]:
 
 def _container(annotation) -> str:
     """'[]' for a list of objects, '.<key>' for a mapping to objects, '' for one object."""
-    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
-        else (annotation,)
-    for a in options:
+    for a in _members(annotation):
         origin = typing.get_origin(a)
         if origin in (list, tuple):
             return "[]"

@@ -122,11 +122,10 @@ def _priced(c: Config, service: str, problem: Problem, solution: Solution, backe
 
 def tie_tolerance(cost_usd_per_hour: float) -> float:
     """Cost differences this small are ties: the cost MIP's absolute gap, or the margin a
-    plan proven by the services' own bounds may sit above them (solver/solve_stage.py
-    `_bound_reached`), whichever is larger."""
-    from solver.optimize.formulation import LB_MARGIN_ABS, LB_MARGIN_REL
+    plan proven by the services' own bounds may sit above them, whichever is larger."""
+    from solver.optimize.formulation import bound_reached
 
-    return max(TIE_USD_PER_HOUR, 2 * (LB_MARGIN_ABS + LB_MARGIN_REL * abs(cost_usd_per_hour)))
+    return max(TIE_USD_PER_HOUR, bound_reached(cost_usd_per_hour))
 
 
 def _compared(delta_usd_per_hour: float, basis: str, exact: bool, proven: bool = False,

@@ -162,7 +162,7 @@ def _slo_reason(svc: ServiceDemand, kind: str, misses: list[Rejection]) -> Infea
     relax, other = f"relax slo.{slo_field}", "or allow faster GPUs / fp8"
     if not misses:
         return InfeasibilityReason(f"slo[{name}].{slo_field}", f"{name}: no allowed configuration meets the {label} "
-                                   "SLO.", f"{relax}, or allow faster GPUs / fp8", name)
+                                   "SLO.", f"{relax}, {other}", name)
     numbered = [r for r in misses if math.isfinite(_value_in(r.reason))]
     exact = [r for r in numbered if svc.slo.percentile is None or "under load" in r.reason]
     lower = [r for r in numbered if r not in exact]
@@ -191,7 +191,7 @@ def _slo_reason(svc: ServiceDemand, kind: str, misses: list[Rejection]) -> Infea
         fix = (f"{relax} to {_ms_up(at)} ms ({_shape(best)} meets it there at a trickle of requests) or a little "
                f"less: the least bound that admits a fleet lies between {_ms_down(least)} and {_ms_up(at)} ms "
                f"({_shape(closest)} takes {_value_in(closest.reason):g} ms without load, more under load). "
-               f"Or allow faster GPUs / fp8")
+               f"{other.capitalize()}")
     return InfeasibilityReason(f"slo[{name}].{slo_field}", message, fix, name)
 
 
@@ -199,24 +199,24 @@ def _shape(r: Rejection) -> str:
     return f"{r.gpu} x{r.gpus_per_replica} at {r.precision or 'measured'}"
 
 
-def _ms_down(ms: float) -> str:
-    """A lower bound in ms as `_ms_up` shows it, rounded down (never above `ms`)."""
-    if not math.isfinite(ms):
-        return "?"
-    if ms < 100:
-        return f"{math.floor(round(ms * 10.0, 6)) / 10.0:g}"
-    return f"{math.floor(round(ms, 6))}"
-
-
 def _ms_up(ms: float) -> str:
     """A bound in ms rounded up, never below `ms`: to a tenth below 100 ms (a TPOT of 10.3
     ms admits a plan where 11 ms admits a far cheaper one: both are worth telling apart),
     to a whole ms above."""
+    return _ms_rounded(ms, math.ceil)
+
+
+def _ms_down(ms: float) -> str:
+    """A lower bound in ms as `_ms_up` shows it, rounded down (never above `ms`)."""
+    return _ms_rounded(ms, math.floor)
+
+
+def _ms_rounded(ms: float, rounding) -> str:
     if not math.isfinite(ms):
         return "?"
     if ms < 100:
-        return f"{math.ceil(round(ms * 10.0, 6)) / 10.0:g}"
-    return f"{math.ceil(round(ms, 6))}"
+        return f"{rounding(round(ms * 10.0, 6)) / 10.0:g}"
+    return f"{rounding(round(ms, 6))}"
 
 
 def _unservable_reason(svc: ServiceDemand, rej: list[Rejection], problem: Problem, catalog: Catalog) -> InfeasibilityReason:

@@ -340,6 +340,13 @@ LB_MARGIN_ABS = 1e-7
 LB_MARGIN_REL = 1e-9
 
 
+def bound_reached(lower_bound: float) -> float:
+    """How far above the services' summed bound a plan may cost and still reach it: twice
+    the margin the bound was lowered by (LB_MARGIN_REL/ABS), far below any price difference
+    (prices have at most 6 decimals)."""
+    return 2 * (LB_MARGIN_ABS + LB_MARGIN_REL * abs(lower_bound))
+
+
 def region_of(offer) -> tuple[str, str]:
     """A region is a provider's region: names are only unique within one provider."""
     return (offer.provider, offer.region)

@@ -41,7 +41,6 @@ from solver.optimize.solution import Solution
 from solver.optimize.tiebreak import tie_break
 
 
-
 def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: float, stop: Stop, options,
                  ties_wanted: bool, timings: dict[str, float]) -> tuple[Solution, SolveOutcome, Formulation, str, float,
                                                                       float]:

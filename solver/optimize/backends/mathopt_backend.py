@@ -40,10 +40,6 @@ _CALLBACKS = {"scip"}
 _NODE_CALLBACKS = {"scip"}
 _INF_BOUND = 1e30
 _R = result_pb2
-# Watching for a cancel costs a Python callback at every SCIP node and solution, or the
-# interrupter and its watcher thread: ~0.7 ms a solve, more than a model this small takes to
-# solve. Such a solve ends within milliseconds (well inside the pool's COOPERATIVE_STOP_S),
-# and plan() looks at the cancel as soon as it returns.
 # SCIP looks at its time limit between LP solves, cuts and heuristics, and on a large model
 # one of them runs well past it: the 100-service instance-domain model of bench/redundancy.py
 # (1.7 million nonzeros) ended 0.2-2.7 s after limits of 0.5-4 s by SCIP's own clock, and
@@ -52,6 +48,10 @@ _R = result_pb2
 # there, nothing that matters below ~100,000 nonzeros), at most a quarter of the limit.
 SCIP_OVERRUN_S_PER_NONZERO = 1.2e-6
 SCIP_OVERRUN_MAX_SHARE = 0.25
+# Watching for a cancel costs a Python callback at every SCIP node and solution, or the
+# interrupter and its watcher thread: ~0.7 ms a solve, more than a model this small takes to
+# solve. Such a solve ends within milliseconds (well inside the pool's COOPERATIVE_STOP_S),
+# and plan() looks at the cancel as soon as it returns.
 TINY_VARIABLES = 64
 TINY_INTEGER_VARIABLES = 8
 TINY_ROWS = 64
