@@ -1,12 +1,17 @@
-"""Drop SCIP's spurious event-handler error lines from this process's stderr.
+"""Keep the MIP solvers' own prints out of the answer, and their spurious lines out of sight.
 
 Whenever a SCIP solve registers a callback (progress reports, cancellation), OR-Tools'
 gSCIP event handler asks SCIP for an event type it cannot catch globally, and SCIP
 prints two harmless `ERROR` lines straight to file descriptor 2 (C code, not Python
-logging). Callbacks still work. `install()` routes fd 2 through a pipe whose reader
-forwards every line except exactly those two to the real stderr; programs that show
-progress (the CLI on a terminal, the server) call it once at start. The library itself
-never touches the process's file descriptors.
+logging). Callbacks still work. HiGHS's MIP search prints a debugging line
+(`HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();`) straight to
+file descriptor 1, where it landed inside `solver-cli solve --format json`'s answer and
+made it unreadable (a 100-service plan with failure domains by zone, which falls back to
+HiGHS). `install()` routes fds 1 and 2 through a pipe whose reader forwards every line
+except exactly those to the real stderr; Python's `sys.stdout`, where the program writes
+its answer, keeps the real stdout. Programs that print answers or progress (the CLI, the
+server) call it once at start. The library itself never touches the process's file
+descriptors.
 """
 
 from __future__ import annotations
@@ -17,25 +22,45 @@ import sys
 import threading
 
 SPURIOUS = (b"SCIPcatchEvent does not support variable or row change events",
-            b"[gscip_event_handler.cc:124] ERROR: Error <-9> in function call")
-_installed: list[tuple[int, threading.Thread]] = []
+            b"[gscip_event_handler.cc:124] ERROR: Error <-9> in function call",
+            b"HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();")
+_installed: list[tuple[int, threading.Thread, int | None]] = []
 
 
 def install() -> None:
-    """Idempotent; a no-op where file descriptors cannot be redirected."""
+    """Idempotent; a no-op where file descriptors cannot be redirected. Fd 1 is taken only
+    while `sys.stdout` writes to it (not under a test's capture, which keeps its own)."""
     if _installed or not hasattr(os, "pipe"):
         return
     try:
         real = os.dup(2)
         read_end, write_end = os.pipe()
         os.dup2(write_end, 2)
-        os.close(write_end)
     except OSError:
         return
+    real_out = _take_stdout(write_end)
+    os.close(write_end)
     thread = threading.Thread(target=_forward, args=(read_end, real), daemon=True, name="stderr-filter")
     thread.start()
-    _installed.append((real, thread))
+    _installed.append((real, thread, real_out))
     atexit.register(restore)
+
+
+def _take_stdout(write_end: int) -> int | None:
+    """Point fd 1 (C code's stdout) at the filter and reopen `sys.stdout` on a copy of the
+    real stdout; the copy's fd, or None where sys.stdout is not fd 1."""
+    out = sys.stdout
+    try:
+        if out is None or out is not sys.__stdout__ or out.fileno() != 1:
+            return None
+        out.flush()
+        real_out = os.dup(1)
+        os.dup2(write_end, 1)
+    except (OSError, ValueError, AttributeError):
+        return None
+    sys.stdout = open(real_out, "w", encoding=out.encoding, errors=out.errors, closefd=False,
+                      buffering=1 if out.line_buffering else -1)
+    return real_out
 
 
 def _forward(read_end: int, real: int) -> None:
@@ -67,13 +92,16 @@ def restore() -> None:
     an os._exit, which skips atexit)."""
     if not _installed:
         return
-    real, thread = _installed.pop()
+    real, thread, real_out = _installed.pop()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
     try:
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    try:
-        os.dup2(real, 2)  # closes the pipe's last write end, so the reader sees EOF
+        if real_out is not None:
+            os.dup2(real_out, 1)
+        os.dup2(real, 2)  # closes the pipe's last write ends, so the reader sees EOF
     except OSError:
         return
     thread.join(timeout=1.0)
