@@ -156,6 +156,41 @@ def test_a_held_back_class_is_evaluated_in_chunks_without_changing_a_bit(monkeyp
     assert results[0] == results[1] == results[2]
 
 
+def test_many_classes_are_evaluated_in_chunks_in_bounded_memory(monkeypatch):
+    """256 request classes (the schema's most): the TTFT's part without a wait on the
+    latency's 500-point grid was one [500, K, C, A] array, 3 GB for one `at_rate` (a 21 KB
+    workload took a 3.2 GB process). It is evaluated in chunks of points now: peak traced
+    memory stays far below that, and a smaller chunk gives the same bits."""
+    import tracemalloc
+
+    from solver.perf.queueing import model as model_mod
+
+    catalog = default_catalog()
+    gpu = catalog.gpus["H100-SXM"]
+    host = cheapest_host(catalog, gpu, 1)
+    q = PerfQuery(model=get_model("llama-3.1-8b"), gpu=gpu, gpus_per_replica=1, interconnect=host.interconnect,
+                  usable_memory_gib=host.usable_memory_gib, precision="fp8", engine="vllm",
+                  instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs)
+    replica = replica_for(q)
+    n = 256
+    classes = tuple(TrafficClass(1.0 / n, int(64 * 2 ** (7 * i / (n - 1))), int(16 * 2 ** (6 * ((i * 7) % n) / (n - 1))))
+                    for i in range(n))
+    results = []
+    for chunk in (model_mod._HELD_CHUNK_ELEMENTS, 300_000):
+        monkeypatch.setattr(model_mod, "_HELD_CHUNK_ELEMENTS", chunk)
+        model = ReplicaLoadModel(replica, classes, 1.0)
+        rate = 0.5 * model.saturation_rate()
+        tracemalloc.start()
+        try:
+            at = model.at_rate(rate)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 600 * 2 ** 20, peak  # 3 GB before
+        results.append(repr((at.ttft_ms, at.latency_ms)))
+    assert results[0] == results[1]
+
+
 def test_a_table_read_keeps_nan_as_nan():
     """(A NaN place in the step reads as NaN, as the uniform did, not an index error.)"""
     from solver.perf.queueing.model import _table_read

@@ -1526,7 +1526,16 @@ class ReplicaLoadModel:
         def nowait(x, empty=True, ks=every, arrival=True):
             # x: [X, 1, 1, 1] seconds -> [X, K]; `empty`: with the idle arrivals
             # (`ks`: the classes evaluated, all by default; `arrival`: the step in progress
-            # met at the arrival - False: at a later moment, uniform in the step)
+            # met at the arrival - False: at a later moment, uniform in the step).
+            # In chunks of points of about _HELD_CHUNK_ELEMENTS [X, K, C, A] elements (a row
+            # depends on its own point only): 256 classes on a 500-point grid held 3 GB at once.
+            step = max(1, _HELD_CHUNK_ELEMENTS // max(tp.own0[ks].size, 1))
+            if len(x) > step:
+                return np.concatenate([nowait_rows(x[i:i + step], empty, ks, arrival)
+                                       for i in range(0, len(x), step)])
+            return nowait_rows(x, empty, ks, arrival)
+
+        def nowait_rows(x, empty, ks, arrival):
             s = tp.own0[None, ks]  # [1,K,C,A]
             # In place on the one [X,K,C,A] array (the latency's TTFT grid has X = 500): the
             # same operations in the same order as np.clip((x - s) / d, 0, 1) * w.
@@ -1781,8 +1790,9 @@ _OWN_LAG_STEPS = 1.0
 # before it at which a content's last prompt may have come (`_landings`).
 _ELAPSED_Z = np.linspace(0.0, 1.0, 33)
 _LAG_POSITIONS = (np.arange(8) + 0.5) / 8.0
-# A held-back class's later TTFT (`_cdfs`' ttft) is evaluated over its wait atoms in chunks of
-# points of about this many [points, K, C, A] elements (a row depends on its own point only).
+# The TTFT's part without a wait, and a held-back class's later TTFT over its wait atoms (`_cdfs`),
+# are evaluated in chunks of points of about this many [points, K, C, A] elements (a row depends
+# on its own point only).
 _HELD_CHUNK_ELEMENTS = 2_000_000
 _STAY_POSITIONS = (np.arange(16) + 0.5) / 16.0
 
