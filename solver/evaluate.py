@@ -217,9 +217,12 @@ def evaluate(workload: Workload, catalog: Catalog, sol: Solution, period: str | 
             if len(regions) > 1:
                 rep.violations.append(f"constraints.same_region is fleet, but the fleet uses {sorted(regions)}")
         else:
+            used: dict[str, set] = {}
+            for a in sol.assignments:
+                if a.replicas > 0 and a.offer_id in where:
+                    used.setdefault(a.service, set()).add(where[a.offer_id])
             for name in demands:
-                regions = {where[a.offer_id] for a in sol.assignments
-                           if a.service == name and a.replicas > 0 and a.offer_id in where}
+                regions = used.get(name, set())
                 if len(regions) > 1:
                     rep.violations.append(f"constraints.same_region is service, but {name} uses {sorted(regions)}")
     return rep

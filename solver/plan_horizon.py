@@ -471,9 +471,12 @@ def _period(problem, period, spec, sol: Solution, reserved, prices, report) -> P
 def _services(problem, spec, sol: Solution) -> list[PeriodService]:
     by_key = {c.key: c for c in problem.configs}
     covered = _spot_cover_views(problem, spec.services, sol)
+    by_service: dict[str, list] = {}
+    for a in sol.assignments:
+        by_service.setdefault(a.service, []).append(a)
     out = []
     for s in spec.services:
-        mine = [a for a in sol.assignments if a.service == s.name]
+        mine = by_service.get(s.name, [])
         cap = [0.0] * len(s.class_demand)
         firm = [0.0] * len(s.class_demand)
         for a in mine:

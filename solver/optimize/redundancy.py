@@ -224,13 +224,19 @@ def _held(c: Config, p: Problem, replicas: int) -> Held:
 
 def survivals(problem: Problem, solution) -> dict[str, Survival]:
     """Each service's worst single-domain loss in a plan (the planner's own configurations)."""
-    configs = {c.key: c for c in problem.configs}
+    covered = {s.name for s in problem.services if s.redundancy_domain}
+    mine: dict[str, list] = {}  # one pass over the plan (5,000 services: 5 s when scanned per service)
+    for a in solution.assignments:
+        if a.service in covered:
+            mine.setdefault(a.service, []).append(a)
+    used = {a.config_key for group in mine.values() for a in group}
+    configs = {c.key: c for c in problem.configs if c.key in used}
     out: dict[str, Survival] = {}
     for s in problem.services:
         if not s.redundancy_domain:
             continue
-        held = [_held(configs[a.config_key], problem, a.replicas) for a in solution.assignments
-                if a.service == s.name and a.config_key in configs]
+        held = [_held(configs[a.config_key], problem, a.replicas) for a in mine.get(s.name, ())
+                if a.config_key in configs]
         demand = tuple(d / s.redundancy_fraction for d in s.redundancy_demand)
         out[s.name] = worst_loss(held, demand, s.redundancy_domain, s.redundancy_fraction)
     return out

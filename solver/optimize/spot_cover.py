@@ -44,15 +44,21 @@ def add_rows(lm, groups: dict[str, list], r: dict[str, int], spot: dict[str, boo
 def survivals(problem, services, solution) -> dict[str, Survival]:
     """Each covered service's worst reclaimed spot pool in one period's plan (the planner's
     own configurations; `services` scaled to the period)."""
-    configs = {c.key: c for c in problem.configs}
+    covered = {s.name for s in services if sum(s.spot_cover_demand) > 0}
+    mine: dict[str, list] = {}  # one pass over the plan, not one per service
+    for a in solution.assignments:
+        if a.service in covered:
+            mine.setdefault(a.service, []).append(a)
+    used = {a.config_key for group in mine.values() for a in group}
+    configs = {c.key: c for c in problem.configs if c.key in used}
     out: dict[str, Survival] = {}
     for s in services:
-        if sum(s.spot_cover_demand) <= 0:
+        if s.name not in covered:
             continue
         held = []
-        for a in solution.assignments:
+        for a in mine.get(s.name, ()):
             c = configs.get(a.config_key)
-            if a.service == s.name and c is not None:
+            if c is not None:
                 o = problem.offer(c.offer_id)
                 held.append(Held(c.offer_id, (o.provider, o.region), o.gpus_per_instance, c.gpus_per_replica,
                                  c.instances_per_replica, a.replicas, tuple(k.throughput for k in c.classes), a.spot))

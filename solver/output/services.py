@@ -159,10 +159,11 @@ def _with_redundancy(problem: Problem, solution: Solution, services: list[Servic
     if bare:
         import dataclasses
 
+        bare_names = {s.name for s in bare}  # by name: `s in bare` compared whole services, 5,000 x 5,000
         shadow = dataclasses.replace(problem, services=tuple(
             dataclasses.replace(s, redundancy_domain="instance", redundancy_fraction=1.0,
                                 redundancy_demand=tuple(d / (1 + problem.headroom) for d in s.class_demand))
-            if s in bare else s for s in problem.services))
+            if s.name in bare_names else s for s in problem.services))
         for name, sv in redundancy.survivals(shadow, solution).items():
             if sv.worst_domain and sv.surviving_fraction < 1 - 1e-6:
                 by_name[name].warnings.append(
