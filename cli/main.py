@@ -403,13 +403,15 @@ def _pause_collector() -> None:
 def _resume_collector() -> None:
     """What exists before planning (modules, the validated workload) lives until exit: it is
     frozen out of the collector's reach (as the server's forkserver does, server/preload.py),
-    which spares the collections during the solve and at exit from walking it, and
-    collection resumes for what the solve allocates. A no-op unless _pause_collector ran."""
+    which spares the collections at exit from walking it. The collector stays off: the
+    plan makes no reference cycles (tests/test_collector.py) and the process ends once the
+    answer is written, while a collection when the plan returns walks every object it made
+    to find nothing (1.7 s for 5,000 services, past the time limit). A no-op unless
+    _pause_collector ran."""
     global _collector_paused
     if _collector_paused:
         _collector_paused = False
         gc.freeze()
-        gc.enable()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -358,10 +358,18 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
     period_results, reports = [], []
     violations: list[str] = []
     hours = sum(p.hours for p in periods)
+    # Periods whose raw demand multipliers are all equal and that run the same plan get the
+    # same report: each is checked once (10,000 hourly periods of a 24-hour cycle took 17 s).
+    # The key is read from the raw workload, not from the planner's merge of periods.
+    checked: dict[tuple, object] = {}
     for j, period in enumerate(periods):
         m = merged[j]
         sol = solutions[m]
-        report = evaluate(workload, catalog, sol, period=period.name if problem.periods else None, reserved=reserved)
+        name = period.name if problem.periods else None
+        key = (m, None if name is None else tuple(s.demand.profile.get(name, 1.0) for s in workload.services))
+        report = checked.get(key)
+        if report is None:
+            report = checked[key] = evaluate(workload, catalog, sol, period=name, reserved=reserved)
         reports.append(report)
         violations += [f"period {period.name}: {v}" for v in report.violations]
         period_results.append(_period(problem, period, specs[m], sol, reserved, prices, report))
