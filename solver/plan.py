@@ -46,10 +46,18 @@ def plan(workload: Workload, options: PlanOptions | None = None) -> PlanResult:
 
 
 RESULT_S_PER_PERCENTILE_SERVICE = 0.025
+# Seconds per service of the work after the solve that every plan has: evaluation, service
+# views, PlanResult.to_dict() and the JSON answer. Measured with bench/deadlines.py (the
+# CLI, 2 cores): 0.4 ms per service for 2,500 generated services, 0.9 ms for 5,000 (4.4 s,
+# which put a 30 s solve 5 s past its limit).
+RESULT_S_PER_SERVICE = 0.001
+RESULT_WRITE_S_PER_SERVICE = 0.0002  # of it, PlanResult.to_dict() and the JSON answer
 
 
 def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) -> PlanResult:
-    t0 = time.monotonic()
+    t0 = time.monotonic()  # the planner's own clock (its timings and total)
+    # the limit's: from the caller's start where it gives one (the CLI: reading the workload)
+    started = t0 if options.started_at is None else min(options.started_at, t0)
     if options.verify is None:
         options = replace(options, verify=workload.solver.verify)
     catalog = options.catalog or resolve_catalog(workload, options.base_dir)
@@ -60,14 +68,16 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     if not (options.references_checked and options.catalog is not None):
         workload = check_references(workload, catalog)
     time_limit = options.time_limit_s if options.time_limit_s is not None else workload.solver.time_limit_s
-    deadline = t0 + time_limit
+    deadline = started + time_limit
     stop = Stop(options.cancel, deadline, time_limit)
     caller_answers_by = options.answer_by is not None
     if options.answer_by is None:
         # The time limit bounds the answer too: past it, the informational values under
         # load of services without a percentile SLO are left out (with a warning), as past
-        # a gRPC call's deadline - hundreds of services cost seconds of queueing runs.
-        options = replace(options, answer_by=deadline)
+        # a gRPC call's deadline - hundreds of services cost seconds of queueing runs. The
+        # answer's writing (to_dict and JSON: 0.12 ms per service measured for 5,000) comes
+        # after them.
+        options = replace(options, answer_by=deadline - RESULT_WRITE_S_PER_SERVICE * len(workload.services))
     stage = options.on_stage or (lambda name: None)
     timings: dict[str, float] = {}
     stage("candidates")
@@ -82,21 +92,23 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     if unservable:
         raise InfeasibleError(unservable)
     backend_name = options.backend or workload.solver.backend
+    # The answer comes by the limit: the solve stops early enough for the work after it
+    # (at most a quarter of the limit). Every plan is evaluated and written, ~1 ms per
+    # service; a percentile plan's values under load and their check cost ~22 ms per
+    # percentile service more (100 services: 2.25 s past an 8 s limit).
+    # A caller that answers by a point of its own (the server: solve_budget keeps a margin for
+    # this and the answer) has kept the time already.
+    reserve = 0.0 if caller_answers_by else min(
+        RESULT_S_PER_SERVICE * len(problem.services)
+        + RESULT_S_PER_PERCENTILE_SERVICE * sum(s.model is not None and s.slo.percentile is not None
+                                                for s in problem.services), 0.25 * time_limit)
+    solve_stop = Stop(options.cancel, deadline - reserve, time_limit) if reserve > 0 else stop
     if workload.horizon_mode:
         # Periods, pricing tiers or a running fleet: the multi-period planner (its own module;
         # everything below is today's single static hour, unchanged).
         from solver.plan_horizon import plan_horizon
-        return plan_horizon(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings)
-    # The plan's values under load at its percentiles, and the evaluator's check of them, come
-    # after the solve: ~22 ms per percentile service (100 services: 2.25 s past an 8 s limit).
-    # The solve stops that much before the limit (at most a quarter of it), so that the
-    # answer comes by the limit.
-    # A caller that answers by a point of its own (the server: solve_budget keeps a margin for
-    # this and the answer) has kept the time already.
-    reserve = 0.0 if caller_answers_by else min(
-        RESULT_S_PER_PERCENTILE_SERVICE * sum(s.model is not None and s.slo.percentile is not None
-                                              for s in problem.services), 0.25 * time_limit)
-    solve_stop = Stop(options.cancel, deadline - reserve, time_limit) if reserve > 0 else stop
+        return plan_horizon(workload, catalog, problem, backend_name, options, t0, solve_stop.deadline, solve_stop,
+                            timings)
     problem, form, outcome, solution, ties = solve_with_exact_caps(problem, catalog, backend_name, solve_stop.deadline,
                                                                     solve_stop, options, workload.solver.tie_break,
                                                                     timings, t0, prefetch)

@@ -70,6 +70,10 @@ class PlanOptions:
     prefetch_at_load: bool = True
     # Simulation in the loop (solver/compile/verified_caps.py); None: the workload's solver.verify.
     verify: bool | None = None
+    # time.monotonic() from which the time limit counts; None: when plan() starts. The CLI
+    # gives its own start, so that reading a large workload (0.6 s for 5,000 services) is
+    # inside the limit the caller waits for.
+    started_at: float | None = None
 
 
 def solve_static(problem: Problem, catalog: Catalog, options: PlanOptions | None = None, *,

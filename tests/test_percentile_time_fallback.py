@@ -15,7 +15,7 @@ import pytest
 import solver.solve_stage as stage
 from solver.caches import clear_all
 from solver.errors import SolverTimeout
-from solver.plan import plan
+from solver.plan import PlanOptions, plan
 from solver.workload.documents import parse_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -81,8 +81,9 @@ def test_with_no_plan_found_the_timeout_stands(monkeypatch):
 
 def test_the_solve_keeps_time_for_the_values_under_load_after_it(monkeypatch):
     """The plan's values at its percentiles and the evaluator's check come after the solve
-    (~22 ms per percentile service): the solve's deadline is that much before the limit, at
-    most a quarter of it, so that the answer comes by the limit; without percentiles, none."""
+    (~22 ms per percentile service), and every plan's evaluation and answer (~1 ms per
+    service): the solve's deadline is that much before the limit, at most a quarter of it,
+    so that the answer comes by the limit; without percentiles, the per-service part only."""
     import solver.plan as plan_module
 
     seen = []
@@ -98,7 +99,9 @@ def test_the_solve_keeps_time_for_the_values_under_load_after_it(monkeypatch):
     assert services > 10
     plan(parse_workload(doc))
     (budget, same), = seen
-    assert same and budget == pytest.approx(120 - plan_module.RESULT_S_PER_PERCENTILE_SERVICE * services, abs=1e-6)
+    every = len(doc["services"])
+    assert same and budget == pytest.approx(120 - plan_module.RESULT_S_PER_PERCENTILE_SERVICE * services
+                                            - plan_module.RESULT_S_PER_SERVICE * every, abs=1e-6)
     monkeypatch.setattr(plan_module, "RESULT_S_PER_PERCENTILE_SERVICE", 10.0)  # a quarter of the limit at most
     seen.clear()
     plan(parse_workload(doc))
@@ -107,7 +110,7 @@ def test_the_solve_keeps_time_for_the_values_under_load_after_it(monkeypatch):
     plain = generate(5, 0)
     plain["solver"] = {"time_limit_s": 60}
     plan(parse_workload(plain))
-    assert seen[0][0] == pytest.approx(60, abs=1e-6)
+    assert seen[0][0] == pytest.approx(60 - plan_module.RESULT_S_PER_SERVICE * 5, abs=1e-6)
 
 
 
@@ -145,3 +148,53 @@ def test_after_the_simulator_lowered_a_cap_the_answer_fits_the_lowered_caps(monk
                 continue
             need = sum(x / k.throughput for x, k in zip(a.routed, c.classes) if x > 1e-9)
             assert need <= a.replicas * (1 + 1e-6) + 1e-9, (a.config, need, a.replicas)
+
+
+def test_a_multi_period_solve_keeps_the_same_time_for_its_answer(monkeypatch):
+    """Periods go to the multi-period planner; its solve stops as early as a single
+    period's would, so that its evaluation and answer come by the limit too."""
+    import solver.plan as plan_module
+    import solver.plan_horizon as horizon_module
+
+    seen = []
+    inner = horizon_module.plan_horizon
+
+    def watched(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings):
+        seen.append((deadline - t0, stop.deadline == deadline, options.answer_by - t0))
+        return inner(workload, catalog, problem, backend_name, options, t0, deadline, stop, timings)
+
+    monkeypatch.setattr(horizon_module, "plan_horizon", watched)
+    doc = generate(5, 0)
+    doc["solver"] = {"time_limit_s": 60}
+    doc["periods"] = [{"name": "day", "hours": 14}, {"name": "night", "hours": 10}]
+    for s in doc["services"]:
+        s["demand"]["profile"] = {"night": 0.5}
+    r = plan(parse_workload(doc))
+    assert r.evaluation["ok"]
+    (budget, same, answer_by), = seen
+    assert same and budget == pytest.approx(60 - plan_module.RESULT_S_PER_SERVICE * 5, abs=1e-6)
+    # the values under load past it are left out: the limit less the answer's writing
+    assert answer_by == pytest.approx(60 - plan_module.RESULT_WRITE_S_PER_SERVICE * 5, abs=1e-6)
+
+
+def test_the_limit_counts_from_the_callers_start(monkeypatch):
+    """The CLI gives its own start (PlanOptions.started_at): the time it took to read the
+    workload is inside the limit, so the process ends by it."""
+    import time
+
+    import solver.plan as plan_module
+
+    seen = []
+    inner = plan_module.solve_with_exact_caps
+
+    def watched(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch=None):
+        seen.append(deadline - t0)
+        return inner(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch)
+
+    monkeypatch.setattr(plan_module, "solve_with_exact_caps", watched)
+    doc = generate(5, 0)
+    doc["solver"] = {"time_limit_s": 60}
+    r = plan(parse_workload(doc), PlanOptions(started_at=time.monotonic() - 5.0))
+    assert r.evaluation["ok"]
+    assert seen[0] == pytest.approx(55 - plan_module.RESULT_S_PER_SERVICE * 5, abs=0.5)
+    assert r.solver.total_time_s < 5  # the planner's own time, as before
