@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Benchmark: does every time-limited call come back by its limit, within bounded memory?
+
+Issue 26's targets: "every time-limited call returns within limit + 1 s with its best plan
+or the honest status; peak memory of any request within the documented schema limits
+<= 1 GiB". This runs the installed `solver-cli` (the door a person or a script uses) as a
+subprocess on workloads that used to overrun their limits or their memory (issue 26's
+reproducers) and on the largest generated cases of the other benchmarks, each with a
+short `--time-limit`, and prints per case:
+
+* wall s: from the process's start to its exit (imports, parsing, candidates, solve,
+  evaluation, writing the JSON answer: what the caller waits for); over: wall - limit;
+* peak MiB: the largest summed RSS of the process and its children (helper processes
+  included), sampled every 20 ms;
+* exit code and status (`optimal`, `feasible`, `no_plan_in_time`, ...; for exit 2/3/4 the
+  first line of the error);
+* the answer's size.
+
+Then: calls within limit + 1 s, and calls within 1 GiB. Timings move with the machine's
+load: read them against the limit, not against another day's run.
+
+Usage: python bench/deadlines.py [--cases NAME ...] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from solve_scaling import generate  # noqa: E402
+from queueing_speed import with_percentile  # noqa: E402
+
+GIB = 1024 ** 3
+RESERVED_1Y, RESERVED_3Y = 0.65, 0.45  # ASSUMED shares of on-demand, as bench/horizon_scaling.py
+
+
+def _tier_catalog(path: Path) -> dict:
+    """The default catalog with assumed reserved prices, as a catalog file (bench/horizon_scaling.py's)."""
+    from solver.catalog.loader import default_catalog
+
+    keys = ("provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour",
+            "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs",
+            "available_instances", "source", "as_of")
+    offers = []
+    for o in default_catalog().offers:
+        row = {k: getattr(o, k) for k in keys if getattr(o, k) not in (None, "")}
+        row["reserved_1y_price_usd_per_hour"] = round(RESERVED_1Y * o.price_usd_per_hour, 4)
+        row["reserved_3y_price_usd_per_hour"] = round(RESERVED_3Y * o.price_usd_per_hour, 4)
+        offers.append(row)
+    path.write_text(json.dumps({"include_default_gpus": True, "gpus": [], "offers": offers}))
+    return {"source": "file", "file": str(path)}
+
+
+def _periods(doc: dict, n: int, seed: int, tiers: bool, catalog: dict | None) -> dict:
+    rng = random.Random(seed)
+    doc["periods"] = [{"name": f"h{p:05d}", "hours": 1.0} for p in range(n)]
+    for s in doc["services"]:
+        phase, amp = rng.uniform(0, 24), rng.uniform(0.3, 0.7)
+        s["demand"]["profile"] = {f"h{p:05d}": round(1 - amp / 2 + amp / 2 * math.cos(2 * math.pi * (p - phase) / 24), 3)
+                                  for p in range(n)}
+    if tiers:
+        doc["constraints"] = {"pricing_tiers": ["on_demand", "spot", "reserved_1y", "reserved_3y"],
+                              "max_spot_share": 0.3}
+        doc["catalog"] = catalog
+    return doc
+
+
+def _day_night(n: int) -> dict:
+    """issue 26's first reproducer: N services, day and night, spot at most half (bench/horizon_honesty.py's)."""
+    doc = generate(n, 0)
+    doc["constraints"] = {"pricing_tiers": ["on_demand", "spot"], "max_spot_share": 0.5}
+    doc["periods"] = [{"name": "day", "hours": 14}, {"name": "night", "hours": 10}]
+    for s in doc["services"]:
+        s["demand"]["profile"] = {"night": 0.5}
+    return doc
+
+
+def _classes(n: int) -> dict:
+    """One Llama-3.1-8B service with n request classes and a p99 SLO (issue 26: 256 classes ran 190 s at 20)."""
+    lengths = [(int(64 * 2 ** (7 * i / (n - 1))), int(16 * 2 ** (6 * ((i * 7) % n) / (n - 1)))) for i in range(n)]
+    classes = [{"name": f"c{i}", "share": 1.0 / n, "prompt_tokens": p, "output_tokens": o}
+               for i, (p, o) in enumerate(lengths)]
+    classes[0]["share"] += 1.0 - sum(c["share"] for c in classes)
+    return {"name": f"classes-{n}", "services": [{
+        "name": "chat", "model": "llama-3.1-8b", "precisions": ["fp16", "fp8"],
+        "demand": {"requests_per_s": 40, "classes": classes},
+        "slo": {"ttft_ms": 2000, "tpot_ms": 80, "percentile": 99}}]}
+
+
+def _redundancy(n: int, domain: str) -> dict:
+    doc = generate(n, 0)
+    doc["constraints"] = {"redundancy": {"domain": domain, "serve_fraction": 1.0}}
+    return doc
+
+
+def _auto(n: int) -> dict:
+    """bench/disagg.py's speed case: n LLM services, `serving: auto` (the optimizer picks the pools)."""
+    rng = random.Random(0)
+    services = []
+    for i in range(n):
+        model = rng.choice(["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"])
+        prompt, output = rng.choice([(4000, 300), (500, 800), (2000, 200), (300, 1500)])
+        services.append({"name": f"s{i}", "model": model, "precisions": ["fp8"], "engine": "tensorrt-llm",
+                         "serving": "auto", "slo": {"ttft_ms": 1000, "tpot_ms": 30},
+                         "demand": {"requests_per_s": round(rng.uniform(1, 10), 1), "prompt_tokens": prompt,
+                                    "output_tokens": output}})
+    return {"name": f"auto-{n}", "services": services}
+
+
+def _replan(n: int) -> dict:
+    from horizon_scaling import replan_workload
+
+    return replan_workload(n, 0, 60.0)
+
+
+def cases(tmp: Path) -> dict[str, tuple[dict, float, list[str]]]:
+    """name -> (workload, time limit s, extra CLI arguments); built lazily by the caller."""
+    tier = _tier_catalog(tmp / "tier-catalog.json")
+    return {
+        "services-1000": (lambda: generate(1000, 0), 25.0, []),
+        "services-5000": (lambda: generate(5000, 0), 30.0, []),
+        "day-night-500": (lambda: _day_night(500), 6.0, []),
+        "periods-10000x20": (lambda: _periods(generate(20, 0), 10_000, 0, False, None), 30.0, []),
+        "day-24x20-tiers": (lambda: _periods(generate(20, 0), 24, 0, True, tier), 10.0, []),
+        "week-168x50-tiers": (lambda: _periods(generate(50, 0), 168, 0, True, tier), 20.0, []),
+        "replan-100": (lambda: _replan(100), 2.0, []),
+        "classes-256-p99": (lambda: _classes(256), 20.0, []),
+        "p99-100": (lambda: with_percentile(generate(100, 1)), 12.0, []),
+        "instance-100": (lambda: _redundancy(100, "instance"), 10.0, []),
+        "zone-100": (lambda: _redundancy(100, "zone"), 10.0, []),
+        "auto-100": (lambda: _auto(100), 20.0, []),
+    }
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    try:
+        procs = [proc] + proc.children(recursive=True)
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_case(cli: str, path: Path, limit: float, extra: list[str]) -> dict:
+    out = path.with_suffix(".out")
+    with open(out, "wb") as stdout, open(path.with_suffix(".err"), "wb") as stderr:
+        t0 = time.perf_counter()
+        popen = subprocess.Popen([cli, "solve", str(path), "--format", "json", "--quiet",
+                                  "--time-limit", str(limit), *extra], stdout=stdout, stderr=stderr)
+        proc = psutil.Process(popen.pid)
+        peak = 0
+        while popen.poll() is None:
+            peak = max(peak, _tree_rss(proc))
+            if time.perf_counter() - t0 > 10 * limit + 60:  # a hang: stop it, it is a row too
+                popen.kill()
+            time.sleep(0.02)
+        wall = time.perf_counter() - t0
+    rc = popen.returncode
+    status = ""
+    if rc == 0:
+        try:
+            status = json.loads(out.read_text()).get("status", "?")
+        except ValueError:
+            status = "unreadable answer"
+    else:
+        lines = [ln for ln in path.with_suffix(".err").read_text(errors="replace").splitlines() if ln.strip()]
+        status = " | ".join(lines[:2])[:110]
+    return {"wall_s": wall, "over_s": wall - limit, "peak_mib": peak / 2 ** 20, "rc": rc, "status": status,
+            "answer_kib": out.stat().st_size / 1024}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", help="only these cases (default: all)")
+    ap.add_argument("--list", action="store_true", help="list the cases and stop")
+    args = ap.parse_args()
+    cli = shutil.which("solver-cli") or str(Path(sys.executable).with_name("solver-cli"))
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        table = cases(tmp)
+        if args.list:
+            for name, (_, limit, extra) in table.items():
+                print(f"{name:<20} --time-limit {limit:g} {' '.join(extra)}")
+            return 0
+        unknown = set(args.cases or ()) - set(table)
+        if unknown:
+            ap.error(f"unknown case(s) {sorted(unknown)}; --list shows them")
+        print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {open('/proc/loadavg').read().split()[:3]}")
+        print(f"{'case':<20} {'limit s':>7} {'wall s':>7} {'over s':>7} {'peak MiB':>9} {'answer KiB':>10} {'rc':>3}  status")
+        rows = []
+        for name, (build, limit, extra) in table.items():
+            if args.cases and name not in args.cases:
+                continue
+            path = tmp / f"{name}.json"
+            path.write_text(json.dumps(build()))
+            r = run_case(cli, path, limit, extra)
+            rows.append(r)
+            print(f"{name:<20} {limit:>7.1f} {r['wall_s']:>7.2f} {r['over_s']:>+7.2f} {r['peak_mib']:>9.0f} "
+                  f"{r['answer_kib']:>10.0f} {r['rc']:>3}  {r['status']}", flush=True)
+        late = sum(r["over_s"] > 1.0 for r in rows)
+        big = sum(r["peak_mib"] > 1024 for r in rows)
+        print(f"\nwithin limit + 1 s: {len(rows) - late} / {len(rows)}; peak <= 1 GiB: {len(rows) - big} / {len(rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
