@@ -315,7 +315,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     s.add_argument("workload")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.add_argument("--explain", action="store_true", help="per service: the nearest alternatives not taken, and why")
-    s.add_argument("--time-limit", type=seconds, default=None, metavar="SECONDS")
+    s.add_argument("--time-limit", type=seconds, default=None, metavar="SECONDS",
+                   help="wall-clock limit of the whole command, from its start to its answer (default: the "
+                   "workload's solver.time_limit_s)")
     s.add_argument("--backend", type=backend, default=None, metavar="{auto,scip,highs}")
     s.add_argument("--current", metavar="FLEET", help="re-plan from the fleet that runs now: a JSON/YAML file with "
                    "[{offer_id, instances}] or {current_fleet: [...]} (replaces the workload's current_fleet)")
