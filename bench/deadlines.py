@@ -11,7 +11,8 @@ short `--time-limit`, and prints per case:
 * wall s: from the process's start to its exit (imports, parsing, candidates, solve,
   evaluation, writing the JSON answer: what the caller waits for); over: wall - limit;
 * peak MiB: the largest summed RSS of the process and its children (helper processes
-  included), sampled every 20 ms;
+  included), sampled every 20 ms; pages a forked helper shares with its parent count
+  twice, so this is an upper bound on the memory the call holds;
 * exit code and status (`optimal`, `feasible`, `no_plan_in_time`, ...; for exit 2/3/4 the
   first line of the error);
 * the answer's size.
@@ -173,15 +174,15 @@ def run_case(cli: str, path: Path, limit: float, extra: list[str]) -> dict:
             time.sleep(0.02)
         wall = time.perf_counter() - t0
     rc = popen.returncode
-    status = ""
-    if rc == 0:
-        try:
-            status = json.loads(out.read_text()).get("status", "?")
-        except ValueError:
-            status = "unreadable answer"
-    else:
+    # Under --format json every outcome is JSON on stdout, failures included (exit 2/3/4: its error)
+    try:
+        answer = json.loads(out.read_text())
+        status = answer.get("status", "?")
+        if rc != 0:
+            status += ": " + str(answer.get("error") or answer.get("errors") or answer.get("infeasibility"))[:100]
+    except ValueError:
         lines = [ln for ln in path.with_suffix(".err").read_text(errors="replace").splitlines() if ln.strip()]
-        status = " | ".join(lines[:2])[:110]
+        status = "unreadable answer" + (": " + " | ".join(lines[:2])[:100] if lines else "")
     return {"wall_s": wall, "over_s": wall - limit, "peak_mib": peak / 2 ** 20, "rc": rc, "status": status,
             "answer_kib": out.stat().st_size / 1024}
 
@@ -191,7 +192,8 @@ def main() -> int:
     ap.add_argument("--cases", nargs="+", help="only these cases (default: all)")
     ap.add_argument("--list", action="store_true", help="list the cases and stop")
     args = ap.parse_args()
-    cli = shutil.which("solver-cli") or str(Path(sys.executable).with_name("solver-cli"))
+    beside = Path(sys.executable).with_name("solver-cli")  # this environment's own, before any other on PATH
+    cli = str(beside) if beside.exists() else shutil.which("solver-cli")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         table = cases(tmp)

@@ -113,7 +113,7 @@ def cmd_solve(args) -> int:
     # spurious ERROR lines on the process's stderr: filter them out.
     from solver.optimize.backends import stderr_filter
 
-    stderr_filter.install()
+    stderr_filter.install(take_stdout=True)  # stdout is the answer: C code prints to stderr
     try:
         workload = parse_workload(data)
         options = PlanOptions(time_limit_s=args.time_limit, backend=args.backend, explain=args.explain,
@@ -442,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         _exit_on_ctrl_c()
     try:
         code = args.func(args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a full disk or a closed pipe is a clear error, not at exit
     except BrokenPipeError:
         _discard_stdout()
         code = EXIT_OK

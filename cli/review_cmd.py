@@ -49,7 +49,7 @@ def run(args) -> int:
     # `solve`); the workers inherit this process's filtered stderr.
     from solver.optimize.backends import stderr_filter
 
-    stderr_filter.install()
+    stderr_filter.install(take_stdout=True)
     bar = ProgressBar(total, sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     results = []
     t0 = time.monotonic()

@@ -133,7 +133,7 @@ def run(args) -> int:
         # cancellable solve stay off the terminal.
         from solver.optimize.backends import stderr_filter
 
-        stderr_filter.install()
+        stderr_filter.install(take_stdout=True)
         result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, base_dir=base_dir,
                                             catalog=catalog))
     except TraceError as exc:

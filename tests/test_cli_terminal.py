@@ -10,6 +10,8 @@ import os
 import pty
 import subprocess
 
+import pytest
+
 from tests.conftest import EXAMPLES
 
 
@@ -40,25 +42,34 @@ def test_terminal_shows_progress_without_scip_error_lines(solver_cli):
     assert b"ERROR" not in terminal
 
 
-def test_c_level_prints_on_stdout_stay_out_of_the_answer(tmp_path):
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_c_level_prints_on_stdout_stay_out_of_the_answer(tmp_path, unbuffered):
     """HiGHS prints a debugging line straight to fd 1 during some MIP searches; it used to land
-    inside `solve --format json`'s answer. With the filter installed (as the CLI and the server
-    do) fd 1 goes through it to stderr, and Python's stdout keeps the real stdout."""
+    inside `solve --format json`'s answer. With the filter installed as the CLI does
+    (take_stdout) fd 1 goes through it to stderr, and Python's stdout keeps the real stdout:
+    raw writes and libc's own buffered printf (flushed through the filter before fd 1 is
+    put back), with Python's output buffered or not (PYTHONUNBUFFERED)."""
     import sys
 
     script = tmp_path / "c_prints.py"
     script.write_text(
-        "import os, sys\n"
+        "import ctypes, os, sys\n"
         "from solver.optimize.backends import stderr_filter\n"
-        "stderr_filter.install()\n"
+        "stderr_filter.install(take_stdout=True)\n"
+        "libc = ctypes.CDLL(None)\n"
         "print('{\"status\": \"optimal\"')\n"
         "os.write(1, b'HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();\\n')\n"
         "os.write(1, b'a C library line\\n')\n"
+        "libc.printf(b'HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();\\n')\n"
+        "libc.printf(b'a C stdio line\\n')\n"
         "os.write(2, b'SCIPcatchEvent does not support variable or row change events\\n')\n"
         "print('}')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60,
-                          cwd=str(EXAMPLES.parent))
+                          cwd=str(EXAMPLES.parent), env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == b'{"status": "optimal"\n}\n'  # the answer alone, in order
-    assert b"a C library line" in done.stderr  # not lost: on stderr
+    assert b"a C library line" in done.stderr and b"a C stdio line" in done.stderr  # not lost: on stderr
     assert b"HighsMipSolverData" not in done.stderr and b"SCIPcatchEvent" not in done.stderr

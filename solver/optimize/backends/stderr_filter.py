@@ -27,9 +27,11 @@ SPURIOUS = (b"SCIPcatchEvent does not support variable or row change events",
 _installed: list[tuple[int, threading.Thread, int | None]] = []
 
 
-def install() -> None:
-    """Idempotent; a no-op where file descriptors cannot be redirected. Fd 1 is taken only
-    while `sys.stdout` writes to it (not under a test's capture, which keeps its own)."""
+def install(take_stdout: bool = False) -> None:
+    """Idempotent; a no-op where file descriptors cannot be redirected. With `take_stdout`
+    (programs whose stdout is their answer: the CLI) fd 1 is taken too, only while
+    `sys.stdout` writes to it (not under a test's capture, which keeps its own); the server
+    leaves it, its log is on stderr."""
     if _installed or not hasattr(os, "pipe"):
         return
     try:
@@ -38,7 +40,7 @@ def install() -> None:
         os.dup2(write_end, 2)
     except OSError:
         return
-    real_out = _take_stdout(write_end)
+    real_out = _take_stdout(write_end) if take_stdout else None
     os.close(write_end)
     thread = threading.Thread(target=_forward, args=(read_end, real), daemon=True, name="stderr-filter")
     thread.start()
@@ -58,8 +60,11 @@ def _take_stdout(write_end: int) -> int | None:
         os.dup2(write_end, 1)
     except (OSError, ValueError, AttributeError):
         return None
-    sys.stdout = open(real_out, "w", encoding=out.encoding, errors=out.errors, closefd=False,
-                      buffering=1 if out.line_buffering else -1)
+    stream = open(real_out, "w", encoding=out.encoding, errors=out.errors, closefd=False,
+                  buffering=1 if out.line_buffering else -1)
+    if out.write_through:  # python -u / PYTHONUNBUFFERED: every write reaches the fd at once
+        stream.reconfigure(write_through=True)
+    sys.stdout = stream
     return real_out
 
 
@@ -82,6 +87,17 @@ def _forward(read_end: int, real: int) -> None:
     os.close(read_end)
 
 
+def _flush_c_stdio() -> None:
+    """libc's fflush(NULL): C code's stdout is fully buffered into a pipe or file, and libc
+    flushes it only at process exit, after fd 1 is the real stdout again."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
 def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data):]
@@ -96,8 +112,9 @@ def restore() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError, AttributeError):
+        except Exception:  # noqa: BLE001 - a failed or re-entered flush (Ctrl-C in a write): go on restoring
             pass
+    _flush_c_stdio()  # what C code printed and libc still buffers goes through the filter, not around it
     try:
         if real_out is not None:
             os.dup2(real_out, 1)
