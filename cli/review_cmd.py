@@ -49,8 +49,9 @@ def run(args) -> int:
     # `solve`); the workers inherit this process's filtered stderr.
     from solver.optimize.backends import stderr_filter
 
+    on_terminal = sys.stderr.isatty()  # before the filter: its pipe is no terminal
     stderr_filter.install(take_stdout=True)
-    bar = ProgressBar(total, sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    bar = ProgressBar(total, sys.stderr) if on_terminal and not args.quiet else None
     results = []
     t0 = time.monotonic()
     try:

@@ -73,3 +73,34 @@ def test_c_level_prints_on_stdout_stay_out_of_the_answer(tmp_path, unbuffered):
     assert done.stdout == b'{"status": "optimal"\n}\n'  # the answer alone, in order
     assert b"a C library line" in done.stderr and b"a C stdio line" in done.stderr  # not lost: on stderr
     assert b"HighsMipSolverData" not in done.stderr and b"SCIPcatchEvent" not in done.stderr
+
+
+def test_a_review_still_forks_its_workers_beside_the_output_filter(tmp_path):
+    """`solver-cli review` installs the filter, whose thread only moves bytes between file
+    descriptors: it used to make every CLI review spawn its workers (no fork warm-up);
+    any other thread still does."""
+    import sys
+
+    script = tmp_path / "method.py"
+    script.write_text(
+        "import threading, time\n"
+        "from solver.optimize.backends import stderr_filter\n"
+        "from solver.review.local_backend import start_method\n"
+        "stderr_filter.install(take_stdout=True)\n"
+        "print(start_method())\n"
+        "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
+        "print(start_method())\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60, cwd=str(EXAMPLES.parent),
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    expected = "fork" if sys.platform.startswith("linux") else "spawn"
+    assert done.stdout.split() == [expected, "spawn"]
+
+
+def test_a_review_on_a_terminal_shows_its_progress_bar(solver_cli, tmp_path):
+    """The bar is shown when stderr is a terminal: asked after the filter was installed, the
+    question saw the filter's pipe and the bar never showed."""
+    rc, _, terminal = _run_on_tty([solver_cli, "review", str(EXAMPLES / "review-quarterly.yaml"),
+                                   "--out", str(tmp_path / "out"), "--workers", "1"])
+    assert rc == 0
+    assert b"scenarios" in terminal and b"elapsed" in terminal

@@ -70,8 +70,13 @@ def prewarm(base: BaseCase, time_limit_s: float, cancel: threading.Event | None)
 
 def start_method() -> str:
     """"fork" on Linux when this process runs one Python thread, else "spawn" (macOS
-    frameworks are not fork-safe; another thread may hold a lock the child would wait on)."""
-    if sys.platform.startswith("linux") and threading.active_count() == 1:
+    frameworks are not fork-safe; another thread may hold a lock the child would wait on).
+    The output filter's thread (stderr_filter, which `solver-cli review` installs) holds no
+    such lock and does not count: with it every CLI review used to spawn its workers."""
+    from solver.optimize.backends.stderr_filter import THREAD_NAME
+
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and t.name != THREAD_NAME]
+    if sys.platform.startswith("linux") and not others:
         return "fork"
     return "spawn"
 

@@ -25,6 +25,9 @@ SPURIOUS = (b"SCIPcatchEvent does not support variable or row change events",
             b"[gscip_event_handler.cc:124] ERROR: Error <-9> in function call",
             b"HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();")
 _installed: list[tuple[int, threading.Thread, int | None]] = []
+# The forwarding thread only reads and writes raw file descriptors (no lock a forked child
+# could wait on): a process that runs it may still fork (solver/review/local_backend.py).
+THREAD_NAME = "stderr-filter"
 
 
 def install(take_stdout: bool = False) -> None:
@@ -42,7 +45,7 @@ def install(take_stdout: bool = False) -> None:
         return
     real_out = _take_stdout(write_end) if take_stdout else None
     os.close(write_end)
-    thread = threading.Thread(target=_forward, args=(read_end, real), daemon=True, name="stderr-filter")
+    thread = threading.Thread(target=_forward, args=(read_end, real), daemon=True, name=THREAD_NAME)
     thread.start()
     _installed.append((real, thread, real_out))
     atexit.register(restore)
