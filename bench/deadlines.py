@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 import subprocess
@@ -65,16 +64,15 @@ def _tier_catalog(path: Path) -> dict:
 
 
 def _periods(doc: dict, n: int, seed: int, tiers: bool, catalog: dict | None) -> dict:
-    rng = random.Random(seed)
-    doc["periods"] = [{"name": f"h{p:05d}", "hours": 1.0} for p in range(n)]
-    for s in doc["services"]:
-        phase, amp = rng.uniform(0, 24), rng.uniform(0.3, 0.7)
-        s["demand"]["profile"] = {f"h{p:05d}": round(1 - amp / 2 + amp / 2 * math.cos(2 * math.pi * (p - phase) / 24), 3)
-                                  for p in range(n)}
+    """n hourly periods of a daily cycle (bench/horizon_scaling.py's); with `tiers` its four
+    pricing tiers on the catalog file, else on-demand alone."""
+    from horizon_scaling import with_periods
+
+    doc = with_periods(doc, n, seed)
     if tiers:
-        doc["constraints"] = {"pricing_tiers": ["on_demand", "spot", "reserved_1y", "reserved_3y"],
-                              "max_spot_share": 0.3}
         doc["catalog"] = catalog
+    else:
+        del doc["constraints"]
     return doc
 
 

@@ -128,6 +128,17 @@ def test_more_load_never_lowers_a_bursty_percentile(a100_vllm07):
             prev = now
 
 
+def _replica(gpu_name: str, model: str, precision: str, engine: str):
+    """One GPU of `gpu_name` on its cheapest host, serving `model` as the planner models it."""
+    catalog = default_catalog()
+    gpu = catalog.gpus[gpu_name]
+    host = cheapest_host(catalog, gpu, 1)
+    return replica_for(PerfQuery(model=get_model(model), gpu=gpu, gpus_per_replica=1, interconnect=host.interconnect,
+                                 usable_memory_gib=host.usable_memory_gib, precision=precision, engine=engine,
+                                 instances_per_replica=host.instances_per_replica,
+                                 inter_node_gbs=host.inter_node_gbs))
+
+
 def test_a_held_back_class_is_evaluated_in_chunks_without_changing_a_bit(monkeypatch):
     """A class the KV cache holds one or two of (`_held_back`: its later TTFT over 24 wait
     atoms on the latency's 500-point grid) is evaluated class by class in chunks of points
@@ -137,13 +148,7 @@ def test_a_held_back_class_is_evaluated_in_chunks_without_changing_a_bit(monkeyp
     mutation of the class slice failed cases 15 and 24 there, not this test.)"""
     from solver.perf.queueing import model as model_mod
 
-    catalog = default_catalog()
-    gpu = catalog.gpus["A10G"]
-    host = cheapest_host(catalog, gpu, 1)
-    q = PerfQuery(model=get_model("llama-2-7b"), gpu=gpu, gpus_per_replica=1, interconnect=host.interconnect,
-                  usable_memory_gib=host.usable_memory_gib, precision="fp16", engine="sglang",
-                  instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs)
-    replica = replica_for(q)
+    replica = _replica("A10G", "llama-2-7b", "fp16", "sglang")
     classes = (TrafficClass(0.8, 256, 128), TrafficClass(0.2, 3500, 500))
     results = []
     for chunk in (10 ** 12, model_mod._HELD_CHUNK_ELEMENTS, 5_000):
@@ -165,13 +170,7 @@ def test_many_classes_are_evaluated_in_chunks_in_bounded_memory(monkeypatch):
 
     from solver.perf.queueing import model as model_mod
 
-    catalog = default_catalog()
-    gpu = catalog.gpus["H100-SXM"]
-    host = cheapest_host(catalog, gpu, 1)
-    q = PerfQuery(model=get_model("llama-3.1-8b"), gpu=gpu, gpus_per_replica=1, interconnect=host.interconnect,
-                  usable_memory_gib=host.usable_memory_gib, precision="fp8", engine="vllm",
-                  instances_per_replica=host.instances_per_replica, inter_node_gbs=host.inter_node_gbs)
-    replica = replica_for(q)
+    replica = _replica("H100-SXM", "llama-3.1-8b", "fp8", "vllm")
     n = 256
     classes = tuple(TrafficClass(1.0 / n, int(64 * 2 ** (7 * i / (n - 1))), int(16 * 2 ** (6 * ((i * 7) % n) / (n - 1))))
                     for i in range(n))
