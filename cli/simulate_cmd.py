@@ -67,9 +67,16 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, args=None, status: str = "invalid", code: int = EXIT_INPUT, lines: tuple = (), **detail) -> int:
+    """A failure: under --format json, JSON on stdout (as `solve` answers: a program reads
+    one format whatever happens); else `error: message` and its lines on stderr."""
+    if args is not None and getattr(args, "format", "table") == "json":
+        print(json.dumps({"status": status, "error": message, **detail}, indent=2))
+        return code
     print(escape_controls(f"error: {message}"), file=sys.stderr)
-    return EXIT_INPUT
+    for line in lines:
+        print(escape_controls(f"  - {line}"), file=sys.stderr)
+    return code
 
 
 def _check_flags(args) -> str | None:
@@ -107,7 +114,7 @@ def _check_flags(args) -> str | None:
 def run(args) -> int:
     problem = _check_flags(args)  # cheap checks before any planning
     if problem:
-        return _fail(problem)
+        return _fail(problem, args)
 
     from solver.compile.resolve import resolve_catalog
     from solver.errors import Cancelled, InfeasibleError, InputError, PlannerError, SolverTimeout
@@ -137,12 +144,10 @@ def run(args) -> int:
         result = plan(workload, PlanOptions(time_limit_s=args.time_limit, backend=args.backend, base_dir=base_dir,
                                             catalog=catalog))
     except TraceError as exc:
-        return _trace_error(exc)
+        return _trace_error(exc, args)
     except InputError as exc:
-        print("error: invalid input", file=sys.stderr)
-        for v in exc.violations:
-            print(escape_controls(f"  - {v}"), file=sys.stderr)
-        return EXIT_INPUT
+        return _fail("invalid input", args, lines=tuple(str(v) for v in exc.violations),
+                     errors=[{"field": v.field, "message": v.message, "fix": v.fix} for v in exc.violations])
     except InfeasibleError as exc:
         from dataclasses import asdict
 
@@ -153,11 +158,11 @@ def run(args) -> int:
             print(render_infeasible(reasons))
         return EXIT_INFEASIBLE
     except SolverTimeout as exc:
-        print(escape_controls(f"error: {exc}"), file=sys.stderr)
-        return EXIT_TIMEOUT
-    except (Cancelled, PlannerError) as exc:
-        print(escape_controls(f"error: {exc}"), file=sys.stderr)
-        return EXIT_OTHER
+        return _fail(str(exc), args, "timeout", EXIT_TIMEOUT)
+    except Cancelled as exc:
+        return _fail(str(exc), args, "cancelled", EXIT_OTHER)
+    except PlannerError as exc:
+        return _fail(str(exc), args, "error", EXIT_OTHER)
     plan_dict = result.to_dict()
     try:
         replay = simulate_plan(workload, plan_dict, catalog, duration_s=args.duration_s, seed=args.seed,
@@ -166,9 +171,9 @@ def run(args) -> int:
                                arrival_cv=args.arrival_cv, load=args.load or "planned", scheduler=args.scheduler,
                                max_requests=args.max_requests or DEFAULT_MAX_REQUESTS, trace=trace)
     except TraceError as exc:  # a request longer than the KV cache of the replica it is routed to
-        return _trace_error(exc)
+        return _trace_error(exc, args)
     except ValueError as exc:  # a run too large for one simulation (solver/sim/replica.py's limits)
-        return _fail(f"{exc}")
+        return _fail(f"{exc}", args)
     replay["total_price_usd_per_hour"] = plan_dict.get("total_price_usd_per_hour")
     if args.format == "json":
         print(json.dumps(replay, indent=2))
@@ -180,11 +185,8 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def _trace_error(exc) -> int:
-    print("error: the trace cannot be replayed", file=sys.stderr)
-    for line in exc.problems:
-        print(escape_controls(f"  - {line}"), file=sys.stderr)
-    return EXIT_INPUT
+def _trace_error(exc, args) -> int:
+    return _fail("the trace cannot be replayed", args, lines=tuple(exc.problems), problems=list(exc.problems))
 
 
 def render(replay: dict) -> str:

@@ -271,3 +271,30 @@ def test_solve_without_checks_and_estimate_do_not_load_the_simulator(argv):
 def test_a_percentile_plan_simulates_its_configurations():
     seen = _modules_loaded(["solve", str(EXAMPLES / "llm-platform.json"), "--quiet"])
     assert seen["code"] == 0 and "solver.sim.verify" in seen["sim"]
+
+
+def test_with_format_json_every_failure_is_json_on_stdout(tmp_path):
+    """As `solve --format json` answers: a program reads one format whatever happens (the
+    failures used to be text on stderr); the text form is unchanged."""
+    path = _workload(tmp_path, tpot_ms=200)
+    flag = cli(str(path), "--seeds", "1", "--format", "json")
+    assert flag.returncode == 2 and flag.stderr == ""
+    d = json.loads(flag.stdout)
+    assert d["status"] == "invalid" and "--seeds" in d["error"]
+    big = cli(str(path), "--duration-s", "1000000", "--seeds", "2", "--format", "json")  # too many requests
+    assert big.returncode == 2 and "requests" in json.loads(big.stdout)["error"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "x", "services": [{"name": "a", "model": "llama-3.1-8b",
+                                                          "demand": {"requests_per_s": -1, "prompt_tokens": 10,
+                                                                     "output_tokens": 10}}]}))
+    invalid = cli(str(bad), "--format", "json")
+    assert invalid.returncode == 2
+    errors = json.loads(invalid.stdout)["errors"]
+    assert any("requests_per_s" in e["field"] for e in errors) and all(e["fix"] for e in errors)
+    trace = _trace(tmp_path, "arrival_s,prompt_tokens,output_tokens,service\n0.0,100,10,chta\n")
+    replay = cli(str(EXAMPLES / "llm-platform.json"), "--trace", str(trace), "--format", "json")
+    assert replay.returncode == 2
+    d = json.loads(replay.stdout)
+    assert d["status"] == "invalid" and any("unknown service 'chta'" in p for p in d["problems"])
+    text = cli(str(path), "--seeds", "1")
+    assert text.returncode == 2 and text.stdout == "" and text.stderr.startswith("error: --seeds")
