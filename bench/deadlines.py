@@ -20,7 +20,13 @@ short `--time-limit`, and prints per case:
 Then: calls within limit + 1 s, and calls within 1 GiB. Timings move with the machine's
 load: read them against the limit, not against another day's run.
 
-Usage: python bench/deadlines.py [--cases NAME ...] [--list]
+`--door grpc`: the same workloads sent to `solver-cli serve` on loopback (2 solver slots)
+by the Python client, with the limit as the call's gRPC deadline and no time limit of its
+own (a scheduler's call): wall time is the call's, peak MiB the server's whole process
+tree during the call, status the plan's or the gRPC status the client got. The tier cases'
+catalog goes inline (the server reads no files).
+
+Usage: python bench/deadlines.py [--cases NAME ...] [--door cli|grpc] [--list]
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -46,8 +53,9 @@ GIB = 1024 ** 3
 RESERVED_1Y, RESERVED_3Y = 0.65, 0.45  # ASSUMED shares of on-demand, as bench/horizon_scaling.py
 
 
-def _tier_catalog(path: Path) -> dict:
-    """The default catalog with assumed reserved prices, as a catalog file (bench/horizon_scaling.py's)."""
+def _tier_catalog(path: Path, inline: bool = False) -> dict:
+    """The default catalog with assumed reserved prices, as a catalog file (bench/horizon_scaling.py's),
+    or inline."""
     from solver.catalog.loader import default_catalog
 
     keys = ("provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour",
@@ -59,6 +67,8 @@ def _tier_catalog(path: Path) -> dict:
         row["reserved_1y_price_usd_per_hour"] = round(RESERVED_1Y * o.price_usd_per_hour, 4)
         row["reserved_3y_price_usd_per_hour"] = round(RESERVED_3Y * o.price_usd_per_hour, 4)
         offers.append(row)
+    if inline:
+        return {"source": "inline", "offers": offers}
     path.write_text(json.dumps({"include_default_gpus": True, "gpus": [], "offers": offers}))
     return {"source": "file", "file": str(path)}
 
@@ -124,9 +134,9 @@ def _replan(n: int) -> dict:
     return replan_workload(n, 0, 60.0)
 
 
-def cases(tmp: Path) -> dict[str, tuple[dict, float, list[str]]]:
+def cases(tmp: Path, inline: bool = False) -> dict[str, tuple[dict, float, list[str]]]:
     """name -> (workload, time limit s, extra CLI arguments); built lazily by the caller."""
-    tier = _tier_catalog(tmp / "tier-catalog.json")
+    tier = _tier_catalog(tmp / "tier-catalog.json", inline)
     return {
         "services-1000": (lambda: generate(1000, 0), 25.0, []),
         "services-5000": (lambda: generate(5000, 0), 30.0, []),
@@ -185,16 +195,51 @@ def run_case(cli: str, path: Path, limit: float, extra: list[str]) -> dict:
             "answer_kib": out.stat().st_size / 1024}
 
 
+def run_grpc_case(target: str, server: psutil.Process, doc: dict, limit: float) -> dict:
+    """One Solve with `limit` as the call's deadline (the client's timeout, no time_limit_s)."""
+    from planner_client import PlannerClient, PlannerClientError
+
+    client = PlannerClient(target, timeout_s=limit, retries=0, max_message_bytes=256 * 2 ** 20)
+
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_rss(server))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    t0 = time.perf_counter()
+    try:
+        plan = client.solve(doc)
+        status, rc, size = plan.get("status", "?"), 0, len(json.dumps(plan))
+    except PlannerClientError as exc:
+        best = exc.best_plan
+        status = f"{exc.code}" + (f" (best plan: {best.get('status')})" if best else "") + f": {exc.message[:80]}"
+        rc, size = exc.exit_code, len(json.dumps(best)) if best else 0
+    wall = time.perf_counter() - t0
+    done.set()
+    watcher.join()
+    client.close()
+    return {"wall_s": wall, "over_s": wall - limit, "peak_mib": peak[0] / 2 ** 20, "rc": rc, "status": status,
+            "answer_kib": size / 1024}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", help="only these cases (default: all)")
+    ap.add_argument("--door", choices=("cli", "grpc"), default="cli",
+                    help="cli: solver-cli solve --time-limit; grpc: solver-cli serve, the limit as the call's deadline")
     ap.add_argument("--list", action="store_true", help="list the cases and stop")
     args = ap.parse_args()
     beside = Path(sys.executable).with_name("solver-cli")  # this environment's own, before any other on PATH
     cli = str(beside) if beside.exists() else shutil.which("solver-cli")
+    server = target = None
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        table = cases(tmp)
+        table = cases(tmp, inline=args.door == "grpc")
         if args.list:
             for name, (_, limit, extra) in table.items():
                 print(f"{name:<20} --time-limit {limit:g} {' '.join(extra)}")
@@ -202,21 +247,34 @@ def main() -> int:
         unknown = set(args.cases or ()) - set(table)
         if unknown:
             ap.error(f"unknown case(s) {sorted(unknown)}; --list shows them")
-        print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {open('/proc/loadavg').read().split()[:3]}")
+        if args.door == "grpc":
+            from load_grpc import spawn_server
+
+            server, target = spawn_server(2, 16)
+        print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {open('/proc/loadavg').read().split()[:3]}, "
+              f"door {args.door}")
         print(f"{'case':<20} {'limit s':>7} {'wall s':>7} {'over s':>7} {'peak MiB':>9} {'answer KiB':>10} {'rc':>3}  status")
         rows = []
         for name, (build, limit, extra) in table.items():
             if args.cases and name not in args.cases:
                 continue
-            path = tmp / f"{name}.json"
-            path.write_text(json.dumps(build()))
-            r = run_case(cli, path, limit, extra)
+            doc = build()
+            if server is not None:
+                doc.get("solver", {}).pop("time_limit_s", None)  # the deadline alone limits the call
+                r = run_grpc_case(target, psutil.Process(server.pid), doc, limit)
+            else:
+                path = tmp / f"{name}.json"
+                path.write_text(json.dumps(doc))
+                r = run_case(cli, path, limit, extra)
             rows.append(r)
             print(f"{name:<20} {limit:>7.1f} {r['wall_s']:>7.2f} {r['over_s']:>+7.2f} {r['peak_mib']:>9.0f} "
                   f"{r['answer_kib']:>10.0f} {r['rc']:>3}  {r['status']}", flush=True)
         late = sum(r["over_s"] > 1.0 for r in rows)
         big = sum(r["peak_mib"] > 1024 for r in rows)
         print(f"\nwithin limit + 1 s: {len(rows) - late} / {len(rows)}; peak <= 1 GiB: {len(rows) - big} / {len(rows)}")
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=60)
     return 0
 
 

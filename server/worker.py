@@ -41,6 +41,7 @@ from server.generated.fleetplanner.v1 import planner_pb2 as pb
 from server.read_memo import READS
 from server.requests import answer_send_s, backend_name, decode, read_workload, solve_budget
 from server.status import Failure, failure
+from solver.collector import paused as collector_paused
 from solver.errors import Cancelled, InputError, SolverTimeout
 
 MIN_SOLVE_S = 0.05  # below this the solver cannot even load the model
@@ -208,23 +209,31 @@ def _solve(job: Job, data: bytes, deadline: float | None, stream: bool, send) ->
                   .SerializeToString()))
     logs.event("solve.start", services=len(workload.services), time_limit_s=round(limit_s, 3),
                limit_from="deadline" if by_deadline else "request", explain=request.explain)
-    result = plan(workload, PlanOptions(time_limit_s=limit_s, backend=backend, explain=request.explain,
-                                        on_progress=on_progress, cancel=job.cancel, catalog=catalog,
-                                        references_checked=True,  # read_workload checked them
-                                        on_stage=job.stage,
-                                        # leave time to convert and send the answer
-                                        answer_by=None if deadline is None else
-                                        deadline - answer_send_s(len(workload.services))))
-    job.stage("answer")
-    d = result.to_dict()
-    late = by_deadline and d["status"] != "optimal"
-    plan_msg = convert.plan_to_proto(d)
-    message = (pb.SolveEvent(plan=plan_msg, deadline_exceeded=late) if stream
-               else pb.SolveResponse(plan=plan_msg, deadline_exceeded=late))
-    outcome = "deadline" if late else d["status"]
-    logs.event("solve.end", status=outcome, total_price_usd_per_hour=d["total_price_usd_per_hour"],
-               solve_time_s=d.get("solve_time_s"))
-    return message.SerializeToString(), outcome
+    # The collector stays paused from the plan through its answer: resumed when plan()
+    # returns, its first collection walked every object the plan made while they were still
+    # alive (5,000 services: 3 s in to_dict, past a 30 s deadline; bench/deadlines.py --door
+    # grpc). The plan is dropped before it resumes; neither makes reference cycles.
+    with collector_paused():
+        result = plan(workload, PlanOptions(time_limit_s=limit_s, backend=backend, explain=request.explain,
+                                            on_progress=on_progress, cancel=job.cancel, catalog=catalog,
+                                            references_checked=True,  # read_workload checked them
+                                            on_stage=job.stage,
+                                            # leave time to convert and send the answer
+                                            answer_by=None if deadline is None else
+                                            deadline - answer_send_s(len(workload.services))))
+        job.stage("answer")
+        d = result.to_dict()
+        del result
+        late = by_deadline and d["status"] != "optimal"
+        plan_msg = convert.plan_to_proto(d)
+        message = (pb.SolveEvent(plan=plan_msg, deadline_exceeded=late) if stream
+                   else pb.SolveResponse(plan=plan_msg, deadline_exceeded=late))
+        body = message.SerializeToString()
+        status, price, solve_time_s = d["status"], d["total_price_usd_per_hour"], d.get("solve_time_s")
+        del d, plan_msg, message
+    outcome = "deadline" if late else status
+    logs.event("solve.end", status=outcome, total_price_usd_per_hour=price, solve_time_s=solve_time_s)
+    return body, outcome
 
 
 def _progress_dict(p) -> dict:

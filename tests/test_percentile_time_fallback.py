@@ -198,3 +198,26 @@ def test_the_limit_counts_from_the_callers_start(monkeypatch):
     assert r.evaluation["ok"]
     assert seen[0] == pytest.approx(55 - plan_module.RESULT_S_PER_SERVICE * 5, abs=0.5)
     assert r.solver.total_time_s < 5  # the planner's own time, as before
+
+
+def test_a_caller_that_answers_by_its_own_point_keeps_the_percentile_reserve(monkeypatch):
+    """The server passes answer_by and keeps its own margin for the evaluation and the
+    answer (by services), so the per-service part is not taken twice; the values under load
+    at the percentiles are not in that margin, so their reserve stays (without it the
+    generated 100-service p99 workload got no answer at all under a 12 s gRPC deadline)."""
+    import time
+
+    import solver.plan as plan_module
+
+    seen = []
+    inner = plan_module.solve_with_exact_caps
+
+    def watched(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch=None):
+        seen.append(deadline - t0)
+        return inner(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch)
+
+    monkeypatch.setattr(plan_module, "solve_with_exact_caps", watched)
+    doc = _doc()
+    services = sum(1 for s in doc["services"] if s.get("model") and s.get("slo", {}).get("percentile"))
+    plan(parse_workload(doc), PlanOptions(answer_by=time.monotonic() + 200))
+    assert seen[0] == pytest.approx(120 - plan_module.RESULT_S_PER_PERCENTILE_SERVICE * services, abs=1e-6)
