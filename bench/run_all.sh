@@ -34,6 +34,7 @@ RUNS=(
   "replan|900|.venv/bin/python bench/horizon_scaling.py --case replan --seeds 3 --time-limit 150"
   "honesty|900|.venv/bin/python bench/horizon_honesty.py --sizes 8 15 --seeds 0 --short 3 --long 60"
   "deadlines|900|.venv/bin/python bench/deadlines.py"
+  "deadlines_grpc|900|.venv/bin/python bench/deadlines.py --door grpc"
   "grpc|300|.venv/bin/python bench/load_grpc.py --clients 1,8 --duration-s 15 --workloads small"
   "grpc_jitter|300|.venv/bin/python bench/load_grpc.py --clients 8 --duration-s 15 --workloads small --jitter 0.2"
   "fair_lanes|300|.venv/bin/python bench/fair_lanes.py"
