@@ -174,6 +174,8 @@ def run(args) -> int:
         return _trace_error(exc, args)
     except ValueError as exc:  # a run too large for one simulation (solver/sim/replica.py's limits)
         return _fail(f"{exc}", args)
+    except RuntimeError as exc:  # the simulator's own guard (a run that stopped making progress)
+        return _fail(f"internal error: {exc}", args, "error", EXIT_OTHER)
     replay["total_price_usd_per_hour"] = plan_dict.get("total_price_usd_per_hour")
     if args.format == "json":
         print(json.dumps(replay, indent=2))

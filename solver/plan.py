@@ -96,10 +96,12 @@ def _plan(workload: Workload, options: PlanOptions, prefetch: AtLoadPrefetch) ->
     # (at most a quarter of the limit). Every plan is evaluated and written, ~1 ms per
     # service; a percentile plan's values under load and their check cost ~22 ms per
     # percentile service more (100 services: 2.25 s past an 8 s limit).
-    # A caller that answers by a point of its own (the server: solve_budget keeps a margin for
-    # the evaluation and the answer, by services) has kept the per-service part already, not
-    # the percentile part: the generated 100-service p99 workload under a 12 s gRPC deadline
-    # got no answer at all (bench/deadlines.py --door grpc).
+    # A caller that answers by a point of its own (the server, under a deadline: solve_budget
+    # keeps a margin for the evaluation and the answer, by services, where the deadline binds)
+    # has kept the per-service part already, not the percentile part: the generated
+    # 100-service p99 workload under a 12 s gRPC deadline got no answer at all
+    # (bench/deadlines.py --door grpc). Where its own time limit binds it loses that part
+    # of the limit as the CLI does.
     percentile_services = sum(s.model is not None and s.slo.percentile is not None for s in problem.services)
     reserve = min(RESULT_S_PER_PERCENTILE_SERVICE * percentile_services
                   + (0.0 if caller_answers_by else RESULT_S_PER_SERVICE * len(problem.services)), 0.25 * time_limit)
