@@ -177,14 +177,11 @@ def test_a_multi_period_solve_keeps_the_same_time_for_its_answer(monkeypatch):
     assert answer_by == pytest.approx(60 - plan_module.RESULT_WRITE_S_PER_SERVICE * 5, abs=1e-6)
 
 
-def test_the_limit_counts_from_the_callers_start(monkeypatch):
-    """The CLI gives its own start (PlanOptions.started_at): the time it took to read the
-    workload is inside the limit, so the process ends by it."""
-    import time
-
+def _solve_budgets(monkeypatch) -> list[float]:
+    """The seconds from the planner's start to each solve's deadline, as plan() sets them."""
     import solver.plan as plan_module
 
-    seen = []
+    seen: list[float] = []
     inner = plan_module.solve_with_exact_caps
 
     def watched(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch=None):
@@ -192,6 +189,17 @@ def test_the_limit_counts_from_the_callers_start(monkeypatch):
         return inner(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch)
 
     monkeypatch.setattr(plan_module, "solve_with_exact_caps", watched)
+    return seen
+
+
+def test_the_limit_counts_from_the_callers_start(monkeypatch):
+    """The CLI gives its own start (PlanOptions.started_at): the time it took to read the
+    workload is inside the limit, so the process ends by it."""
+    import time
+
+    import solver.plan as plan_module
+
+    seen = _solve_budgets(monkeypatch)
     doc = generate(5, 0)
     doc["solver"] = {"time_limit_s": 60}
     r = plan(parse_workload(doc), PlanOptions(started_at=time.monotonic() - 5.0))
@@ -209,14 +217,7 @@ def test_a_caller_that_answers_by_its_own_point_keeps_the_percentile_reserve(mon
 
     import solver.plan as plan_module
 
-    seen = []
-    inner = plan_module.solve_with_exact_caps
-
-    def watched(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch=None):
-        seen.append(deadline - t0)
-        return inner(problem, catalog, backend_name, deadline, stop, options, ties, timings, t0, prefetch)
-
-    monkeypatch.setattr(plan_module, "solve_with_exact_caps", watched)
+    seen = _solve_budgets(monkeypatch)
     doc = _doc()
     services = sum(1 for s in doc["services"] if s.get("model") and s.get("slo", {}).get("percentile"))
     plan(parse_workload(doc), PlanOptions(answer_by=time.monotonic() + 200))
