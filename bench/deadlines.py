@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import subprocess
 import sys
@@ -49,50 +48,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from solve_scaling import generate  # noqa: E402
 from queueing_speed import with_percentile  # noqa: E402
 
-GIB = 1024 ** 3
-RESERVED_1Y, RESERVED_3Y = 0.65, 0.45  # ASSUMED shares of on-demand, as bench/horizon_scaling.py
-
-
 def _tier_catalog(path: Path, inline: bool = False) -> dict:
-    """The default catalog with assumed reserved prices, as a catalog file (bench/horizon_scaling.py's),
-    or inline."""
-    from solver.catalog.loader import default_catalog
+    """bench/horizon_scaling.py's catalog (assumed reserved prices) as a catalog file, or inline."""
+    from horizon_scaling import tier_catalog
 
     keys = ("provider", "name", "region", "gpu", "gpus_per_instance", "price_usd_per_hour",
-            "spot_price_usd_per_hour", "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs",
-            "available_instances", "source", "as_of")
-    offers = []
-    for o in default_catalog().offers:
-        row = {k: getattr(o, k) for k in keys if getattr(o, k) not in (None, "")}
-        row["reserved_1y_price_usd_per_hour"] = round(RESERVED_1Y * o.price_usd_per_hour, 4)
-        row["reserved_3y_price_usd_per_hour"] = round(RESERVED_3Y * o.price_usd_per_hour, 4)
-        offers.append(row)
+            "spot_price_usd_per_hour", "reserved_1y_price_usd_per_hour", "reserved_3y_price_usd_per_hour",
+            "gpu_memory_gib", "interconnect", "inter_node_fabric", "inter_node_gbs", "available_instances",
+            "source", "as_of")
+    offers = [{k: getattr(o, k) for k in keys if getattr(o, k) not in (None, "")} for o in tier_catalog().offers]
     if inline:
         return {"source": "inline", "offers": offers}
     path.write_text(json.dumps({"include_default_gpus": True, "gpus": [], "offers": offers}))
     return {"source": "file", "file": str(path)}
 
 
-def _periods(doc: dict, n: int, seed: int, tiers: bool, catalog: dict | None) -> dict:
-    """n hourly periods of a daily cycle (bench/horizon_scaling.py's); with `tiers` its four
-    pricing tiers on the catalog file, else on-demand alone."""
+def _periods(doc: dict, n: int, seed: int, tiers: dict | None) -> dict:
+    """n hourly periods of a daily cycle (bench/horizon_scaling.py's); with a `tiers` catalog its
+    four pricing tiers, else on-demand alone."""
     from horizon_scaling import with_periods
 
     doc = with_periods(doc, n, seed)
     if tiers:
-        doc["catalog"] = catalog
+        doc["catalog"] = tiers
     else:
         del doc["constraints"]
-    return doc
-
-
-def _day_night(n: int) -> dict:
-    """issue 26's first reproducer: N services, day and night, spot at most half (bench/horizon_honesty.py's)."""
-    doc = generate(n, 0)
-    doc["constraints"] = {"pricing_tiers": ["on_demand", "spot"], "max_spot_share": 0.5}
-    doc["periods"] = [{"name": "day", "hours": 14}, {"name": "night", "hours": 10}]
-    for s in doc["services"]:
-        s["demand"]["profile"] = {"night": 0.5}
     return doc
 
 
@@ -114,42 +94,26 @@ def _redundancy(n: int, domain: str) -> dict:
     return doc
 
 
-def _auto(n: int) -> dict:
-    """bench/disagg.py's speed case: n LLM services, `serving: auto` (the optimizer picks the pools)."""
-    rng = random.Random(0)
-    services = []
-    for i in range(n):
-        model = rng.choice(["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"])
-        prompt, output = rng.choice([(4000, 300), (500, 800), (2000, 200), (300, 1500)])
-        services.append({"name": f"s{i}", "model": model, "precisions": ["fp8"], "engine": "tensorrt-llm",
-                         "serving": "auto", "slo": {"ttft_ms": 1000, "tpot_ms": 30},
-                         "demand": {"requests_per_s": round(rng.uniform(1, 10), 1), "prompt_tokens": prompt,
-                                    "output_tokens": output}})
-    return {"name": f"auto-{n}", "services": services}
-
-
-def _replan(n: int) -> dict:
+def cases(tmp: Path, inline: bool = False) -> dict[str, tuple]:
+    """name -> (a function that builds the workload, time limit s): built when the case runs."""
+    from disagg import speed_services
+    from horizon_honesty import workload as day_night
     from horizon_scaling import replan_workload
 
-    return replan_workload(n, 0, 60.0)
-
-
-def cases(tmp: Path, inline: bool = False) -> dict[str, tuple[dict, float, list[str]]]:
-    """name -> (workload, time limit s, extra CLI arguments); built lazily by the caller."""
     tier = _tier_catalog(tmp / "tier-catalog.json", inline)
     return {
-        "services-1000": (lambda: generate(1000, 0), 25.0, []),
-        "services-5000": (lambda: generate(5000, 0), 30.0, []),
-        "day-night-500": (lambda: _day_night(500), 6.0, []),
-        "periods-10000x20": (lambda: _periods(generate(20, 0), 10_000, 0, False, None), 30.0, []),
-        "day-24x20-tiers": (lambda: _periods(generate(20, 0), 24, 0, True, tier), 10.0, []),
-        "week-168x50-tiers": (lambda: _periods(generate(50, 0), 168, 0, True, tier), 20.0, []),
-        "replan-100": (lambda: _replan(100), 2.0, []),
-        "classes-256-p99": (lambda: _classes(256), 20.0, []),
-        "p99-100": (lambda: with_percentile(generate(100, 1)), 12.0, []),
-        "instance-100": (lambda: _redundancy(100, "instance"), 10.0, []),
-        "zone-100": (lambda: _redundancy(100, "zone"), 10.0, []),
-        "auto-100": (lambda: _auto(100), 20.0, []),
+        "services-1000": (lambda: generate(1000, 0), 25.0),
+        "services-5000": (lambda: generate(5000, 0), 30.0),
+        "day-night-500": (lambda: day_night(500, 0, "share"), 6.0),  # issue 26's first reproducer
+        "periods-10000x20": (lambda: _periods(generate(20, 0), 10_000, 0, None), 30.0),
+        "day-24x20-tiers": (lambda: _periods(generate(20, 0), 24, 0, tier), 10.0),
+        "week-168x50-tiers": (lambda: _periods(generate(50, 0), 168, 0, tier), 20.0),
+        "replan-100": (lambda: replan_workload(100, 0, 60.0), 2.0),
+        "classes-256-p99": (lambda: _classes(256), 20.0),
+        "p99-100": (lambda: with_percentile(generate(100, 1)), 12.0),
+        "instance-100": (lambda: _redundancy(100, "instance"), 10.0),
+        "zone-100": (lambda: _redundancy(100, "zone"), 10.0),
+        "auto-100": (lambda: {"name": "auto-100", "services": speed_services(100, 0, serving="auto")}, 20.0),
     }
 
 
@@ -167,12 +131,12 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_case(cli: str, path: Path, limit: float, extra: list[str]) -> dict:
+def run_case(cli: str, path: Path, limit: float) -> dict:
     out = path.with_suffix(".out")
     with open(out, "wb") as stdout, open(path.with_suffix(".err"), "wb") as stderr:
         t0 = time.perf_counter()
         popen = subprocess.Popen([cli, "solve", str(path), "--format", "json", "--quiet",
-                                  "--time-limit", str(limit), *extra], stdout=stdout, stderr=stderr)
+                                  "--time-limit", str(limit)], stdout=stdout, stderr=stderr)
         proc = psutil.Process(popen.pid)
         peak = 0
         while popen.poll() is None:
@@ -241,8 +205,8 @@ def main() -> int:
         tmp = Path(d)
         table = cases(tmp, inline=args.door == "grpc")
         if args.list:
-            for name, (_, limit, extra) in table.items():
-                print(f"{name:<20} --time-limit {limit:g} {' '.join(extra)}")
+            for name, (_, limit) in table.items():
+                print(f"{name:<20} --time-limit {limit:g}")
             return 0
         unknown = set(args.cases or ()) - set(table)
         if unknown:
@@ -255,7 +219,7 @@ def main() -> int:
               f"door {args.door}")
         print(f"{'case':<20} {'limit s':>7} {'wall s':>7} {'over s':>7} {'peak MiB':>9} {'answer KiB':>10} {'rc':>3}  status")
         rows = []
-        for name, (build, limit, extra) in table.items():
+        for name, (build, limit) in table.items():
             if args.cases and name not in args.cases:
                 continue
             doc = build()
@@ -265,7 +229,7 @@ def main() -> int:
             else:
                 path = tmp / f"{name}.json"
                 path.write_text(json.dumps(doc))
-                r = run_case(cli, path, limit, extra)
+                r = run_case(cli, path, limit)
             rows.append(r)
             print(f"{name:<20} {limit:>7.1f} {r['wall_s']:>7.2f} {r['over_s']:>+7.2f} {r['peak_mib']:>9.0f} "
                   f"{r['answer_kib']:>10.0f} {r['rc']:>3}  {r['status']}", flush=True)

@@ -98,14 +98,20 @@ def mix(n: int, seed: int) -> None:
         print(f"| {label} | {len(items)} | {agg_total:.2f} | {auto_total:.2f} | {saving:.1%} | {split} | {hetero} |")
 
 
-def speed(n: int, seed: int, percentile: int | None) -> None:
+def speed_services(n: int, seed: int, percentile: int | None = None, serving: str = "aggregated") -> list[dict]:
+    """The speed case's n LLM services (bench/deadlines.py plans them with `serving: auto` too)."""
     rng = random.Random(seed)
     services = []
     for i in range(n):
         model = rng.choice(["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"])
         prompt, output = rng.choice([(4000, 300), (500, 800), (2000, 200), (300, 1500)])
-        services.append(_service(f"s{i}", model, prompt, output, round(rng.uniform(1, 10), 1), "aggregated",
+        services.append(_service(f"s{i}", model, prompt, output, round(rng.uniform(1, 10), 1), serving,
                                  percentile))
+    return services
+
+
+def speed(n: int, seed: int, percentile: int | None) -> None:
+    services = speed_services(n, seed, percentile)
     agg, t_agg = _solve(services, time_limit_s=300)
     auto, t_auto = _solve([dict(s, serving="auto") for s in services], time_limit_s=300)
     slo = f"p{percentile} SLOs" if percentile else "no-load SLOs"

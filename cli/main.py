@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -424,8 +425,6 @@ _started_at: float | None = None  # time.monotonic() when main() began: a solve'
 
 def main(argv: list[str] | None = None) -> int:
     global _started_at
-    import time
-
     _started_at = time.monotonic()
     words = sys.argv[1:] if argv is None else argv
     if argv is None and not (words and words[0] in ("serve", "review")):  # a short-lived process of its own

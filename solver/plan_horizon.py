@@ -479,9 +479,7 @@ def _period(problem, period, spec, sol: Solution, reserved, prices, report) -> P
 def _services(problem, spec, sol: Solution) -> list[PeriodService]:
     by_key = {c.key: c for c in problem.configs}
     covered = _spot_cover_views(problem, spec.services, sol)
-    by_service: dict[str, list] = {}
-    for a in sol.assignments:
-        by_service.setdefault(a.service, []).append(a)
+    by_service = sol.by_service()
     out = []
     for s in spec.services:
         mine = by_service.get(s.name, [])

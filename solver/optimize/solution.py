@@ -31,6 +31,14 @@ class Solution:
     def instances(self, offer_id: str) -> int:
         return dict(self.fleet).get(offer_id, 0)
 
+    def by_service(self) -> dict[str, list[Assignment]]:
+        """Each service's assignments, in the plan's order: one pass, for callers that visit
+        every service (scanning the plan once per service took seconds for 5,000 services)."""
+        out: dict[str, list[Assignment]] = {}
+        for a in self.assignments:
+            out.setdefault(a.service, []).append(a)
+        return out
+
 
 def regions_used(offer_region, sol: Solution) -> tuple[set, dict[str, set]]:
     """Regions of the whole fleet, and of each service's replicas (offer id -> region given)."""

@@ -45,11 +45,8 @@ def survivals(problem, services, solution) -> dict[str, Survival]:
     """Each covered service's worst reclaimed spot pool in one period's plan (the planner's
     own configurations; `services` scaled to the period)."""
     covered = {s.name for s in services if sum(s.spot_cover_demand) > 0}
-    mine: dict[str, list] = {}  # one pass over the plan, not one per service
-    for a in solution.assignments:
-        if a.service in covered:
-            mine.setdefault(a.service, []).append(a)
-    used = {a.config_key for group in mine.values() for a in group}
+    mine = solution.by_service()
+    used = {a.config_key for name in covered for a in mine.get(name, ())}
     configs = {c.key: c for c in problem.configs if c.key in used}
     out: dict[str, Survival] = {}
     for s in services:

@@ -55,9 +55,7 @@ def service_results(problem: Problem, solution: Solution, catalog: Catalog,
     used = {a.config_key for a in solution.assignments}
     by_key = {c.key: c for c in problem.configs if c.key in used}
     services = []
-    mine: dict[str, list] = {}  # one pass over the plan (per service: 2.5 s for 5,000 services)
-    for a in solution.assignments:
-        mine.setdefault(a.service, []).append(a)
+    mine = solution.by_service()
     active = set(mine)
     for s in problem.services:
         if s.role and s.name not in active:

@@ -73,9 +73,10 @@ def start_method() -> str:
     frameworks are not fork-safe; another thread may hold a lock the child would wait on).
     The output filter's thread (stderr_filter, which `solver-cli review` installs) holds no
     such lock and does not count: with it every CLI review used to spawn its workers."""
-    from solver.optimize.backends.stderr_filter import THREAD_NAME
+    from solver.optimize.backends.stderr_filter import forwarding_thread
 
-    others = [t for t in threading.enumerate() if t is not threading.main_thread() and t.name != THREAD_NAME]
+    safe = (threading.main_thread(), forwarding_thread())
+    others = [t for t in threading.enumerate() if t not in safe]
     if sys.platform.startswith("linux") and not others:
         return "fork"
     return "spawn"

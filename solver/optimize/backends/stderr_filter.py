@@ -7,11 +7,11 @@ logging). Callbacks still work. HiGHS's MIP search prints a debugging line
 (`HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();`) straight to
 file descriptor 1, where it landed inside `solver-cli solve --format json`'s answer and
 made it unreadable (a 100-service plan with failure domains by zone, which falls back to
-HiGHS). `install()` routes fds 1 and 2 through a pipe whose reader forwards every line
-except exactly those to the real stderr; Python's `sys.stdout`, where the program writes
-its answer, keeps the real stdout. Programs that print answers or progress (the CLI, the
-server) call it once at start. The library itself never touches the process's file
-descriptors.
+HiGHS). `install()` routes fd 2 - and with `take_stdout` fd 1 - through a pipe whose
+reader forwards every line except exactly those to the real stderr; Python's
+`sys.stdout`, where the program writes its answer, keeps the real stdout. The CLI's
+commands (take_stdout) and the server's workers (fd 2 only: their log is on stderr) call
+it once at start. The library itself never touches the process's file descriptors.
 """
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ SPURIOUS = (b"SCIPcatchEvent does not support variable or row change events",
             b"[gscip_event_handler.cc:124] ERROR: Error <-9> in function call",
             b"HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();")
 _installed: list[tuple[int, threading.Thread, int | None]] = []
-# The forwarding thread only reads and writes raw file descriptors (no lock a forked child
-# could wait on): a process that runs it may still fork (solver/review/local_backend.py).
-THREAD_NAME = "stderr-filter"
 
 
 def install(take_stdout: bool = False) -> None:
@@ -45,10 +42,17 @@ def install(take_stdout: bool = False) -> None:
         return
     real_out = _take_stdout(write_end) if take_stdout else None
     os.close(write_end)
-    thread = threading.Thread(target=_forward, args=(read_end, real), daemon=True, name=THREAD_NAME)
+    thread = threading.Thread(target=_forward, args=(read_end, real), daemon=True, name="stderr-filter")
     thread.start()
     _installed.append((real, thread, real_out))
     atexit.register(restore)
+
+
+def forwarding_thread() -> threading.Thread | None:
+    """The filter's thread, where installed. It only reads and writes raw file descriptors
+    (no lock a forked child could wait on): a process that runs it may still fork
+    (solver/review/local_backend.py)."""
+    return _installed[0][1] if _installed else None
 
 
 def _take_stdout(write_end: int) -> int | None:
