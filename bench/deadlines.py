@@ -13,6 +13,8 @@ short `--time-limit`, and prints per case:
 * peak MiB: the largest summed RSS of the process and its children (helper processes
   included), sampled every 20 ms; pages a forked helper shares with its parent count
   twice, so this is an upper bound on the memory the call holds;
+* PSS MiB: the largest summed proportional set size over the same samples (a page shared
+  by k of the processes counts 1/k in each): the memory they hold together;
 * exit code and status (`optimal`, `feasible`, `no_plan_in_time`, ...; for exit 2/3/4 the
   first line of the error);
 * the answer's size.
@@ -117,18 +119,21 @@ def cases(tmp: Path, inline: bool = False) -> dict[str, tuple]:
     }
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
+def _tree_memory(proc: psutil.Process) -> tuple[int, int]:
+    """(summed RSS, summed PSS) in bytes of `proc` and its descendants."""
+    rss = pss = 0
     try:
         procs = [proc] + proc.children(recursive=True)
     except psutil.Error:
-        return 0
+        return 0, 0
     for p in procs:
         try:
-            total += p.memory_info().rss
+            m = p.memory_full_info()
         except psutil.Error:
-            pass
-    return total
+            continue
+        rss += m.rss
+        pss += getattr(m, "pss", m.rss)
+    return rss, pss
 
 
 def run_case(cli: str, path: Path, limit: float) -> dict:
@@ -138,9 +143,10 @@ def run_case(cli: str, path: Path, limit: float) -> dict:
         popen = subprocess.Popen([cli, "solve", str(path), "--format", "json", "--quiet",
                                   "--time-limit", str(limit)], stdout=stdout, stderr=stderr)
         proc = psutil.Process(popen.pid)
-        peak = 0
+        peak = peak_pss = 0
         while popen.poll() is None:
-            peak = max(peak, _tree_rss(proc))
+            rss, pss = _tree_memory(proc)
+            peak, peak_pss = max(peak, rss), max(peak_pss, pss)
             if time.perf_counter() - t0 > 10 * limit + 60:  # a hang: stop it, it is a row too
                 popen.kill()
             time.sleep(0.02)
@@ -155,8 +161,8 @@ def run_case(cli: str, path: Path, limit: float) -> dict:
     except ValueError:
         lines = [ln for ln in path.with_suffix(".err").read_text(errors="replace").splitlines() if ln.strip()]
         status = "unreadable answer" + (": " + " | ".join(lines[:2])[:100] if lines else "")
-    return {"wall_s": wall, "over_s": wall - limit, "peak_mib": peak / 2 ** 20, "rc": rc, "status": status,
-            "answer_kib": out.stat().st_size / 1024}
+    return {"wall_s": wall, "over_s": wall - limit, "peak_mib": peak / 2 ** 20, "pss_mib": peak_pss / 2 ** 20,
+            "rc": rc, "status": status, "answer_kib": out.stat().st_size / 1024}
 
 
 def run_grpc_case(target: str, server: psutil.Process, doc: dict, limit: float) -> dict:
@@ -165,12 +171,13 @@ def run_grpc_case(target: str, server: psutil.Process, doc: dict, limit: float) 
 
     client = PlannerClient(target, timeout_s=limit, retries=0, max_message_bytes=256 * 2 ** 20)
 
-    peak = [0]
+    peak = [0, 0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss(server))
+            rss, pss = _tree_memory(server)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
             time.sleep(0.02)
 
     watcher = threading.Thread(target=sample, daemon=True)
@@ -187,8 +194,8 @@ def run_grpc_case(target: str, server: psutil.Process, doc: dict, limit: float) 
     done.set()
     watcher.join()
     client.close()
-    return {"wall_s": wall, "over_s": wall - limit, "peak_mib": peak[0] / 2 ** 20, "rc": rc, "status": status,
-            "answer_kib": size / 1024}
+    return {"wall_s": wall, "over_s": wall - limit, "peak_mib": peak[0] / 2 ** 20, "pss_mib": peak[1] / 2 ** 20,
+            "rc": rc, "status": status, "answer_kib": size / 1024}
 
 
 def main() -> int:
@@ -217,7 +224,7 @@ def main() -> int:
             server, target = spawn_server(2, 16)
         print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {open('/proc/loadavg').read().split()[:3]}, "
               f"door {args.door}")
-        print(f"{'case':<20} {'limit s':>7} {'wall s':>7} {'over s':>7} {'peak MiB':>9} {'answer KiB':>10} {'rc':>3}  status")
+        print(f"{'case':<20} {'limit s':>7} {'wall s':>7} {'over s':>7} {'peak MiB':>9} {'PSS MiB':>8} {'answer KiB':>10} {'rc':>3}  status")
         rows = []
         for name, (build, limit) in table.items():
             if args.cases and name not in args.cases:
@@ -232,10 +239,12 @@ def main() -> int:
                 r = run_case(cli, path, limit)
             rows.append(r)
             print(f"{name:<20} {limit:>7.1f} {r['wall_s']:>7.2f} {r['over_s']:>+7.2f} {r['peak_mib']:>9.0f} "
-                  f"{r['answer_kib']:>10.0f} {r['rc']:>3}  {r['status']}", flush=True)
+                  f"{r['pss_mib']:>8.0f} {r['answer_kib']:>10.0f} {r['rc']:>3}  {r['status']}", flush=True)
         late = sum(r["over_s"] > 1.0 for r in rows)
         big = sum(r["peak_mib"] > 1024 for r in rows)
-        print(f"\nwithin limit + 1 s: {len(rows) - late} / {len(rows)}; peak <= 1 GiB: {len(rows) - big} / {len(rows)}")
+        big_pss = sum(r["pss_mib"] > 1024 for r in rows)
+        print(f"\nwithin limit + 1 s: {len(rows) - late} / {len(rows)}; peak <= 1 GiB: {len(rows) - big} / {len(rows)} "
+              f"(summed RSS), {len(rows) - big_pss} / {len(rows)} (summed PSS)")
     if server is not None:
         server.terminate()
         server.wait(timeout=60)

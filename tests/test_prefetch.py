@@ -1,6 +1,7 @@
-"""The values under load computed in a forked child while the MIP runs (solver/output/prefetch.py):
-the child's values are the planner's own, plans are the same with and without it, and the
-child never outlives the plan - done, cancelled or with its parent killed."""
+"""The values under load computed in a helper process while the MIP runs (solver/output/prefetch.py):
+the helper's values are the planner's own, plans are the same with and without it, the
+helper is a fresh interpreter (not a fork that shares, and copies, the planner's heap), and
+it never outlives the plan - done, cancelled or with its parent killed."""
 
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ def test_the_childs_values_are_the_ones_the_planner_computes(seed, pooled):
     try:
         assert pf.start(problem, catalog, start)
         assert len(pf._items) >= MIN_ASSIGNMENTS
+        # A fresh interpreter running the helper module, not a fork of this process
+        cmdline = Path(f"/proc/{pf._pid}/cmdline").read_bytes().split(b"\0")
+        assert b"solver.output.prefetch_child" in cmdline
         _finish(pf)
         assert len(pf._done) == len(pf._items)
         services = {s.name: s for s in problem.services}
@@ -175,18 +179,14 @@ def test_a_cancelled_plan_leaves_no_child(pooled):
 
 
 def test_the_child_dies_with_a_killed_planner():
-    """SIGKILL leaves no `finally` to run: the kernel ends the child (PR_SET_PDEATHSIG)."""
+    """SIGKILL leaves no `finally` to run: the kernel ends the helper (PR_SET_PDEATHSIG)."""
     script = textwrap.dedent(f"""
         import sys, time
+        from dataclasses import replace
+        from types import SimpleNamespace
         sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]
-        from solver.compile import load_caps
         from solver.optimize import formulation
         formulation.POOL_FROM_CONFIGS = 0
-        real = load_caps.at_load
-        def slow(*args):  # the child's work outlasts the test by far (>= 16 x 1 s)
-            time.sleep(1.0)
-            return real(*args)
-        load_caps.at_load = slow
         from solver.compile.candidates import build_problem
         from solver.compile.resolve import resolve_catalog
         from solver.optimize.service_bounds import bound_plan_values
@@ -199,8 +199,11 @@ def test_the_child_dies_with_a_killed_planner():
         catalog = resolve_catalog(w)
         problem = build_problem(w, catalog)
         form = formulation.build(problem)
+        start = form.solution_from(bound_plan_values(form, form.service_bounds))
+        # Each assignment at 400 replica counts: the helper's work (minutes) outlasts the test by far.
+        many = [replace(a, replicas=a.replicas + k) for k in range(400) for a in start.assignments]
         pf = AtLoadPrefetch()
-        assert pf.start(problem, catalog, form.solution_from(bound_plan_values(form, form.service_bounds)))
+        assert pf.start(problem, catalog, SimpleNamespace(assignments=many))
         print(pf._pid, flush=True)
         time.sleep(600)
     """)

@@ -1,4 +1,4 @@
-"""The values under load of the likely plan, computed in a forked process while the MIP runs.
+"""The values under load of the likely plan, computed in a helper process while the MIP runs.
 
 Every assignment of a plan reports its percentiles at the planned load (`at_load`, a
 queueing-model run of ~4-10 ms each): ~0.4 s of a 100-service plan and ~5 s of a
@@ -6,36 +6,42 @@ queueing-model run of ~4-10 ms each): ~0.4 s of a 100-service plan and ~5 s of a
 will have is known well before that: the services' own best plans (the MIP's start,
 solver/optimize/service_bounds.py) share 98-100 % of the final plan's (service,
 configuration, replicas, routed traffic) on the benchmark workloads (104 of 104 and 114
-of 117 at 100 services, 1,106 of 1,112 at 1,000). So as the solve starts, a forked child
-computes `at_load` for the start plan's assignments, while the solver - C++ that runs
-on the other core - searches. When the plan is final, `values` reads what the child has
-finished; the planner computes the rest itself, from the front, while the child carries
-on from the back; whatever the child has not reached is dropped. Only with a spare core
-(`spare_core`): on a busy machine the child's work would be taken from the solver's core.
+of 117 at 100 services, 1,106 of 1,112 at 1,000). So as the solve starts, a helper
+process computes `at_load` for the start plan's assignments, while the solver - C++ that
+runs on the other core - searches. When the plan is final, `values` reads what the helper
+has finished; the planner computes the rest itself, from the front, while the helper
+carries on from the back; whatever the helper has not reached is dropped. Only with a
+spare core (`spare_core`): on a busy machine its work would be taken from the solver's core.
 
 Same function, same inputs, so the same values: a prefetched value is the one the planner
-would compute (tests/test_prefetch.py). A child, not a thread: a thread would hold the
-GIL that the solver's callbacks need at every node.
+would compute (tests/test_prefetch.py). A process, not a thread: a thread would hold the
+GIL that the solver's callbacks need at every node. A fresh interpreter
+(solver/output/prefetch_child.py), not a fork: a forked child shares the planner's heap
+page by page, and every page the planner writes while the MIP runs (reference counts of
+every configuration it reads) is then copied - the child of a 5,000-service plan held
+640 MB of such copies beside the planner's 1.9 GB. The fresh one reads only its inputs (a
+pickle of the catalog, the calibration and the assignments: 0.8 MB at 1,000 services) and
+starts in ~0.15 s.
 
-The child dies with the planner (PR_SET_PDEATHSIG; solver/lifeline.py), is killed
-when the plan is done, cancelled or fails (`close`), writes only to an anonymous
-in-memory file, and never runs the parent's exit handlers.
+The helper dies with the planner (PR_SET_PDEATHSIG; solver/lifeline.py), is killed when
+the plan is done, cancelled or fails (`close`), and reads and writes only anonymous
+in-memory files.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import pickle
-import signal
+import subprocess
 import sys
+from pathlib import Path
 
-# Imported here, not in the child: nothing is imported after the fork.
-from solver.compile.load_caps import at_load, real_routed
-from solver.lifeline import die_with_parent
+from solver.compile.load_caps import real_routed
 
-# Below this many LLM assignments the child's start (a fork: ~5-30 ms) costs about what it saves.
+# Below this many LLM assignments the helper's start (~0.15 s, on the other core) costs
+# about what it saves.
 MIN_ASSIGNMENTS = 16
+_ROOT = str(Path(__file__).resolve().parents[2])  # where the helper imports `solver` from
 
 
 def usable() -> bool:
@@ -64,7 +70,8 @@ class AtLoadPrefetch:
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.problem = None
-        self._pid: int | None = None
+        self._proc: subprocess.Popen | None = None
+        self._pid: int | None = None  # the helper's
         self._fd: int | None = None  # the child's records: 4-byte length, then the pickle
         self._read_to = 0  # how far they have been read (pread: the child's offset is shared)
         self._items: list[tuple] = []
@@ -72,7 +79,7 @@ class AtLoadPrefetch:
         self._index: dict[tuple, int] = {}
 
     def start(self, problem, catalog, solution) -> bool:
-        """Fork the child for `solution`'s estimated assignments (measured ones are cheap).
+        """Start the helper for `solution`'s estimated assignments (measured ones are cheap).
         Does nothing when disabled, already started or the plan is small; never raises."""
         if not self.enabled or self._pid is not None or solution is None:
             return False
@@ -88,23 +95,32 @@ class AtLoadPrefetch:
         if len(items) < MIN_ASSIGNMENTS or not usable() or not spare_core():
             return False
         try:
-            self._fd = os.memfd_create("at-load-prefetch") if hasattr(os, "memfd_create") else _temporary_fd()
-        except OSError:
+            inputs = pickle.dumps((catalog, problem.calibration, items), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - an object that does not pickle: the planner computes them all
             return False
+        in_fd = None
+        try:
+            self._fd = _anonymous_file("at-load-prefetch")
+            in_fd = _anonymous_file("at-load-inputs")
+            view = memoryview(inputs)
+            while view:
+                view = view[os.write(in_fd, view):]
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (_ROOT, env.get("PYTHONPATH"))))
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "solver.output.prefetch_child", str(os.getpid()), str(in_fd), str(self._fd)],
+                pass_fds=(in_fd, self._fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, env=env)
+        except (OSError, ValueError, TypeError, subprocess.SubprocessError):
+            self._drop_file()
+            return False
+        finally:
+            if in_fd is not None:
+                os.close(in_fd)  # the helper holds its own copy of the descriptor
         self.problem = problem
         self._items = items
         self._index = {_key(svc.name, c, r, routed): i for i, (svc, c, r, routed) in enumerate(items)}
-        parent = os.getpid()
-        pid = fork_flushed()
-        if pid is None:
-            self._drop_file()
-            return False
-        if pid == 0:  # the child: compute from the back, then leave without the parent's teardown
-            try:
-                _child(parent, self._fd, catalog, problem.calibration, items)
-            finally:
-                os._exit(0)
-        self._pid = pid
+        self._pid = self._proc.pid
         return True
 
     def values(self, problem, svc_name: str, config, replicas: int, routed) -> object | None:
@@ -120,17 +136,11 @@ class AtLoadPrefetch:
         return self._done.get(i)
 
     def close(self) -> None:
-        """Kill and reap the child (if any); drop its file. Safe to call more than once."""
-        pid, self._pid = self._pid, None
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+        """Kill and reap the helper (if any); drop its file. Safe to call more than once."""
+        proc, self._proc, self._pid = self._proc, None, None
+        if proc is not None:
+            proc.kill()  # nothing if it has ended already
+            proc.wait()
         self._drop_file()
 
     def _read(self) -> None:
@@ -180,27 +190,12 @@ def _key(svc_name: str, config, replicas: int, routed: tuple) -> tuple:
 _READ_MAX = 1 << 26  # far more than any plan's records (~200 bytes each)
 
 
-def _temporary_fd() -> int:
+def _anonymous_file(name: str) -> int:
+    """A read-write descriptor of a file in memory that no path names."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create(name)  # close-on-exec: only the helper gets it (pass_fds)
     import tempfile
 
-    fd, path = tempfile.mkstemp(prefix="at-load-prefetch-")
+    fd, path = tempfile.mkstemp(prefix=name + "-")
     os.unlink(path)
     return fd
-
-
-def _child(parent: int, fd: int, catalog, calibration, items: list[tuple]) -> None:
-    die_with_parent(parent)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
-    # Short-lived: a collection would walk (and copy, page by page) the parent's whole heap.
-    gc.disable()
-    for i in range(len(items) - 1, -1, -1):  # from the back: the planner starts at the front
-        svc, c, replicas, routed = items[i]
-        try:
-            value = at_load(catalog, calibration, svc, c, replicas, routed)
-        except Exception:
-            continue  # the planner computes it again and reports whatever went wrong
-        record = pickle.dumps((i, value), protocol=pickle.HIGHEST_PROTOCOL)
-        data = memoryview(len(record).to_bytes(4, "little") + record)
-        while data:  # the reader takes only whole records
-            data = data[os.write(fd, data):]
