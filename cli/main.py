@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cli.argtypes import backend, number_in, positive_int, seconds
+from cli.json_out import write_json
 
 EXIT_OK, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_TIMEOUT, EXIT_OTHER = 0, 2, 3, 4, 5
 
@@ -144,7 +145,10 @@ def cmd_solve(args) -> int:
         if progress is not None:
             print(file=sys.stderr)  # end the progress line
     d = result.to_dict()
-    print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
+    if args.format == "json":
+        write_json(d)
+    else:
+        print(render_plan(d, explain=args.explain))
     return _export_after_solve(args, d)
 
 
@@ -230,7 +234,10 @@ def _solve_remote(args, data: dict) -> int:
             return exc.exit_code
         status = {EXIT_INPUT: "invalid", EXIT_TIMEOUT: "timeout"}.get(exc.exit_code, "error")
         return _failure(args, status, exc.exit_code, str(exc))
-    print(json.dumps(d, indent=2) if args.format == "json" else render_plan(d, explain=args.explain))
+    if args.format == "json":
+        write_json(d)
+    else:
+        print(render_plan(d, explain=args.explain))
     return _export_after_solve(args, d)
 
 
