@@ -20,6 +20,8 @@ _PIECES = 65536  # per write: a few hundred KB of text
 def write_json(obj, stream=None) -> None:
     """What `print(json.dumps(obj, indent=2), file=stream)` writes (stdout by default)."""
     stream = sys.stdout if stream is None else stream
+    if stream is None:
+        return  # no standard output at all (started with fd 1 closed): print writes nothing either
     pieces = json.JSONEncoder(indent=2).iterencode(obj)
     while True:
         part = "".join(islice(pieces, _PIECES))

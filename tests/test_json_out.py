@@ -40,3 +40,8 @@ def test_same_text_when_the_pieces_span_many_writes(monkeypatch):
     assert buf.getvalue() == _printed(obj)
     assert len(writes) > 100  # written in parts, not built whole
     assert max(map(len, writes)) < 200
+
+
+def test_no_standard_output_writes_nothing(monkeypatch):
+    monkeypatch.setattr("sys.stdout", None)  # a process started with fd 1 closed
+    write_json({"status": "optimal"})  # no error, as print() would write nothing

@@ -96,9 +96,11 @@ def test_the_childs_values_are_the_ones_the_planner_computes(seed, pooled):
     try:
         assert pf.start(problem, catalog, start)
         assert len(pf._items) >= MIN_ASSIGNMENTS
-        # A fresh interpreter running the helper module, not a fork of this process
-        cmdline = Path(f"/proc/{pf._pid}/cmdline").read_bytes().split(b"\0")
-        assert b"solver.output.prefetch_child" in cmdline
+        # A fresh interpreter running the helper module, not a fork of this process (its
+        # command line is empty for a moment after the exec)
+        cmdline = Path(f"/proc/{pf._pid}/cmdline")
+        assert wait_until(lambda: cmdline.read_bytes() != b"", 10, poll_s=0.002)
+        assert b"solver.output.prefetch_child" in cmdline.read_bytes()
         _finish(pf)
         assert len(pf._done) == len(pf._items)
         services = {s.name: s for s in problem.services}

@@ -34,18 +34,23 @@ import os
 import pickle
 import subprocess
 import sys
-from pathlib import Path
 
 from solver.compile.load_caps import real_routed
 
 # Below this many LLM assignments the helper's start (~0.15 s, on the other core) costs
 # about what it saves.
 MIN_ASSIGNMENTS = 16
-_ROOT = str(Path(__file__).resolve().parents[2])  # where the helper imports `solver` from
+# The helper imports exactly what this process would: isolated (-I: no current directory,
+# no PYTHON* variables, no user site-packages), on this process's own module path. A
+# `solver` package in the working directory would otherwise come first under `-m`.
+_HELPER = "import sys; sys.path[:] = {path!r}; from solver.output.prefetch_child import main; sys.exit(main(sys.argv[1:]))"
+# One core's work: no thread pools in the numeric libraries (the CLI sets the same for itself).
+_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def usable() -> bool:
-    """A fork and a second core to run it on (Linux; macOS forks are unsafe with threads)."""
+    """Linux with a second core for a helper process (the prefetch's; solver/compile/split_work.py
+    forks, and macOS forks are unsafe with threads)."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return False
     try:
@@ -92,8 +97,8 @@ class AtLoadPrefetch:
                 svc = services[a.service]  # at the real demand's rate, as service_results asks
                 items.append((svc, c, a.replicas, real_routed(problem, svc, a.routed)))
         # (Checked here, not per plan: most plans are small and never get this far.)
-        if len(items) < MIN_ASSIGNMENTS or not usable() or not spare_core():
-            return False
+        if len(items) < MIN_ASSIGNMENTS or not usable() or not spare_core() or getattr(sys, "frozen", False):
+            return False  # (frozen: sys.executable is the application, not an interpreter)
         try:
             inputs = pickle.dumps((catalog, problem.calibration, items), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # noqa: BLE001 - an object that does not pickle: the planner computes them all
@@ -105,12 +110,11 @@ class AtLoadPrefetch:
             view = memoryview(inputs)
             while view:
                 view = view[os.write(in_fd, view):]
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, (_ROOT, env.get("PYTHONPATH"))))
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "solver.output.prefetch_child", str(os.getpid()), str(in_fd), str(self._fd)],
+                [sys.executable, "-I", "-c", _HELPER.format(path=list(sys.path)), str(os.getpid()), str(in_fd),
+                 str(self._fd)],
                 pass_fds=(in_fd, self._fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, env=env)
+                stderr=subprocess.DEVNULL, env={**os.environ, **_ONE_THREAD})
         except (OSError, ValueError, TypeError, subprocess.SubprocessError):
             self._drop_file()
             return False

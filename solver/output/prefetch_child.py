@@ -1,9 +1,10 @@
 """The helper process of solver/output/prefetch.py: `at_load` for a plan's assignments.
 
-Run as `python -m solver.output.prefetch_child PARENT_PID IN_FD OUT_FD` by the planner:
-IN_FD holds the pickle of (catalog, calibration, items), OUT_FD takes one record per
-value (4-byte little-endian length, then the pickle of (index, value)), from the last
-item to the first: the planner computes from the front.
+Started by the planner as `python -I -c "...; main(sys.argv[1:])" PARENT_PID IN_FD OUT_FD`
+on the planner's own module path (solver/output/prefetch.py, _HELPER): IN_FD holds the
+pickle of (catalog, calibration, items), OUT_FD takes one record per value (4-byte
+little-endian length, then the pickle of (index, value)), from the last item to the
+first: the planner computes from the front.
 """
 
 from __future__ import annotations
