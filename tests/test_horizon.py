@@ -696,3 +696,38 @@ def test_the_horizon_lp_out_of_time_leaves_the_plans_found_standing() -> None:
     assert hs._horizon_lp(5.0) is None
     stop.deadline = hs.deadline = time.monotonic() + 30.0
     assert hs._horizon_lp(5.0) is not None
+
+
+def test_a_period_plan_without_a_bound_proves_nothing() -> None:
+    """A period MIP stopped at a plan without a dual bound (its first plan, under a tight
+    limit) bounds nothing: its cost used to stand in for the bound, and a 500-service
+    day-and-night solve (--time-limit 4.5) answered "optimal", gap 0, at $18.2 million,
+    where the peak fleet costs $54,905. Here every MIP answers so: no optimality claimed."""
+    from dataclasses import replace as dc_replace
+
+    from solver.compile.candidates import build_problem
+    from solver.compile.resolve import resolve_catalog
+    from solver.interrupt import NEVER
+    from solver.optimize.backends import get_backend
+    from solver.optimize.multiperiod import HorizonSolver
+
+    class NoBound:
+        """SCIP's plans, reported as a solver stopped at a plan without a bound reports them."""
+
+        def __init__(self):
+            self.real = get_backend("scip")
+            self.name = self.real.name
+
+        def solve(self, lm, options):
+            out = self.real.solve(lm, options)
+            if options.relax_integrality or out.values is None:
+                return out
+            return dc_replace(out, status="feasible", bound=None)
+
+    workload = parse_workload(copy.deepcopy(CONSISTENT_RESERVATION))
+    problem = build_problem(workload, resolve_catalog(workload))
+    out = HorizonSolver(problem, list(problem.configs), NoBound(), NEVER, 30.0).solve()
+    assert out.status != "optimal" and not out.bound_usd >= out.horizon_cost_usd - TOL, \
+        (out.status, out.bound_usd, out.horizon_cost_usd)
+    proven = HorizonSolver(problem, list(problem.configs), get_backend("scip"), NEVER, 30.0).solve()
+    assert proven.status == "optimal" and proven.horizon_cost_usd == pytest.approx(28.8, abs=TOL)
