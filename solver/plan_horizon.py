@@ -408,7 +408,10 @@ def _result(workload, catalog, problem, periods, specs, merged, solutions, reser
         done = _rollout(problem, first, catalog)
         replan = Replan([Change(**c) for c in changes(h.current_fleet, dict(first.fleet), dict(first.spot_fleet))],
                         Rollout([RolloutStep(**st) for st in done["steps"]], done["surge_instances"], done["note"]))
-    bound = min(info["bound_usd"], horizon_cost)
+    # No cost is negative, so $0 bounds every plan: a search without a bound (-inf: its period
+    # MIPs stopped at plans without one) says gap 1, not an infinite gap and bound (which JSON
+    # cannot carry: they were written as Infinity).
+    bound = min(max(info["bound_usd"], 0.0), horizon_cost)
     # "optimal" with solver.relative_gap: proven within it, and the gap says how far
     gap = 0.0 if info["status"] == "optimal" and not problem.relative_gap else \
         round(max(0.0, (horizon_cost - bound) / max(horizon_cost, 1e-9)), 6)

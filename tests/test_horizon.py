@@ -698,36 +698,53 @@ def test_the_horizon_lp_out_of_time_leaves_the_plans_found_standing() -> None:
     assert hs._horizon_lp(5.0) is not None
 
 
+class _NoBound:
+    """SCIP's plans, reported as a solver stopped at a plan without a bound reports them."""
+
+    def __init__(self):
+        from solver.optimize.backends import get_backend
+
+        self.real = get_backend("scip")
+        self.name = self.real.name
+
+    def solve(self, lm, options):
+        from dataclasses import replace as dc_replace
+
+        out = self.real.solve(lm, options)
+        if options.relax_integrality or out.values is None:
+            return out
+        return dc_replace(out, status="feasible", bound=None)
+
+
 def test_a_period_plan_without_a_bound_proves_nothing() -> None:
     """A period MIP stopped at a plan without a dual bound (its first plan, under a tight
     limit) bounds nothing: its cost used to stand in for the bound, and a 500-service
     day-and-night solve (--time-limit 4.5) answered "optimal", gap 0, at $18.2 million,
     where the peak fleet costs $54,905. Here every MIP answers so: no optimality claimed."""
-    from dataclasses import replace as dc_replace
-
     from solver.compile.candidates import build_problem
     from solver.compile.resolve import resolve_catalog
     from solver.interrupt import NEVER
     from solver.optimize.backends import get_backend
     from solver.optimize.multiperiod import HorizonSolver
 
-    class NoBound:
-        """SCIP's plans, reported as a solver stopped at a plan without a bound reports them."""
-
-        def __init__(self):
-            self.real = get_backend("scip")
-            self.name = self.real.name
-
-        def solve(self, lm, options):
-            out = self.real.solve(lm, options)
-            if options.relax_integrality or out.values is None:
-                return out
-            return dc_replace(out, status="feasible", bound=None)
-
     workload = parse_workload(copy.deepcopy(CONSISTENT_RESERVATION))
     problem = build_problem(workload, resolve_catalog(workload))
-    out = HorizonSolver(problem, list(problem.configs), NoBound(), NEVER, 30.0).solve()
+    out = HorizonSolver(problem, list(problem.configs), _NoBound(), NEVER, 30.0).solve()
     assert out.status != "optimal" and not out.bound_usd >= out.horizon_cost_usd - TOL, \
         (out.status, out.bound_usd, out.horizon_cost_usd)
     proven = HorizonSolver(problem, list(problem.configs), get_backend("scip"), NEVER, 30.0).solve()
     assert proven.status == "optimal" and proven.horizon_cost_usd == pytest.approx(28.8, abs=TOL)
+
+
+def test_a_plan_without_a_bound_says_gap_1_in_strict_json(monkeypatch) -> None:
+    """Its answer: a bound of $0 (no cost is negative) and gap 1 - not -Infinity and
+    Infinity, which strict JSON readers refuse (`solve --format json` wrote them)."""
+    import json
+
+    from solver import plan_horizon
+
+    monkeypatch.setattr(plan_horizon, "get_backend", lambda name: _NoBound())
+    d = solve(copy.deepcopy(CONSISTENT_RESERVATION))
+    text = json.dumps(d, allow_nan=False)  # raises on Infinity or NaN anywhere
+    assert d["status"] == "feasible" and d["horizon_solver"]["bound_usd"] == 0.0, text[:300]
+    assert d["horizon_solver"]["gap"] == 1.0 and d["optimality_gap"] == 1.0
