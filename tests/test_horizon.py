@@ -748,3 +748,26 @@ def test_a_plan_without_a_bound_says_gap_1_in_strict_json(monkeypatch) -> None:
     text = json.dumps(d, allow_nan=False)  # raises on Infinity or NaN anywhere
     assert d["status"] == "feasible" and d["horizon_solver"]["bound_usd"] == 0.0, text[:300]
     assert d["horizon_solver"]["gap"] == 1.0 and d["optimality_gap"] == 1.0
+
+
+def test_without_the_peak_fleet_the_greedy_one_caps_what_the_search_answers(monkeypatch) -> None:
+    """Where the peak fleet's MIP had no time and the search's plan is dear (its period MIPs'
+    first plans: $18.2 million for 500 services whose peak fleet costs $54,905, under a 4.5 s
+    limit), the greedy plan's peak fleet, held all horizon, is the answer instead."""
+    from dataclasses import replace as dc_replace
+
+    from solver import plan_horizon
+    from solver.optimize import multiperiod
+
+    real_solve = multiperiod.HorizonSolver.solve
+
+    def dear(self):
+        out = real_solve(self)
+        return dc_replace(out, status="feasible", horizon_cost_usd=1e9, bound_usd=-float("inf"))
+
+    monkeypatch.setattr(multiperiod.HorizonSolver, "solve", dear)
+    monkeypatch.setattr(plan_horizon, "_peak_plan", lambda *a, **k: None)
+    d = solve(copy.deepcopy(CONSISTENT_RESERVATION))
+    assert d["status"] == "feasible" and d["horizon_cost_usd"] < 1e9, d["horizon_cost_usd"]
+    assert "greedy plan's peak fleet held all horizon" in d["horizon_solver"]["method"]
+    assert d["evaluation"]["ok"], d["evaluation"]
