@@ -23,11 +23,12 @@ import gc
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Callable, Sequence
 
 from solver.interrupt import NEVER, Stop
 from solver.lifeline import die_with_parent
-from solver.output.prefetch import fork_flushed, spare_core, usable
+from solver.output.prefetch import anonymous_file, spare_core, usable
 
 _RECORD = 4  # bytes per index in the pipe
 _MAX_ITEMS = 16_000  # indices the pipe holds (64 KiB) without blocking the writer
@@ -51,7 +52,7 @@ def map_split(fn: Callable[[object], object], items: Sequence, *, helper: bool =
         return out
     try:
         rq, wq = os.pipe()
-        fd = os.memfd_create("split-work") if hasattr(os, "memfd_create") else _temporary_fd()
+        fd = anonymous_file("split-work")
     except OSError:
         return [fn(x) for x in items]
     try:
@@ -59,7 +60,7 @@ def map_split(fn: Callable[[object], object], items: Sequence, *, helper: bool =
     finally:
         os.close(wq)
     parent = os.getpid()
-    pid = fork_flushed()
+    pid = _fork_flushed()
     if pid == 0:  # the child
         try:
             _child(parent, rq, fd, fn, items)
@@ -133,12 +134,18 @@ def _read(fd: int) -> dict[int, object]:
     return out
 
 
-def _temporary_fd() -> int:
-    import tempfile
-
-    fd, path = tempfile.mkstemp(prefix="split-work-")
-    os.unlink(path)
-    return fd
+def _fork_flushed() -> int | None:
+    """os.fork() after flushing this process's output (else the child's exit could write the
+    parent's buffers again); None where the fork fails."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    try:
+        return os.fork()
+    except OSError:
+        return None
 
 
 def _child(parent: int, rq: int, fd: int, fn, items) -> None:

@@ -105,8 +105,8 @@ class AtLoadPrefetch:
             return False
         in_fd = None
         try:
-            self._fd = _anonymous_file("at-load-prefetch")
-            in_fd = _anonymous_file("at-load-inputs")
+            self._fd = anonymous_file("at-load-prefetch")
+            in_fd = anonymous_file("at-load-inputs")
             view = memoryview(inputs)
             while view:
                 view = view[os.write(in_fd, view):]
@@ -173,20 +173,6 @@ class AtLoadPrefetch:
             self._fd = None
 
 
-def fork_flushed() -> int | None:
-    """os.fork() after flushing this process's output (else the child's exit could write the
-    parent's buffers again); None where the fork fails."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    try:
-        return os.fork()
-    except OSError:
-        return None
-
-
 def _key(svc_name: str, config, replicas: int, routed: tuple) -> tuple:
     return svc_name, config, replicas, routed
 
@@ -194,10 +180,10 @@ def _key(svc_name: str, config, replicas: int, routed: tuple) -> tuple:
 _READ_MAX = 1 << 26  # far more than any plan's records (~200 bytes each)
 
 
-def _anonymous_file(name: str) -> int:
+def anonymous_file(name: str) -> int:
     """A read-write descriptor of a file in memory that no path names."""
     if hasattr(os, "memfd_create"):
-        return os.memfd_create(name)  # close-on-exec: only the helper gets it (pass_fds)
+        return os.memfd_create(name)  # close-on-exec: a spawned helper gets it through pass_fds
     import tempfile
 
     fd, path = tempfile.mkstemp(prefix=name + "-")
