@@ -6,9 +6,12 @@ is read straight from the SolveResultProto. Skipping MathOpt's Python `Model` la
 saves tens of milliseconds per solve and about half a second of imports, which matters
 to a scheduler calling in a loop and to a CLI run.
 
-Cancelling SCIP goes through a MIP-node/solution callback that asks SCIP to terminate:
-MathOpt's interrupter makes SCIP print a spurious `SCIPcatchEvent` error line on every
-solve. HiGHS and CP-SAT take the interrupter (imported only when a cancel is given).
+A cancel reaches every solver through MathOpt's interrupter (imported only when a cancel
+is given; SCIP looks at it at each node and presolve round, and prints two spurious error
+lines that stderr_filter.py keeps out of sight). Not through a callback: SCIP with any
+callback registered solved the 100-service `serving: auto` model (bench/disagg.py --speed
+100; 27,077 integers) in 138-153 s against 42-44 s without one, on 2026-12-08, whether the
+callback was called at every node (247 calls) or at each new plan only (19).
 
 Solves that end in a proof (optimal or infeasible) are remembered by their exact input
 (`SOLVES`): a single-threaded solver answers the same model, parameters and hints the same
@@ -34,10 +37,9 @@ from solver.optimize.backends.base import SolveOptions
 from solver.optimize.linear import LinearModel, Progress, SolveOutcome
 
 _SOLVERS = {"scip": parameters_pb2.SOLVER_TYPE_GSCIP, "highs": parameters_pb2.SOLVER_TYPE_HIGHS}
-# Only SCIP reports improving solutions through callbacks, and calls back at every node
-# (where a cancel is checked). HiGHS takes the interrupter.
+# Only SCIP reports improving solutions through callbacks (progress reports and the
+# objective limit need them; a cancel does not: see above).
 _CALLBACKS = {"scip"}
-_NODE_CALLBACKS = {"scip"}
 _INF_BOUND = 1e30
 _R = result_pb2
 # SCIP looks at its time limit between LP solves, cuts and heuristics, and on a large model
@@ -48,8 +50,7 @@ _R = result_pb2
 # there, nothing that matters below ~100,000 nonzeros), at most a quarter of the limit.
 SCIP_OVERRUN_S_PER_NONZERO = 1.2e-6
 SCIP_OVERRUN_MAX_SHARE = 0.25
-# Watching for a cancel costs a Python callback at every SCIP node and solution, or the
-# interrupter and its watcher thread: ~0.7 ms a solve, more than a model this small takes to
+# Watching for a cancel costs the interrupter and its watcher thread: ~0.7 ms a solve, more than a model this small takes to
 # solve. Such a solve ends within milliseconds (well inside the pool's COOPERATIVE_STOP_S),
 # and plan() looks at the cancel as soon as it returns.
 TINY_VARIABLES = 64
@@ -178,6 +179,10 @@ class MathOptBackend:
 
     def solve(self, lm: LinearModel, options: SolveOptions) -> SolveOutcome:
         start = time.monotonic()
+        if options.cancel is not None and options.cancel.is_set() and not _tiny(lm):
+            # SCIP cannot act on an interrupter until its solve has begun (a cancel set before
+            # it would run a small model to the end): a cancel is a cancel.
+            return SolveOutcome("cancelled", None, None, None, 0.0, self.name, "cancelled before the solve began")
         relax = options.relax_integrality
         proto = self._translate(lm, relax)
         solver_type = parameters_pb2.SOLVER_TYPE_GLOP if relax else self._type
@@ -196,15 +201,13 @@ class MathOptBackend:
         cancel = options.cancel
         if cancel is not None and _tiny(lm):
             cancel = None  # not watched (see TINY_VARIABLES); options.cancel still decides a "cancelled" status
-        cancel_by_callback = cancel is not None and not relax and self.name in _NODE_CALLBACKS
-        # gSCIP takes no objective limit: a plan at least that cheap ends the solve from the callback.
+        # gSCIP takes no objective limit (its SCIP's own `limits/primal` ends in a status gSCIP
+        # does not know, and it aborts the process): a plan at least that cheap ends the
+        # solve from the callback.
         limit = options.objective_limit if watch_callbacks else None
         reached = [False]
-        if watch_callbacks and (report is not None or cancel_by_callback or limit is not None):
-            events = [callback_pb2.CALLBACK_EVENT_MIP_SOLUTION]
-            if cancel_by_callback:
-                events.append(callback_pb2.CALLBACK_EVENT_MIP_NODE)
-            registration.request_registration.extend(events)
+        if watch_callbacks and (report is not None or limit is not None):
+            registration.request_registration.append(callback_pb2.CALLBACK_EVENT_MIP_SOLUTION)
 
             def proto_cb(data: callback_pb2.CallbackDataProto) -> callback_pb2.CallbackResultProto:
                 if data.event == callback_pb2.CALLBACK_EVENT_MIP_SOLUTION:
@@ -222,7 +225,7 @@ class MathOptBackend:
             remembered = SOLVES.get(memo_key)
             if remembered is not None:
                 return self._outcome(remembered, lm, options, time.monotonic() - start)
-        if cancel is not None and not cancel_by_callback:
+        if cancel is not None:
             from ortools.util.python import pybind_solve_interrupter
 
             interrupter = pybind_solve_interrupter.PySolveInterrupter()

@@ -1,9 +1,9 @@
 """Keep the MIP solvers' own prints out of the answer, and their spurious lines out of sight.
 
-Whenever a SCIP solve registers a callback (progress reports, cancellation), OR-Tools'
-gSCIP event handler asks SCIP for an event type it cannot catch globally, and SCIP
-prints two harmless `ERROR` lines straight to file descriptor 2 (C code, not Python
-logging). Callbacks still work. HiGHS's MIP search prints a debugging line
+Whenever a SCIP solve registers a callback (progress reports, an objective limit) or
+takes an interrupter (a cancel), OR-Tools' gSCIP event handler asks SCIP for an event
+type it cannot catch globally, and SCIP prints two harmless `ERROR` lines straight to
+file descriptor 2 (C code, not Python logging). Both still work. HiGHS's MIP search prints a debugging line
 (`HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();`) straight to
 file descriptor 1, where it landed inside `solver-cli solve --format json`'s answer and
 made it unreadable (a 100-service plan with failure domains by zone, which falls back to
