@@ -24,8 +24,8 @@ from solver.dataclass_repr import dataclass
 from solver.errors import Cancelled, InfeasibleError, SolverTimeout
 from solver.explain.diagnose import diagnose_infeasible, diagnose_unservable, unexplained_reason
 from solver.interrupt import Stop
-from solver.optimize.backends import SolveOptions, get_backend
-from solver.optimize.backends.base import resolve_auto
+from solver.optimize.backends import SolveOptions
+from solver.optimize.backends.base import backend_for
 from solver.optimize.formulation import Formulation, bound_reached, build
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.quick_check import evaluate_quick
@@ -68,6 +68,9 @@ class PlanOptions:
     # Compute the start plan's values under load in a forked child while the MIP runs
     # (solver/output/prefetch.py): off where solves already fill every core (reviews).
     prefetch_at_load: bool = True
+    # Backend "auto": a solve that runs long gets the other MIP backend beside it on a spare
+    # core (solver/optimize/backends/race.py); off where solves already fill every core (reviews).
+    race_backends: bool = True
     # Simulation in the loop (solver/compile/verified_caps.py); None: the workload's solver.verify.
     verify: bool | None = None
     # time.monotonic() from which the time limit counts; None: when plan() starts. The CLI
@@ -439,7 +442,7 @@ def _cost_solve(problem: Problem, backend_name: str, deadline: float, stop: Stop
             form = build(problem, kept, stop=stop, bounds=False)
             form.service_bounds, form.lower_bound = bounds, lower
             configs = kept
-    backend = get_backend(resolve_auto(backend_name, form.model))
+    backend = backend_for(backend_name, form.model, race=options.race_backends)
     hint = form.values_from(greedy) if greedy is not None else None
     # Pooled models: the services' own best plans, combined, are usually within a few
     # instances of the optimum: a far better start than the greedy plan.

@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 
 from solver.interrupt import NEVER, Stop
 from solver.lifeline import die_with_parent
-from solver.output.prefetch import anonymous_file, spare_core, usable
+from solver.cores import spare_core
+from solver.output.prefetch import anonymous_file, usable
 
 _RECORD = 4  # bytes per index in the pipe
 _MAX_ITEMS = 16_000  # indices the pipe holds (64 KiB) without blocking the writer

@@ -25,8 +25,8 @@ from solver.compile.problem import Problem
 from solver.errors import Cancelled, InfeasibleError, SolverTimeout
 from solver.explain.diagnose import diagnose_infeasible, unexplained_reason
 from solver.interrupt import Stop
-from solver.optimize.backends import SolveOptions, get_backend
-from solver.optimize.backends.base import resolve_auto
+from solver.optimize.backends import SolveOptions
+from solver.optimize.backends.base import backend_for
 from solver.optimize.formulation import Formulation, build
 from solver.optimize.greedy import greedy_solution, solution_cost
 from solver.optimize.headroom import fill_idle_gpus
@@ -69,7 +69,7 @@ def solve_replan(problem: Problem, hours: float, backend_name: str, deadline: fl
                    if hours * problem.offer(c.offer_id).price_usd_per_hour * c.instances_per_replica <= upper + 1e-9]
     form = build(problem, configs, stop=stop)
     _add_changes(form, problem, running, hours)
-    backend = get_backend(resolve_auto(backend_name, form.model))
+    backend = backend_for(backend_name, form.model, race=options.race_backends)
     hints = [v for v in (_hint(form, start, running) for _, start in starts) if v is not None]
     timings["formulation_s"] = time.monotonic() - t0
     t1 = time.monotonic()

@@ -15,7 +15,7 @@ spare core (`spare_core`): on a busy machine its work would be taken from the so
 
 Same function, same inputs, so the same values: a prefetched value is the one the planner
 would compute (tests/test_prefetch.py). A process, not a thread: a thread would hold the
-GIL that the solver's callbacks need at every node. A fresh interpreter
+GIL that the solver's callbacks (progress reports, an objective limit) need. A fresh interpreter
 (solver/output/prefetch_child.py), not a fork: a forked child shares the planner's heap
 page by page, and every page the planner writes while the MIP runs (reference counts of
 every configuration it reads) is then copied - the child of a 5,000-service plan held
@@ -36,6 +36,7 @@ import subprocess
 import sys
 
 from solver.compile.load_caps import real_routed
+from solver.cores import spare_core
 
 # Below this many LLM assignments the helper's start (~0.15 s, on the other core) costs
 # about what it saves.
@@ -57,16 +58,6 @@ def usable() -> bool:
         return len(os.sched_getaffinity(0)) >= 2
     except (AttributeError, OSError):
         return (os.cpu_count() or 1) >= 2
-
-
-def spare_core() -> bool:
-    """A core that nothing else is using now: the 1-minute load average (this planner
-    counted) half a core below the cores this process may run on. Without one the child
-    would only take time from the solver (and from other solves on a busy server)."""
-    try:
-        return os.getloadavg()[0] < len(os.sched_getaffinity(0)) - 0.5
-    except (AttributeError, OSError):
-        return False
 
 
 class AtLoadPrefetch:

@@ -39,8 +39,8 @@ def solve_scenario(base: BaseCase, scenario: Scenario, time_limit_s: float, fing
         result.slo_ms = {s.name: s.slo.model_dump() for s in workload.services}
         # No cancel event: plan() bounds the MIP by the time limit itself (and a cancellable
         # SCIP solve logs a spurious error line per scenario). Stopping a review kills workers.
-        planned = plan(workload, PlanOptions(time_limit_s=time_limit_s, catalog=catalog,
-                                             prefetch_at_load=False))  # the workers fill every core
+        planned = plan(workload, PlanOptions(time_limit_s=time_limit_s, catalog=catalog,  # the workers fill
+                                             prefetch_at_load=False, race_backends=False))  # every core
         _record_plan(result, planned.to_dict())
     except InputError as exc:
         result.status = "invalid"

@@ -3,10 +3,12 @@
 Measured on this problem's covering-and-packing structure (bench/backends.py; docs/benchmarks.md,
 `backends`): SCIP proves optimality fastest, HiGHS several times slower (CP-SAT, measured
 until 2026-12-05 and then withdrawn, stalled far from its bound on larger instances).
-"auto" therefore means SCIP — except for models that are mostly routing (continuous
+"auto" therefore starts SCIP — except for models that are mostly routing (continuous
 variables of many request classes over few integer replica counts), where HiGHS's simplex
 was about ten times faster (bench/many_classes.py: 100 classes, ~4,600 routing variables,
-~80 integers). Both prove optimality.
+~80 integers). Both prove optimality, and each proves some models in seconds that the other
+takes minutes over: a solve that runs long gets the other beside it on a spare core, and
+the first proof ends both (`backend_for`, solver/optimize/backends/race.py).
 """
 
 from __future__ import annotations
@@ -59,6 +61,18 @@ def resolve_auto(name: str, model: LinearModel) -> str:
     if continuous >= ROUTING_HEAVY_MIN_CONTINUOUS and continuous > ROUTING_HEAVY_RATIO * size["integer_variables"]:
         return "highs"
     return "scip"
+
+
+def backend_for(name: str, model: LinearModel, race: bool = True) -> Backend:
+    """The backend that solves `model` for the caller's choice `name`: "auto" is the one its
+    features choose (resolve_auto), raced by the other on a spare core when a solve runs
+    long and `race` allows it (solver/optimize/backends/race.py); any other name, that one."""
+    chosen = resolve_auto(name, model)
+    if name != "auto" or not race:
+        return get_backend(chosen)
+    from solver.optimize.backends.race import Race
+
+    return Race(get_backend(chosen), get_backend("highs" if chosen == "scip" else "scip"))
 
 
 def get_backend(name: str) -> Backend:
