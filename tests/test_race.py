@@ -9,6 +9,8 @@ reproduces), a real backend is wrapped to hold its answer back - said at that te
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -50,7 +52,7 @@ def replan_model():
 
 
 def _race(**kw):
-    return Race(get_backend("scip"), get_backend("highs"), spare_core=lambda: True, **kw)
+    return Race(get_backend("scip"), get_backend("highs"), spare_core=lambda since: True, **kw)
 
 
 def _no_race_threads(timeout_s: float = GENEROUS_S) -> bool:
@@ -88,7 +90,7 @@ def test_a_solve_that_ends_before_the_race_starts_runs_alone(replan_model):
             started.append(1)
             return get_backend("highs").solve(lm, options)
 
-    out = Race(get_backend("scip"), Counted(), spare_core=lambda: True, race_after_s=30.0).solve(
+    out = Race(get_backend("scip"), Counted(), spare_core=lambda since: True, race_after_s=30.0).solve(
         replan_model, SolveOptions(time_limit_s=60, relative_gap=1e-9))
     assert out.status == "optimal" and out.backend == "scip"
     assert not started
@@ -96,7 +98,7 @@ def test_a_solve_that_ends_before_the_race_starts_runs_alone(replan_model):
 
 
 def test_without_a_spare_core_the_second_never_starts(replan_model):
-    out = Race(get_backend("scip"), get_backend("highs"), spare_core=lambda: False, race_after_s=0.0).solve(
+    out = Race(get_backend("scip"), get_backend("highs"), spare_core=lambda since: False, race_after_s=0.0).solve(
         replan_model, SolveOptions(time_limit_s=60, relative_gap=1e-9))
     assert out.backend == "scip" and "raced" not in out.detail
 
@@ -127,7 +129,7 @@ def test_a_first_solver_that_ignores_its_cancel_does_not_hold_up_the_answer(repl
             return out
 
     t0 = time.monotonic()
-    out = Race(Stubborn(), get_backend("highs"), spare_core=lambda: True, race_after_s=0.0).solve(
+    out = Race(Stubborn(), get_backend("highs"), spare_core=lambda since: True, race_after_s=0.0).solve(
         replan_model, SolveOptions(time_limit_s=60, relative_gap=1e-9))
     elapsed = time.monotonic() - t0
     release.set()
@@ -181,3 +183,35 @@ def test_backend_for_races_only_auto(replan_model):
     assert not isinstance(backend_for("auto", replan_model, race=False), Race)
     assert backend_for("scip", replan_model).name == "scip"
     assert backend_for("highs", replan_model).name == "highs"
+
+
+def test_a_core_counts_as_spare_only_if_it_was_idle_meanwhile():
+    from solver.cores import cpu_sample, spare_core_since
+
+    first = cpu_sample()
+    if first is None:
+        pytest.skip("no /proc/stat")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.3)
+        sample = cpu_sample()
+        time.sleep(0.6)
+        assert cpu_sample()[1] > sample[1]
+        assert not spare_core_since(sample), "every core was busy"
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def test_the_second_starts_once_a_core_is_spare(replan_model):
+    looks = []
+
+    def spare_on_the_third_look(since):
+        looks.append(since)
+        return len(looks) >= 3
+
+    out = Race(get_backend("scip"), get_backend("highs"), spare_core=spare_on_the_third_look, race_after_s=0.05).solve(
+        replan_model, SolveOptions(time_limit_s=60, relative_gap=1e-9))
+    assert out.status == "optimal" and "raced with" in out.detail
+    assert len(looks) == 3

@@ -9,8 +9,10 @@ minutes (measured on one machine, one run each, 2026-12-08):
   re-plan: SCIP 3.4 s, HiGHS 5.5 s).
 Which one wins is not predictable from the model's size or shape we know of, so "auto"
 runs the backend its features choose (base.resolve_auto) and, once that has run
-RACE_AFTER_S without an answer and a core is spare (solver/cores.py), the other one beside
-it. Most solves end before then and run alone, as before.
+RACE_AFTER_S without an answer and a core was idle meanwhile (solver/cores.py: the
+machine's idle time over that second, not the load average, which lags by a minute; else
+it looks again each RACE_AFTER_S: the planner's own helper process may hold the other core
+for a few seconds), the other one beside it. Most solves end before then and run alone, as before.
 
 Both run in threads of this process (the solvers release the GIL). The race ends when the
 first backend returns (a proof, or its own limit: time, objective limit, a cancel) or the
@@ -70,10 +72,11 @@ class Race:
     name = "auto"
 
     def __init__(self, first, second, spare_core=None, race_after_s: float = RACE_AFTER_S):
-        from solver.cores import spare_core as default_spare_core
+        from solver.cores import spare_core_since
 
         self.first, self.second = first, second
-        self._spare_core = spare_core or default_spare_core
+        # (a cpu_sample() taken as the first started) -> whether a core was idle since
+        self._spare_core = spare_core or spare_core_since
         self.race_after_s = race_after_s
 
     def solve(self, lm: LinearModel, options: SolveOptions) -> SolveOutcome:
@@ -81,8 +84,11 @@ class Race:
         if options.relax_integrality or options.node_limit is not None or size["integer_variables"] < RACE_MIN_INTEGERS \
                 or size["nonzeros"] > RACE_MAX_NONZEROS:
             return self.first.solve(lm, options)
+        from solver.cores import cpu_sample
+
         start = time.monotonic()
         deadline = start + options.time_limit_s
+        sample = cpu_sample()
         lock = threading.Condition()
         answers: dict[str, SolveOutcome | BaseException] = {}
         stops = {"first": threading.Event(), "second": threading.Event()}
@@ -103,11 +109,16 @@ class Race:
                 lock.notify_all()
 
         def run_second() -> None:
-            with lock:
-                if lock.wait_for(lambda: "first" in answers, self.race_after_s):
+            since = sample
+            while True:  # until a second in which a core was idle (a helper process may hold it a while)
+                with lock:
+                    if lock.wait_for(lambda: "first" in answers, self.race_after_s):
+                        return
+                if deadline - time.monotonic() <= 0.05:
                     return
-            if not self._spare_core() or deadline - time.monotonic() <= 0.05:
-                return
+                if self._spare_core(since):
+                    break
+                since = cpu_sample()
             with lock:
                 if stops["second"].is_set():
                     return  # the first answered meanwhile
