@@ -16,7 +16,8 @@ for a few seconds), the other one beside it. Most solves end before then and run
 
 Both run in threads of this process (the solvers release the GIL). The race ends when the
 first backend returns (a proof, or its own limit: time, objective limit, a cancel) or the
-second proves its answer; the other is then cancelled and given LOSER_JOIN_S to stop.
+second proves its answer; the other is then cancelled (and, where the first ended without
+a proof, its answer waited for up to LOSER_JOIN_S, never past the time limit).
 SCIP looks at a cancel only between nodes, and on some models spends minutes in its root
 node (the `serving: auto` model above: 247 nodes in 43 s): a SCIP that has not stopped by
 then is left to end at its own time limit, its answer unread, and the caller goes on with
@@ -48,9 +49,10 @@ RACE_AFTER_S = 1.0
 RACE_MAX_NONZEROS = 200_000
 # Models this small end in milliseconds: no threads for them.
 RACE_MIN_INTEGERS = 64
-# After the winner returns, the loser is interrupted (within the cancel watcher's 50 ms
-# poll); a solver inside a long presolve may take longer: it is then left to end at its own
-# time limit, its answer unread.
+# After the first returns without a proof, the second is interrupted (within the cancel
+# watcher's 50 ms poll) and its plan and bound read if they come within this long (and
+# within the solve's time limit); one inside a long presolve is left to end at its own
+# limit, its answer unread.
 LOSER_JOIN_S = 2.0
 _PROOFS = ("optimal", "infeasible")
 
@@ -139,10 +141,12 @@ class Race:
             won = "first" if "first" in answers else "second"
             stops["second" if won == "first" else "first"].set()
             # The other stops within the cancel watcher's poll, except a solver deep in work
-            # that looks at no cancel (SCIP's root node): it is left to end by its own limit.
+            # that looks at no cancel (SCIP's root node), which is left to end by its own
+            # limit. Its answer is waited for only where it may add something - the first
+            # ended without a proof - and not past the solve's own time limit.
             other = "second" if won == "first" else "first"
-            if won == "second" or started[0]:
-                lock.wait_for(lambda: other in answers, LOSER_JOIN_S)
+            if won == "first" and started[0] and not _proved(answers["first"]):
+                lock.wait_for(lambda: other in answers, min(LOSER_JOIN_S, max(deadline - time.monotonic(), 0.0)))
             open_[0] = False
             got = dict(answers)
         if isinstance(got[won], BaseException):
@@ -150,7 +154,8 @@ class Race:
         if isinstance(got.get(other), BaseException):
             del got[other]  # the loser's failure changes nothing the winner found
         return combine(got.get("first"), got.get("second"), options, stopped_first=won == "second",
-                       elapsed_s=time.monotonic() - start, first_name=self.first.name)
+                       elapsed_s=time.monotonic() - start, first_name=self.first.name,
+                       second_name=self.second.name if started[0] else "")
 
 
 def _proved(out) -> bool:
@@ -158,13 +163,18 @@ def _proved(out) -> bool:
 
 
 def combine(first: SolveOutcome | None, second: SolveOutcome | None, options: SolveOptions,
-            stopped_first: bool = False, elapsed_s: float | None = None, first_name: str = "") -> SolveOutcome:
+            stopped_first: bool = False, elapsed_s: float | None = None, first_name: str = "",
+            second_name: str = "") -> SolveOutcome:
     """One answer from the two solvers' (see the module notes); either may be None (the
-    second never started, or the first was left running after the second's proof).
-    `stopped_first`: the race stopped the first solver because the second proved its answer."""
+    second never started - or was stopped unread - or the first was left running after the
+    second's proof). `stopped_first`: the race stopped the first solver because the second
+    proved its answer; `second_name`: the second ran (its answer may be None)."""
     if first is None or second is None:
         only = first if second is None else second
-        detail = only.detail if second is None else _detail(only, None, "left to end by its own limit", first_name)
+        if first is None:
+            detail = _detail(only, None, "left to end by its own limit", first_name)
+        else:
+            detail = _detail(only, None, "stopped", second_name) if second_name else only.detail
         return replace(only, solve_time_s=only.solve_time_s if elapsed_s is None else elapsed_s, detail=detail)
     elapsed = first.solve_time_s if elapsed_s is None else elapsed_s
     outs = [first, second]
