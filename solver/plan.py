@@ -166,13 +166,16 @@ def _result(workload, catalog, problem, form, outcome, solution, ties, t0, deadl
         (options.on_stage or (lambda name: None))("explain")
         # One budget for the whole explanation, never past the call's own deadline.
         explain = Stop(options.cancel, min(deadline, time.monotonic() + EXPLAIN_BUDGET_S))
+        # Its re-solves use the backend the caller chose, not the one that happened to answer
+        # first in a race (solver/optimize/backends/race.py).
+        chosen = options.backend or workload.solver.backend
         result.confidence_cost = confidence_cost(workload, catalog, problem, result.total_price_usd_per_hour,
-                                                 outcome.backend, options, explain)
-        result.serving_choice = serving_choice(workload, catalog, outcome.backend, options, explain)
+                                                 chosen, options, explain)
+        result.serving_choice = serving_choice(workload, catalog, chosen, options, explain)
         result.redundancy_cost = redundancy_cost(workload, catalog, problem, result.total_price_usd_per_hour,
-                                                 outcome.backend, options, explain)
+                                                 chosen, options, explain)
         for sr in services:
-            sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=outcome.backend,
+            sr.alternatives = alternatives_for(sr.name, problem, form, solution, backend_name=chosen,
                                                stop=explain, proven=_proven(outcome))
     return result
 

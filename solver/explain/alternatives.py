@@ -198,12 +198,13 @@ def _resolve_delta(c: Config, service: str, problem: Problem, base_cost: float, 
                    stop: Stop) -> float | str | None:
     """The cheapest whole fleet with the service on `c` only: its extra cost, "infeasible",
     or None when the node limit ended the search before a proof."""
-    from solver.optimize.backends import SolveOptions, get_backend
+    from solver.optimize.backends import SolveOptions
+    from solver.optimize.backends.base import backend_for
     from solver.optimize.formulation import build
 
     others = [x for x in problem.configs if x.service != service]
     form = build(problem, others + [c], stop=stop)
-    res = get_backend(backend_name).solve(form.model, SolveOptions(time_limit_s=max(stop.seconds_left(3600.0), 0.05),
+    res = backend_for(backend_name, form.model).solve(form.model, SolveOptions(time_limit_s=max(stop.seconds_left(3600.0), 0.05),
                                                                    node_limit=TIE_BREAK_NODES, cancel=stop.cancel))
     if res.status == "optimal":
         return res.objective - base_cost
