@@ -103,15 +103,66 @@ def test_without_a_spare_core_the_second_never_starts(replan_model):
     assert out.backend == "scip" and "raced" not in out.detail
 
 
+class Patient:
+    """A backend that answers only when its cancel is set (at most 30 s): what a solve longer
+    than any test looks like to the race. It counts the solves it has ended."""
+
+    def __init__(self, name):
+        self.name, self.ended = name, []
+
+    def solve(self, lm, options):
+        t0 = time.monotonic()
+        while not (options.cancel is not None and options.cancel.is_set()) and time.monotonic() - t0 < 30.0:
+            time.sleep(0.005)
+        self.ended.append(time.monotonic())
+        return SolveOutcome("cancelled", None, None, None, time.monotonic() - t0, self.name)
+
+
 def test_the_callers_cancel_stops_both(replan_model):
+    first, second = Patient("scip"), Patient("highs")
     cancel = threading.Event()
-    threading.Timer(0.3, cancel.set).start()
+    threading.Timer(0.5, cancel.set).start()
     t0 = time.monotonic()
-    out = _race(race_after_s=0.0).solve(replan_model, SolveOptions(time_limit_s=60, relative_gap=1e-12,
-                                                                   absolute_gap=0.0, cancel=cancel))
-    assert time.monotonic() - t0 < 0.3 + GENEROUS_S
-    assert out.status in ("feasible", "cancelled", "optimal")
-    assert _no_race_threads()
+    out = Race(first, second, spare_core=lambda since: True, race_after_s=0.05).solve(
+        replan_model, SolveOptions(time_limit_s=60, cancel=cancel))
+    assert time.monotonic() - t0 < 0.5 + GENEROUS_S
+    assert out.status == "cancelled"
+    assert len(first.ended) == 1 and _no_race_threads(), "a solver did not see the caller's cancel"
+    assert len(second.ended) == 1
+
+
+def test_the_loser_is_stopped_when_the_first_proves(replan_model):
+    second = Patient("highs")
+    out = Race(get_backend("scip"), second, spare_core=lambda since: True, race_after_s=0.0).solve(
+        replan_model, SolveOptions(time_limit_s=60, relative_gap=1e-9))
+    assert out.status == "optimal" and out.backend == "scip"
+    assert _no_race_threads(), "the second solver was not stopped"
+    assert len(second.ended) == 1
+
+
+def test_an_exception_in_the_waiting_thread_stops_both(replan_model, monkeypatch):
+    """A KeyboardInterrupt (a notebook's stop) while the race waits: neither solver runs on."""
+    first, second = Patient("scip"), Patient("highs")
+    race = Race(first, second, spare_core=lambda since: True, race_after_s=0.0)
+    real_wait_for = threading.Condition.wait_for
+    calls = []
+
+    def interrupted(self, predicate, timeout=None):
+        if threading.current_thread() is threading.main_thread() and not calls:
+            calls.append(1)
+            self.release()
+            try:
+                time.sleep(0.3)  # both have started
+            finally:
+                self.acquire()
+            raise KeyboardInterrupt
+        return real_wait_for(self, predicate, timeout)
+
+    monkeypatch.setattr(threading.Condition, "wait_for", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        race.solve(replan_model, SolveOptions(time_limit_s=60))
+    monkeypatch.setattr(threading.Condition, "wait_for", real_wait_for)
+    assert _no_race_threads(), "a solver ran on after the caller's thread was interrupted"
 
 
 def test_a_first_solver_that_ignores_its_cancel_does_not_hold_up_the_answer(replan_model):
@@ -165,6 +216,19 @@ def test_combine_without_a_proof_takes_the_cheaper_plan_and_the_higher_bound():
     assert near.status == "optimal"
 
 
+def test_combine_never_reports_a_bound_above_its_plan():
+    out = combine(_outcome("feasible", 100.0, 99.5, "scip"), _outcome("feasible", 101.0, 100.2, "highs"),
+                  SolveOptions(relative_gap=0.01))
+    assert out.status == "optimal" and out.objective == 100.0 and out.bound <= out.objective
+
+
+def test_solvers_that_disagree_give_the_plan_unproven():
+    out = combine(_outcome("infeasible", None, None, "scip"), _outcome("feasible", 100.0, 90.0, "highs"),
+                  SolveOptions())
+    assert (out.status, out.objective, out.bound, out.backend) == ("feasible", 100.0, None, "highs")
+    assert "contradicts" in out.detail
+
+
 def test_combine_with_no_plan_keeps_the_first_status_and_the_best_bound():
     out = combine(_outcome("no_solution", None, 50.0, "scip"), _outcome("no_solution", None, 60.0, "highs"),
                   SolveOptions())
@@ -191,7 +255,7 @@ def test_a_core_counts_as_spare_only_if_it_was_idle_meanwhile():
     first = cpu_sample()
     if first is None:
         pytest.skip("no /proc/stat")
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(len(os.sched_getaffinity(0)))]
     try:
         time.sleep(0.3)
         sample = cpu_sample()

@@ -21,8 +21,10 @@ a proof, its answer waited for up to LOSER_JOIN_S, never past the time limit).
 SCIP looks at a cancel only between nodes, and on some models spends minutes in its root
 node (the `serving: auto` model above: 247 nodes in 43 s): a SCIP that has not stopped by
 then is left to end at its own time limit, its answer unread, and the caller goes on with
-the proof it has (the CLI and the server's workers end with os._exit, which a running
-solver thread does not hold up). The answer is the proof, else the cheaper plan of the two with the higher of their
+the proof it has. It keeps its core until then: the CLI ends with os._exit, which it does
+not hold up; a server worker goes on to its next job beside it (whose own race then finds
+no idle core and does not start).  Any other end of the wait (an exception in the caller's
+thread) stops both. The answer is the proof, else the cheaper plan of the two with the higher of their
 dual bounds (both bound the same model, so the higher one is valid) - and "optimal" when
 that pair closes the gap, as a proof split over two solvers still is one. The outcome
 names the backend whose plan it is (`backend`), and `detail` says what the other did.
@@ -50,7 +52,7 @@ RACE_MAX_NONZEROS = 200_000
 # Models this small end in milliseconds: no threads for them.
 RACE_MIN_INTEGERS = 64
 # After the first returns without a proof, the second is interrupted (within the cancel
-# watcher's 50 ms poll) and its plan and bound read if they come within this long (and
+# watcher's poll) and its plan and bound read if they come within this long (and
 # within the solve's time limit); one inside a long presolve is left to end at its own
 # limit, its answer unread.
 LOSER_JOIN_S = 2.0
@@ -135,20 +137,29 @@ class Race:
         second = threading.Thread(target=run_second, daemon=True, name="solve-race-second")
         first.start()
         second.start()
-        with lock:
-            # Until the first answers, or the second proves (then the first is stopped).
-            lock.wait_for(lambda: "first" in answers or _proved(answers.get("second")))
-            won = "first" if "first" in answers else "second"
-            stops["second" if won == "first" else "first"].set()
-            # The other stops within the cancel watcher's poll, except a solver deep in work
-            # that looks at no cancel (SCIP's root node), which is left to end by its own
-            # limit. Its answer is waited for only where it may add something - the first
-            # ended without a proof - and not past the solve's own time limit.
-            other = "second" if won == "first" else "first"
-            if won == "first" and started[0] and not _proved(answers["first"]):
-                lock.wait_for(lambda: other in answers, min(LOSER_JOIN_S, max(deadline - time.monotonic(), 0.0)))
-            open_[0] = False
-            got = dict(answers)
+        try:
+            with lock:
+                # Until the first answers, or the second proves (then the first is stopped).
+                lock.wait_for(lambda: "first" in answers or _proved(answers.get("second")))
+                won = "first" if "first" in answers else "second"
+                other = "second" if won == "first" else "first"
+                stops[other].set()
+                # The other stops within the cancel watcher's poll, except a solver deep in
+                # work that looks at no cancel (SCIP's root node), which is left to end by
+                # its own limit. Its answer is waited for only where it may add something -
+                # the first ended without a proof, not by the caller's cancel or at the
+                # objective limit - and not past the solve's own time limit.
+                if won == "first" and started[0] and not _proved(answers["first"]) \
+                        and not (options.cancel is not None and options.cancel.is_set()) \
+                        and not _at_limit(answers["first"], options.objective_limit):
+                    lock.wait_for(lambda: other in answers, min(LOSER_JOIN_S, max(deadline - time.monotonic(), 0.0)))
+                open_[0] = False
+                got = dict(answers)
+        finally:
+            # Whatever ends the wait (an answer, or an exception in this thread such as a
+            # KeyboardInterrupt), neither solver runs on for nothing.
+            for stop in stops.values():
+                stop.set()
         if isinstance(got[won], BaseException):
             raise got[won]
         if isinstance(got.get(other), BaseException):
@@ -160,6 +171,12 @@ class Race:
 
 def _proved(out) -> bool:
     return isinstance(out, SolveOutcome) and out.status in _PROOFS
+
+
+def _at_limit(out, objective_limit: float | None) -> bool:
+    """The answer reached the caller's objective limit (a plan that good ends the solve)."""
+    return (isinstance(out, SolveOutcome) and objective_limit is not None and out.objective is not None
+            and out.objective <= objective_limit)
 
 
 def combine(first: SolveOutcome | None, second: SolveOutcome | None, options: SolveOptions,
@@ -181,6 +198,13 @@ def combine(first: SolveOutcome | None, second: SolveOutcome | None, options: So
     bounds = [o.bound for o in outs if o.bound is not None]
     bound = max(bounds) if bounds else None
     proofs = [o for o in outs if o.status in _PROOFS]
+    if any(o.status == "infeasible" for o in proofs) and any(o.values is not None for o in outs):
+        # The solvers disagree (numerics): a plan in hand is checked by the evaluator, a claim
+        # of infeasibility would send the caller away with nothing. The plan, unproven.
+        has = min((o for o in outs if o.values is not None), key=lambda o: o.objective)
+        other = second if has is first else first
+        return replace(has, status="feasible", bound=None, solve_time_s=elapsed,
+                       detail=_detail(has, other, "infeasible, which this plan contradicts"))
     if proofs:
         won = next((o for o in proofs if o.status == "optimal"), proofs[0])
         lost = second if won is first else first
@@ -195,6 +219,7 @@ def combine(first: SolveOutcome | None, second: SolveOutcome | None, options: So
     if bound is not None and best.objective - bound <= max(options.absolute_gap,
                                                            options.relative_gap * abs(best.objective)):
         status = "optimal"  # one solver's plan, the other's bound: a proof all the same
+        bound = min(bound, best.objective)  # a bound past the plan's cost is the other's tolerance
     return replace(best, status=status, bound=bound, solve_time_s=elapsed,
                    detail=_detail(best, other, other.status))
 
