@@ -41,6 +41,7 @@ import threading
 import time
 from dataclasses import replace
 
+from solver.cores import cpu_sample, spare_core_since
 from solver.optimize.backends.base import SolveOptions
 from solver.optimize.linear import LinearModel, SolveOutcome
 
@@ -76,8 +77,6 @@ class Race:
     name = "auto"
 
     def __init__(self, first, second, spare_core=None, race_after_s: float = RACE_AFTER_S):
-        from solver.cores import spare_core_since
-
         self.first, self.second = first, second
         # (a cpu_sample() taken as the first started) -> whether a core was idle since
         self._spare_core = spare_core or spare_core_since
@@ -88,8 +87,6 @@ class Race:
         if options.relax_integrality or options.node_limit is not None or size["integer_variables"] < RACE_MIN_INTEGERS \
                 or size["nonzeros"] > RACE_MAX_NONZEROS:
             return self.first.solve(lm, options)
-        from solver.cores import cpu_sample
-
         start = time.monotonic()
         deadline = start + options.time_limit_s
         sample = cpu_sample()
@@ -97,6 +94,7 @@ class Race:
         answers: dict[str, SolveOutcome | BaseException] = {}
         stops = {"first": threading.Event(), "second": threading.Event()}
         open_ = [True]  # progress reports stop when the race has answered
+        started = [False]  # the second solver began
 
         def progress(*args) -> None:
             with lock:
@@ -130,7 +128,6 @@ class Race:
             run("second", self.second, replace(options, time_limit_s=deadline - time.monotonic(), on_progress=None,
                                                cancel=_Either(stops["second"], options.cancel)))
 
-        started = [False]
         first = threading.Thread(target=run, daemon=True, name="solve-race-first", args=(
             "first", self.first, replace(options, cancel=_Either(stops["first"], options.cancel),
                                          on_progress=progress if options.on_progress is not None else None)))
